@@ -1,0 +1,181 @@
+"""Typed entry points: ``convert`` turns one merged/host JSON trace into a Chakra ``.et`` file.
+
+The stages run in one direction: reader (stream records, spill tails) -> graph (reference
+semantics) -> cycles (check or break) -> writer (id order, atomic rename).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from chakra.schema.protobuf import et_def_pb2 as pb
+
+from . import cycles
+from . import encoding as enc
+from .errors import CycleReport, CyclicDependencyError
+from .graph import TraceGraph
+from .reader import TraceReader
+from .simulate import SimulationInput, SimulationResult, simulate
+from .writer import TailSpill, atomic_output, global_metadata
+
+#: (stage, done, total): stage "read" counts input bytes, "write" counts nodes.
+Progress = Callable[[str, int, int], None]
+_COMM_TYPES = frozenset({pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE})
+_CYCLE_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class RemovedEdge:
+    """A dependency dropped by ``break_cycles``: ``node`` no longer waits for ``dependency``."""
+
+    node_id: int
+    node_name: str
+    dependency_id: int
+    dependency_name: str
+    inter_thread: bool
+
+
+@dataclass(frozen=True)
+class ConversionResult:
+    input_path: str
+    output_path: str
+    nodes_read: int
+    nodes_written: int
+    dangling_removed: int
+    comm_nodes: int
+    data_deps: int
+    seconds: float
+    removed_edges: list[RemovedEdge] = field(default_factory=list)
+    simulation: SimulationResult | None = None
+
+
+def convert(
+    input_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str],
+    *,
+    simulate: bool = False,
+    break_cycles: bool = False,
+    allow_missing_parents: bool = False,
+    progress: Progress | None = None,
+) -> ConversionResult:
+    """Convert like ``chakra_converter PyTorch``; the output is byte-identical to the reference's.
+
+    ``break_cycles`` removes the edges that close dependency cycles instead of failing;
+    ``allow_missing_parents`` accepts ``ctrl_deps`` that point at no node, as the reference does.
+    Raises a ``ConverterError`` subclass on bad input; no output file is left behind then.
+    """
+    started = time.perf_counter()
+    source, target = os.fspath(input_path), os.fspath(output_path)
+    graph = TraceGraph(source, keep_simulation_fields=simulate)
+    reader = TraceReader(source, progress=(lambda done, total: progress("read", done, total)) if progress else None)
+    spill = TailSpill(os.path.dirname(os.path.abspath(target)))
+    try:
+        with _gc_paused():
+            for record in reader.records():
+                graph.add(record)
+                spill.append(record.tail)
+        spill.finish_writing()
+        graph.build(allow_missing_parents)
+        removed = _check_cycles(graph, break_cycles)
+        with atomic_output(target) as out:
+            out.write(global_metadata(source, reader.metadata))
+            written, comm, edges = _write_nodes(out, graph, spill, progress)
+    finally:
+        spill.close()
+    return ConversionResult(
+        input_path=source,
+        output_path=target,
+        nodes_read=len(graph),
+        nodes_written=written,
+        dangling_removed=graph.dangling_removed,
+        comm_nodes=comm,
+        data_deps=edges,
+        seconds=time.perf_counter() - started,
+        removed_edges=removed,
+        simulation=_simulate(graph) if simulate else None,
+    )
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Reading allocates millions of short-lived acyclic objects; refcounting frees them all."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _check_cycles(graph: TraceGraph, break_them: bool) -> list[RemovedEdge]:
+    if not graph.has_forward_edges():
+        return []
+    size = len(graph)
+    components = cycles.cyclic_components(graph.final_rows(), graph.successors, size)
+    if not components:
+        return []
+    if not break_them:
+        raise CyclicDependencyError(graph.path, [_cycle_report(graph, c) for c in components])
+    edges = cycles.break_cycles(components, graph.successors, graph.is_inter_thread, size)
+    removed = [
+        RemovedEdge(graph.ids[u], graph.names[u], graph.ids[v], graph.names[v], graph.is_inter_thread(u, v))
+        for u, v in edges
+    ]
+    graph.remove_edges(edges)
+    return removed
+
+
+def _cycle_report(graph: TraceGraph, component: list[int]) -> CycleReport:
+    shown = sorted(component, key=graph.ids.__getitem__)[:_CYCLE_EXAMPLES]
+    return CycleReport(
+        size=len(component),
+        node_ids=tuple(graph.ids[r] for r in shown),
+        node_names=tuple(graph.names[r] for r in shown),
+    )
+
+
+def _write_nodes(out, graph: TraceGraph, spill: TailSpill, progress: Progress | None) -> tuple[int, int, int]:  # noqa: ANN001
+    """Write every kept node in id order; returns (nodes, comm nodes, data deps)."""
+    ids, names, types, deps, has_ctrl = graph.ids, graph.names, graph.types, graph.deps, graph.has_ctrl
+    rows = sorted(graph.final_rows(), key=ids.__getitem__)
+    name_fields: dict[str, bytes] = {}
+    comm = edges = 0
+    for count, row in enumerate(rows):
+        name = names[row]
+        name_field = name_fields.get(name)
+        if name_field is None:
+            try:
+                name_field = name_fields[name] = enc.name_field(name, "name")
+            except ValueError as exc:
+                raise graph.fail(row, str(exc)) from None
+        node_deps = deps.ids(row) if deps.count[row] else ()
+        ctrl = (graph.parent_id(row),) if has_ctrl[row] else ()
+        head = enc.head(ids[row], name_field, types[row], ctrl, node_deps)
+        out.write(enc.delimited_message(head + spill.read(row) + graph.comm_tails.get(row, b"")))
+        edges += len(node_deps)
+        comm += types[row] in _COMM_TYPES
+        if progress is not None and count % 8192 == 0:
+            progress("write", count, len(rows))
+    if progress is not None:
+        progress("write", len(rows), len(rows))
+    return len(rows), comm, edges
+
+
+def _simulate(graph: TraceGraph) -> SimulationResult:
+    rows = graph.final_rows()
+    position = {row: pos for pos, row in enumerate(rows)}
+    return simulate(
+        SimulationInput(
+            ids=[graph.ids[r] for r in rows],
+            deps=[[position[s] for s in graph.successors(r)] for r in rows],
+            is_gpu=[bool(graph.is_gpu[r]) for r in rows],
+            durations=[graph.durations[r] for r in rows],
+            streams=[graph.streams[r] for r in rows],
+        )
+    )

@@ -1,0 +1,165 @@
+"""Typed entry points for host + device traces: ``link``, ``convert_pair``, ``convert_all``, ``repair``.
+
+``link`` is ``chakra_trace_link`` without et_replay or HTA, streaming and near-linear, and it refuses
+pairs that do not belong together (the reference links nothing and reports success).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from .errors import TraceContentError, TraceFormatError
+from .hosttrace import index_host_trace
+from .kineto import read_kineto
+from .linker import LinkStats
+from .linker import link as plan_links
+from .merged import write_merged
+from .multirank import MultiRankResult, convert_all
+from .repair import RepairResult, repair
+
+__all__ = [
+    "LinkResult",
+    "MultiRankResult",
+    "PairResult",
+    "RepairResult",
+    "convert_all",
+    "convert_pair",
+    "link",
+    "repair",
+]
+
+_MISMATCH_SHARE = 0.5  # more matched ops with differing names than this share: another run
+
+
+@dataclass(frozen=True)
+class LinkResult:
+    host_path: str
+    device_path: str
+    output_path: str | None
+    rank: int | None  # from the device trace's distributedInfo, else the one asked for
+    nodes_written: int
+    stats: LinkStats
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class PairResult:
+    link: LinkResult
+    conversion: object  # converter.api.ConversionResult
+    merged_path: str | None  # kept merged JSON, if asked for
+
+
+def link(
+    host_path: str | os.PathLike[str],
+    device_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str] | None,
+    *,
+    rank: int | None = None,
+    allow_mismatch: bool = False,
+) -> LinkResult:
+    """Merge a host trace with its Kineto trace into ``output_path`` (same document as the reference).
+
+    Raises ``TraceFormatError``/``TraceContentError`` for unreadable input, a rank that is not the
+    device trace's, or a pair from different runs (unless ``allow_mismatch``); nothing is written then.
+    ``output_path`` None links and checks without writing.
+    """
+    started = time.perf_counter()
+    host, device = os.fspath(host_path), os.fspath(device_path)
+    index = index_host_trace(host)
+    trace = read_kineto(device)
+    trace_rank = _check_rank(trace.distributed_info, rank, device)
+    plan = plan_links(index, trace)
+    warnings = check_pair(plan.stats, host, device, allow_mismatch) + _pid_warning(index.metadata, trace.pids)
+    target = None if output_path is None else os.fspath(output_path)
+    if target is not None:
+        write_merged(index, plan, target)
+    written = index.node_count + plan.stats.gpu_linked
+    return LinkResult(
+        host, device, target, trace_rank, written, plan.stats, warnings, time.perf_counter() - started
+    )
+
+
+def _check_rank(info: dict | None, rank: int | None, device: str) -> int | None:
+    found = info.get("rank") if info else None
+    if rank is not None and isinstance(found, int) and found != rank:
+        raise TraceFormatError(device, f"is the device trace of rank {found}, not of rank {rank}")
+    return found if isinstance(found, int) else rank
+
+
+def check_pair(stats: LinkStats, host: str, device: str, allow_mismatch: bool = False) -> list[str]:
+    """Errors for pairs that cannot belong together; warnings, with counts, for partial links."""
+    problems: list[str] = []
+    if stats.host_ops and not stats.linked:
+        problems.append(
+            f"none of its {stats.host_ops} host ops has a device op in {device} "
+            "(no record-function id in common): the traces come from different runs or ranks"
+        )
+    elif stats.linked and stats.name_mismatches > _MISMATCH_SHARE * stats.linked:
+        examples = ", ".join(stats.mismatch_examples)
+        problems.append(
+            f"{stats.name_mismatches} of {stats.linked} host ops matched a device op of another name "
+            f"in {device} (e.g. {examples}): the traces come from different runs"
+        )
+    if problems and not allow_mismatch:
+        raise TraceContentError(host, problems[0])
+    return problems + _link_warnings(stats)
+
+
+def _pid_warning(metadata: dict, device_pids: set) -> list[str]:
+    """Same program, other rank or run: the names agree, but the process id gives it away."""
+    pid = metadata.get("pid")
+    if pid is None or not device_pids or pid in device_pids:
+        return []
+    shown = ", ".join(str(p) for p in sorted(device_pids, key=str)[:3])
+    return [
+        f"the host trace is from process {pid}, the device trace's CPU ops from {shown}: another rank or run?"
+    ]
+
+
+def _link_warnings(stats: LinkStats) -> list[str]:
+    warnings = []
+    if stats.unlinked_host_ops:
+        warnings.append(f"{stats.unlinked_host_ops} of {stats.host_ops} host ops found no device op")
+    if stats.gpu_without_launcher:
+        warnings.append(
+            f"{stats.gpu_without_launcher} of {stats.gpu_ops} device kernels have no launching CPU op"
+        )
+    if stats.gpu_unattached:
+        warnings.append(f"{stats.gpu_unattached} device kernels were launched by CPU ops no host op matched")
+    return warnings
+
+
+def convert_pair(
+    host_path: str | os.PathLike[str],
+    device_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str],
+    *,
+    rank: int | None = None,
+    keep_merged: str | os.PathLike[str] | None = None,
+    allow_mismatch: bool = False,
+    simulate: bool = False,
+    break_cycles: bool = False,
+) -> PairResult:
+    """Link and convert in one call; the merged JSON is a temporary file unless ``keep_merged``."""
+    from . import api  # the converter proper; imported late so linking works without it
+
+    target = os.fspath(output_path)
+    merged = os.fspath(keep_merged) if keep_merged is not None else _temporary_path(target)
+    try:
+        linked = link(host_path, device_path, merged, rank=rank, allow_mismatch=allow_mismatch)
+        conversion = api.convert(merged, target, simulate=simulate, break_cycles=break_cycles)
+    finally:
+        if keep_merged is None and os.path.exists(merged):
+            os.unlink(merged)
+    return PairResult(linked, conversion, None if keep_merged is None else merged)
+
+
+def _temporary_path(target: str) -> str:
+    directory = os.path.dirname(os.path.abspath(target))
+    fd, path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".merged.json")
+    os.close(fd)
+    return path

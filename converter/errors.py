@@ -1,0 +1,70 @@
+"""The exception tree of the converter.
+
+Every error a user can cause with their input derives from ``ConverterError`` and renders as one
+line that names the file and the problem, so the CLI can print ``str(exc)`` and exit non-zero::
+
+    ConverterError                 anything this package raises on purpose
+    ├── TraceFormatError           the input is not a readable trace (I/O, JSON syntax, layout)
+    │   └── UnsupportedSchemaError the trace's schema version is not one we convert
+    ├── TraceContentError          the JSON is fine but the nodes are not (missing fields,
+    │                              duplicate ids, dangling references, unencodable values)
+    └── CyclicDependencyError      the dependency graph has cycles; lists every one of them
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class ConverterError(Exception):
+    """Base class: a problem the user can fix, reported as one line."""
+
+
+class TraceFormatError(ConverterError):
+    """The file cannot be read as a trace: missing, empty, truncated, not JSON, wrong layout."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class UnsupportedSchemaError(TraceFormatError):
+    """The trace declares a schema version this converter (and the reference) does not support."""
+
+
+class TraceContentError(ConverterError):
+    """A node or a dependency is malformed: the trace parses but cannot be converted."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    """One strongly connected component of the dependency graph (a set of nodes on cycles)."""
+
+    size: int
+    node_ids: tuple[int, ...]  # the first few ids, ascending
+    node_names: tuple[str, ...]  # names matching node_ids
+
+    def describe(self) -> str:
+        shown = ", ".join(f"{i} '{n}'" for i, n in zip(self.node_ids, self.node_names))
+        more = "" if self.size <= len(self.node_ids) else ", ..."
+        return f"{self.size} nodes [{shown}{more}]"
+
+
+class CyclicDependencyError(ConverterError):
+    """The converted graph is not a DAG; simulators would hang on it."""
+
+    def __init__(self, path: str, cycles: Sequence[CycleReport]) -> None:
+        self.path = str(path)
+        self.cycles = tuple(cycles)
+        listed = "; ".join(f"cycle {k + 1}: {c.describe()}" for k, c in enumerate(self.cycles))
+        super().__init__(
+            f"{self.path}: {len(self.cycles)} dependency cycle(s) found ({listed}); "
+            "rerun with --break-cycles to remove the closing edges"
+        )

@@ -1,0 +1,356 @@
+"""The graph skeleton: one compact row per node, and the reference's dependency semantics.
+
+Rows live in typed arrays (a few hundred bytes per node, not ~10 KB of objects). ``build`` then
+reproduces ``PyTorchConverter`` step by step, iteratively:
+
+1. conversion order: CPU and metadata ops in file order, each followed by its GPU children; a
+   node keeps ``ctrl_deps`` only if its parent was converted before it;
+2. ``convert_ctrl_dep_to_data_dep`` from each thread root: a preorder walk (children by ascending
+   id) where a CPU op depends on its ``inter_thread_dep`` and the previous CPU op, and a GPU op on
+   the last op visited (the reference's ``sync_dep`` test compares two unset start times, so it
+   never adds an edge, and neither do we);
+3. dangling nodes (no dependency either way) are dropped.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+from . import fields as fld
+from . import nodes
+from .errors import TraceContentError
+from .reader import NodeRecord
+
+_GPU = nodes.OpKind.GPU
+
+
+class DepTable:
+    """``data_deps`` of every node in insertion order: two inline slots per node, a dict beyond.
+
+    Each edge remembers whether it came from ``inter_thread_dep`` (cycle breaking drops those
+    first).
+    """
+
+    def __init__(self, size: int) -> None:
+        self._first = array("Q", bytes(8 * size))
+        self._second = array("Q", bytes(8 * size))
+        self.count = bytearray(size)
+        self._inter_thread = bytearray(size)  # bit 0: first slot, bit 1: second slot
+        self._extra: dict[int, list[tuple[int, bool]]] = {}
+
+    def add(self, node: int, dep_id: int, inter_thread: bool) -> None:
+        count = self.count[node]
+        if count == 0:
+            self._first[node] = dep_id
+            self._inter_thread[node] |= inter_thread
+        elif count == 1:
+            self._second[node] = dep_id
+            self._inter_thread[node] |= inter_thread << 1
+        else:
+            self._extra.setdefault(node, []).append((dep_id, inter_thread))
+        self.count[node] = min(count + 1, 255)
+
+    def edges(self, node: int) -> list[tuple[int, bool]]:
+        """(dependency id, is inter-thread) pairs, in the order they were added."""
+        count = self.count[node]
+        if not count:
+            return []
+        flags = self._inter_thread[node]
+        out = [(self._first[node], bool(flags & 1))]
+        if count > 1:
+            out.append((self._second[node], bool(flags & 2)))
+            out.extend(self._extra.get(node, ()))
+        return out
+
+    def ids(self, node: int) -> list[int]:
+        count = self.count[node]
+        if count == 1:
+            return [self._first[node]]
+        if count == 2:
+            return [self._first[node], self._second[node]]
+        return [dep for dep, _ in self.edges(node)]
+
+    def has(self, node: int, dep_id: int) -> bool:
+        count = self.count[node]
+        if not count:
+            return False
+        if self._first[node] == dep_id or (count > 1 and self._second[node] == dep_id):
+            return True
+        return count > 2 and any(dep == dep_id for dep, _ in self._extra.get(node, ()))
+
+    def replace(self, node: int, edges: list[tuple[int, bool]]) -> None:
+        """Set a node's edges anew (cycle breaking)."""
+        self.count[node] = 0
+        self._inter_thread[node] = 0
+        self._extra.pop(node, None)
+        for dep, inter_thread in edges:
+            self.add(node, dep, inter_thread)
+
+
+class TraceGraph:
+    """Rows in file order; call ``add`` for every record, then ``build``."""
+
+    def __init__(self, path: str, keep_simulation_fields: bool = False) -> None:
+        self.path = path
+        self.ids = array("Q")
+        self._parents = array("Q")
+        self._has_parent = bytearray()
+        self.names: list[str] = []
+        self.kinds = bytearray()
+        self.is_gpu = bytearray()
+        self.types = bytearray()
+        self._inter_thread = array("Q")
+        self.index: dict[int, int] = {}
+        self._errors: dict[int, str] = {}
+        self._pg_names: dict[int, Any] = {}
+        self._send_recv_sizes: dict[int, int] = {}
+        self._interned: dict[str, str] = {}
+        self._keep_simulation = keep_simulation_fields
+        self.durations = array("Q")
+        self.streams: list[Any] = []
+        # set by build()
+        self.order = array("l")  # converted rows, in the order the reference first converts them
+        self.has_ctrl = bytearray()
+        self.comm_tails: dict[int, bytes] = {}
+        self.deps = DepTable(0)
+        self.final = bytearray()
+        self.dangling_removed = 0
+        self._parent_idx = array("l")
+        self._child_start = array("l")
+        self._children = array("l")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    # -- collecting rows -------------------------------------------------------------------
+    def add(self, rec: NodeRecord) -> None:
+        row = len(self.ids)
+        previous = self.index.setdefault(rec.id, row)
+        if previous != row:
+            raise TraceContentError(self.path, f"duplicate node id {rec.id} (nodes #{previous} and #{row})")
+        self.ids.append(rec.id)
+        self._parents.append(max(rec.parent, 0))
+        self._has_parent.append(rec.parent >= 0)
+        self.names.append(self._interned.setdefault(rec.name, rec.name))
+        self.kinds.append(rec.kind)
+        self.is_gpu.append(rec.is_gpu)
+        self.types.append(rec.node_type)
+        self._inter_thread.append(rec.inter_thread_dep)
+        if rec.error is not None:
+            self._errors[row] = rec.error
+        if rec.pg_name != "":
+            self._pg_names[row] = rec.pg_name
+        if rec.node_type == 0:
+            self._send_recv_sizes[row] = rec.comm_size
+        if self._keep_simulation:
+            self.durations.append(rec.duration)
+            self.streams.append(rec.stream)
+
+    def describe(self, row: int) -> str:
+        return f"node #{row} (id {self.ids[row]}, '{self.names[row]}')"
+
+    def fail(self, row: int, problem: str) -> TraceContentError:
+        return TraceContentError(self.path, f"{self.describe(row)}: {problem}")
+
+    # -- building --------------------------------------------------------------------------
+    def build(self, allow_missing_parents: bool = False) -> None:
+        self._link_parents(allow_missing_parents)
+        self._index_children()
+        self._convert_in_reference_order()
+        self._check_converted()
+        self._resolve_send_recv()
+        self.deps = DepTable(len(self))
+        self._stamp = array("l", [-1]) * len(self)  # last root whose walk visited each row
+        self._ids_ascending = all(a < b for a, b in zip(self.ids, self.ids[1:]))
+        for root_number, root in enumerate(self.roots()):
+            self._walk_thread(root, root_number)
+        self._drop_dangling()
+
+    def _link_parents(self, allow_missing: bool) -> None:
+        parent_idx = array("l", [-1]) * len(self)
+        missing: list[int] = []
+        for row, parent in enumerate(self._parents):
+            found = self.index.get(parent) if self._has_parent[row] else None
+            if found is None:
+                missing.append(row)
+            else:
+                parent_idx[row] = found
+        if missing and not allow_missing:
+            row = missing[0]
+            raise self.fail(
+                row,
+                f"ctrl_deps points at no node of the trace ({len(missing)} node(s) like this); "
+                "--allow-missing-parents converts them as chakra_converter does, silently dropping "
+                "every op under them",
+            )
+        self._parent_idx = parent_idx
+
+    def _index_children(self) -> None:
+        """Children of every row, in file order, as one flat array (CSR)."""
+        size = len(self)
+        start = array("l", [0]) * (size + 1)
+        for parent in self._parent_idx:
+            if parent >= 0:
+                start[parent + 1] += 1
+        for row in range(size):
+            start[row + 1] += start[row]
+        fill = array("l", start)
+        children = array("l", [0]) * start[size]
+        for row, parent in enumerate(self._parent_idx):
+            if parent >= 0:
+                children[fill[parent]] = row
+                fill[parent] += 1
+        self._child_start, self._children = start, children
+
+    def children(self, row: int) -> array:
+        return self._children[self._child_start[row] : self._child_start[row + 1]]
+
+    def _convert_in_reference_order(self) -> None:
+        size = len(self)
+        first = array("l", [-1]) * size
+        has_ctrl = bytearray(size)
+        order = array("l")
+        kinds, is_gpu, parent_idx = self.kinds, self.is_gpu, self._parent_idx
+
+        def convert(row: int) -> None:
+            parent = parent_idx[row]
+            has_ctrl[row] = parent >= 0 and first[parent] >= 0
+            if first[row] < 0:
+                first[row] = len(order)
+                order.append(row)
+
+        for row in range(size):
+            if kinds[row] != _GPU:
+                convert(row)
+                for child in self.children(row):
+                    if is_gpu[child]:
+                        convert(child)
+        self.order, self.has_ctrl, self._first = order, has_ctrl, first
+
+    def is_converted(self, row: int) -> bool:
+        return self._first[row] >= 0
+
+    def _check_converted(self) -> None:
+        for row in sorted(self._errors):
+            if self._first[row] >= 0:
+                raise self.fail(row, self._errors[row])
+
+    def _resolve_send_recv(self) -> None:
+        """Type and comm attrs of SendRecv kernels, from their launcher (parent or grandparent)."""
+        for row in sorted(self._send_recv_sizes):
+            if self._first[row] < 0:
+                continue
+            parent = self._parent_idx[row]
+            parent_name = self.names[parent]
+            launcher_name = parent_name
+            pg_name = self._pg_names.get(row, "")
+            if parent_name == nodes.RECORD_PARAM_COMMS:
+                grandparent = self._parent_idx[parent]
+                if grandparent < 0:
+                    raise self.fail(parent, "record_param_comms has no parent op to tell send from recv")
+                launcher_name = self.names[grandparent]
+                pg_name = self._pg_names.get(parent, pg_name)
+            node_type = nodes.send_recv_type(launcher_name, parent_name)
+            comm_type = nodes.collective_comm_type(self.names[row]) if node_type == nodes.pb.COMM_COLL_NODE else None
+            try:
+                self.comm_tails[row] = fld.comm_attrs(node_type, comm_type, self._send_recv_sizes[row], pg_name)
+            except ValueError as exc:
+                raise self.fail(row, str(exc)) from None
+            self.types[row] = node_type
+
+    def roots(self) -> list[int]:
+        return [row for row in self.order if self.names[row] in nodes.ROOT_NAMES]
+
+    def _walk_thread(self, root: int, root_number: int) -> None:
+        """``convert_ctrl_dep_to_data_dep`` from one thread root, with an explicit stack."""
+        ids, kinds, inter_thread, deps, first = self.ids, self.kinds, self._inter_thread, self.deps, self._first
+        stamp = self._stamp
+        ascending = self._ids_ascending
+        stack = [root]
+        last_cpu = last_any = -1
+        while stack:
+            row = stack.pop()
+            if stamp[row] == root_number:
+                continue
+            stamp[row] = root_number
+            if kinds[row] == _GPU:
+                if last_any >= 0 and not deps.has(row, ids[last_any]):
+                    deps.add(row, ids[last_any], False)
+                last_any = last_cpu
+            else:
+                itd = inter_thread[row]
+                if itd and not deps.has(row, itd):
+                    deps.add(row, itd, True)
+                if last_cpu >= 0 and not deps.has(row, ids[last_cpu]):
+                    deps.add(row, ids[last_cpu], False)
+                last_cpu = last_any = row
+            kids = [c for c in self.children(row) if first[c] >= 0 and stamp[c] != root_number]
+            if kids:
+                if not ascending:
+                    kids.sort(key=ids.__getitem__)
+                kids.reverse()
+                stack.extend(kids)
+
+    def _drop_dangling(self) -> None:
+        """Keep converted nodes that have a dependency or are one; every dependency must exist."""
+        referenced = bytearray(len(self))
+        deps, first = self.deps, self._first
+        for row in self.order:
+            if not deps.count[row]:
+                continue
+            for dep_id in deps.ids(row):
+                target = self.index.get(dep_id)
+                if target is None:
+                    raise self.fail(row, f"depends on node {dep_id}, which is not in the trace")
+                if first[target] < 0:
+                    raise self.fail(
+                        row, f"depends on node {dep_id}, a GPU op that is not converted (its parent is no CPU op)"
+                    )
+                referenced[target] = 1
+        final = bytearray(len(self))
+        kept = 0
+        for row in self.order:
+            if deps.count[row] or referenced[row]:
+                final[row] = 1
+                kept += 1
+        self.final = final
+        self.dangling_removed = len(self.order) - kept
+
+    def final_rows(self) -> list[int]:
+        """Rows that are written, in the order the reference's node map holds them."""
+        final = self.final
+        return [row for row in self.order if final[row]]
+
+    def parent_id(self, row: int) -> int:
+        return self.ids[self._parent_idx[row]]
+
+    # -- views for cycle checking and writing ------------------------------------------------
+    def successors(self, row: int) -> list[int]:
+        """Rows this row depends on."""
+        if not self.deps.count[row]:
+            return []
+        index = self.index
+        return [index[dep] for dep in self.deps.ids(row)]
+
+    def has_forward_edges(self) -> bool:
+        """True if some node depends on a node with a larger or equal id.
+
+        Without such edges id order is a topological order, so the graph is acyclic and the SCC
+        pass can be skipped (the common case, whatever the node order in the file).
+        """
+        ids, final, deps = self.ids, self.final, self.deps
+        return any(
+            dep >= ids[row] for row in self.order if final[row] and deps.count[row] for dep in deps.ids(row)
+        )
+
+    def is_inter_thread(self, row: int, target: int) -> bool:
+        target_id = self.ids[target]
+        return any(dep == target_id and itd for dep, itd in self.deps.edges(row))
+
+    def remove_edges(self, edges: list[tuple[int, int]]) -> None:
+        by_row: dict[int, set[int]] = {}
+        for row, target in edges:
+            by_row.setdefault(row, set()).add(self.ids[target])
+        for row, dropped in by_row.items():
+            self.deps.replace(row, [(d, itd) for d, itd in self.deps.edges(row) if d not in dropped])

@@ -1,0 +1,177 @@
+"""Host trace, second pass: write the merged (host + device) trace the way ``chakra_trace_link`` does.
+
+Nodes are renumbered 0.. in id order, each host node followed by the device ops it launched
+(copies of the host node with the kernel's name, category, times and stream). ``ctrl_deps`` follow
+the renumbering; a parent id that is not a node gets a fresh id after all nodes, in output order,
+as the reference's id assigner does. Host nodes arrive in file order; if that is not id order,
+each node's text goes to a spill file and is copied out in id order, so memory stays per node.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+from .hosttrace import NO_CTRL_DEPS, HostIndex, iter_host_nodes
+from .linker import LinkPlan
+
+_dumps = json.JSONEncoder().encode
+
+
+class Renumbering:
+    """Original id -> merged id for host nodes, and fresh ids for dangling parents."""
+
+    def __init__(self, index: HostIndex, plan: LinkPlan) -> None:
+        self.new_id: dict[int, int] = {}
+        next_id = 0
+        order = index.sorted_positions()
+        for position in order:
+            host_id = index.ids[position]
+            self.new_id[host_id] = next_id
+            linked = plan.linked.get(host_id)
+            next_id += 1 + (len(linked.gpu_ops) if linked else 0)
+        self.node_total = next_id
+        self.fresh: dict[Any, int] = {}
+        for position in order:
+            parent = index.ctrl_deps[position]
+            if parent is not NO_CTRL_DEPS and self._lookup(parent) is None:
+                self.fresh[parent] = next_id
+                next_id += 1
+
+    def _lookup(self, original: Any) -> int | None:
+        try:
+            found = self.new_id.get(original)
+            return found if found is not None else self.fresh.get(original)
+        except TypeError:  # an unhashable ctrl_deps: left as it is
+            return None
+
+    def parent(self, original: Any) -> Any:
+        found = self._lookup(original)
+        return original if found is None else found
+
+
+def merged_nodes(node: dict[str, Any], plan: LinkPlan, ids: Renumbering) -> list[dict[str, Any]]:
+    """The host node as the merged trace has it, followed by its device ops."""
+    host_id = node["id"]
+    new_id = ids.new_id[host_id]
+    node["id"] = new_id
+    linked = plan.linked.get(host_id)
+    out = [node]
+    if linked is not None:
+        node["inclusive_dur"] = linked.inclusive_dur
+        node["exclusive_dur"] = linked.exclusive_dur
+        node["ts"] = linked.ts
+        dep = linked.inter_thread_dep
+        node["inter_thread_dep"] = None if dep is None else ids.new_id.get(dep, dep)
+        for offset, gpu in enumerate(linked.gpu_ops, start=1):
+            copy = dict(node)
+            copy.update(
+                {
+                    "id": new_id + offset,
+                    "ctrl_deps": new_id,
+                    "cat": gpu.cat,
+                    "name": gpu.name,
+                    "ph": gpu.ph,
+                    "inclusive_dur": gpu.dur,
+                    "exclusive_dur": gpu.excl,
+                    "ts": gpu.ts,
+                    "stream": gpu.stream,
+                }
+            )
+            if "ncclDevKernel" in gpu.name and gpu.pg_name is not None:
+                copy["pg_name"] = gpu.pg_name
+            out.append(copy)
+    if "ctrl_deps" in node:
+        node["ctrl_deps"] = ids.parent(node["ctrl_deps"])
+    return out
+
+
+def write_merged(index: HostIndex, plan: LinkPlan, output_path: str) -> None:
+    """Second pass over the host trace; the output appears only once it is complete."""
+    ids = Renumbering(index, plan)
+    with atomic_output(output_path) as out:
+        out.write("{")
+        for number, (key, value) in enumerate(iter_host_nodes(index.path)):
+            out.write(("," if number else "") + "\n" + _dumps(key) + ": ")
+            if key == "nodes":
+                _write_nodes(out, value, index, plan, ids, os.path.dirname(os.path.abspath(output_path)))
+            else:
+                out.write(_dumps(value))
+        out.write("\n}\n")
+
+
+def _write_nodes(
+    out: IO[str], nodes: Iterator[Any], index: HostIndex, plan: LinkPlan, ids: Renumbering, spill_dir: str
+) -> None:
+    blocks = (",\n".join(_dumps(n) for n in merged_nodes(node, plan, ids)) for node in nodes)
+    out.write("[\n")
+    if index.ascending:
+        for number, block in enumerate(blocks):
+            out.write((",\n" if number else "") + block)
+    else:
+        _write_in_id_order(out, blocks, index, spill_dir)
+    out.write("\n]")
+
+
+def _write_in_id_order(out: IO[str], blocks: Iterator[str], index: HostIndex, spill_dir: str) -> None:
+    """Spill each node's text in file order, then copy the pieces out in id order."""
+    rank = [0] * index.node_count
+    for number, position in enumerate(index.sorted_positions()):
+        rank[position] = number
+    spans: list[tuple[int, int]] = [(0, 0)] * index.node_count
+    with tempfile.TemporaryFile(dir=spill_dir) as spill:
+        for position, block in enumerate(blocks):
+            data = block.encode()
+            spans[rank[position]] = (spill.tell(), len(data))
+            spill.write(data)
+        for number, (offset, size) in enumerate(spans):
+            spill.seek(offset)
+            out.write((",\n" if number else "") + spill.read(size).decode())
+
+
+@contextmanager
+def atomic_output(path: str) -> Iterator[IO[str]]:
+    """A text file in the target directory, renamed onto ``path`` only if the body succeeds.
+
+    ``.gz`` paths are gzip-compressed. On any error the temporary file is removed, so a failed
+    run never leaves a half-written output behind.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            binary: IO[bytes] = (
+                gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) if path.endswith(".gz") else raw
+            )
+            with _text(binary) as text:
+                yield text
+            if binary is not raw:
+                binary.close()
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def _text(binary: IO[bytes]) -> Iterator[IO[str]]:
+    wrapper = io.TextIOWrapper(binary, encoding="utf-8")
+    try:
+        yield wrapper
+        wrapper.flush()
+    finally:
+        wrapper.detach()

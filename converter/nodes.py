@@ -1,0 +1,89 @@
+"""Classification of one node, with the reference's exact rules.
+
+* op kind: metadata if the name holds ``process_group:init``; GPU if it has a ``cat``; CPU otherwise
+  (the reference's LABEL kind is unreachable: every node has ``outputs``);
+* Chakra node type: METADATA, COMM_COLL for NCCL kernels, COMP otherwise; ``ncclDevKernel_SendRecv``
+  kernels take SEND/RECV/COLL from their launcher's name, so their type waits for the graph;
+* communication attributes: collective type from the kernel name, size from the tensor inputs.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from chakra.schema.protobuf import et_def_pb2 as pb
+
+ROOT_NAMES = frozenset({"[pytorch|profiler|execution_graph|thread]", "[pytorch|profiler|execution_trace|thread]"})
+SEND_RECV_KERNEL = "ncclDevKernel_SendRecv"
+RECORD_PARAM_COMMS = "record_param_comms"
+
+_COLLECTIVE_TYPES = (  # substring of the normalised kernel name -> type; first match wins
+    ("allreduce", pb.ALL_REDUCE),
+    ("alltoall", pb.ALL_TO_ALL),
+    ("allgather", pb.ALL_GATHER),
+    ("reducescatter", pb.REDUCE_SCATTER),
+    ("broadcast", pb.BROADCAST),
+)
+
+
+class OpKind(IntEnum):
+    """The reference's PyTorchNodeType, minus the unreachable LABEL."""
+
+    CPU = 1
+    GPU = 2
+    METADATA = 4
+
+
+def op_kind(name: str, cat: Any) -> OpKind:
+    if "process_group:init" in name:
+        return OpKind.METADATA
+    return OpKind.GPU if cat is not None else OpKind.CPU
+
+
+def chakra_type(name: str, cat: Any, kind: OpKind) -> int | None:
+    """The Chakra NodeType, or None for SendRecv kernels whose type depends on their launcher."""
+    if kind == OpKind.METADATA:
+        return pb.METADATA_NODE
+    if cat is not None:
+        if SEND_RECV_KERNEL in name:
+            return None
+        if "ncclKernel" in name or "ncclDevKernel" in name:
+            return pb.COMM_COLL_NODE
+    return pb.COMP_NODE
+
+
+def send_recv_type(launcher_name: str, parent_name: str) -> int:
+    """Type of a SendRecv kernel from the op that launched it (``parent_name`` if it is not
+    ``record_param_comms``, else ``launcher_name``, the grandparent)."""
+    keyword = launcher_name if parent_name == RECORD_PARAM_COMMS else parent_name
+    if "send" in keyword:
+        return pb.COMM_SEND_NODE
+    if "recv" in keyword:
+        return pb.COMM_RECV_NODE
+    return pb.COMM_COLL_NODE
+
+
+def collective_comm_type(name: str) -> int:
+    """CollectiveCommType of an NCCL kernel; raises ValueError for unknown collectives."""
+    normalized = name.replace("_", "").replace("-", "").lower()
+    for key, comm_type in _COLLECTIVE_TYPES:
+        if key in normalized:
+            return comm_type
+    if SEND_RECV_KERNEL in name:
+        return pb.ALL_TO_ALL
+    raise ValueError(f"kernel '{name}' is not a known collective (allreduce, alltoall, allgather, "
+                     "reducescatter, broadcast)")
+
+
+def comm_size(inputs: dict[str, Any]) -> int:
+    """Bytes moved: numel * element size of every tensor input (tensor lists counted per tensor)."""
+    total = 0
+    for value, type_name in zip(inputs["values"], inputs["types"]):
+        if "Tensor" not in type_name:
+            continue
+        if type_name.startswith("GenericList[Tensor"):
+            total += sum(tensor[3] * tensor[4] for tensor in value)
+        else:
+            total += value[3] * value[4]
+    return total

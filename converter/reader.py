@@ -1,0 +1,150 @@
+"""Trace input: stream the nodes of a (gzipped) JSON trace as compact records, collect metadata.
+
+Each node is classified and its tail pre-encoded as soon as it is parsed, and only a record is
+kept, so memory follows the node count and not the JSON text. Problems the reference
+would hit for every node (missing keys, bad ids) raise at once. Problems it would hit only when
+it converts the node (an attribute missing on a GPU kernel it later drops, say) are stored on
+the record and raised by the graph if the node is converted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from . import fields as fld
+from . import nodes
+from .errors import TraceContentError, TraceFormatError, UnsupportedSchemaError
+from .jsonstream import JsonObjectStream
+from .schema import METADATA_KEYS, REQUIRED_NODE_KEYS, SUPPORTED_SCHEMAS, effective_fields, unsupported_schema_message
+
+ProgressHook = Callable[[int, int], None]  # (bytes read, total bytes)
+_PROGRESS_EVERY = 2048
+_U64 = 1 << 64
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    """What the graph and the writer need of one node; the rest of the JSON is dropped."""
+
+    id: int
+    parent: int  # ctrl_deps; -1 when it is not a non-negative integer
+    name: str
+    kind: nodes.OpKind
+    is_gpu: bool  # has a ``cat`` (the reference's is_gpu_op)
+    node_type: int  # Chakra NodeType; 0 for SendRecv kernels, resolved by the graph
+    inter_thread_dep: int  # 0 when absent
+    pg_name: Any
+    tail: bytes  # encoded duration, inputs, outputs, attrs
+    error: str | None  # why the node cannot be encoded, raised if it is converted
+    comm_size: int  # SendRecv kernels only (their comm attrs wait for their type)
+    duration: int
+    stream: Any
+
+
+class TraceReader:
+    """Reads one trace file; iterate ``records()``, then read ``metadata``."""
+
+    def __init__(self, path: str | os.PathLike[str], progress: ProgressHook | None = None) -> None:
+        self.path = os.fspath(path)
+        self.metadata: dict[str, Any] = {}
+        self.node_count = 0
+        self._progress = progress
+
+    def records(self) -> Iterator[NodeRecord]:
+        seen_nodes = False
+        with JsonObjectStream(self.path, stream_keys={"nodes"}) as stream:
+            for key, value in stream.items():
+                if key == "nodes":
+                    seen_nodes = True
+                    yield from self._node_records(value, stream)
+                elif key in METADATA_KEYS:
+                    self.metadata[key] = value
+                    if key == "schema":
+                        self._check_schema(value)
+        self._check_complete(seen_nodes)
+
+    def _node_records(self, elements: Iterator[Any], stream: JsonObjectStream) -> Iterator[NodeRecord]:
+        for position, node in enumerate(elements):
+            yield self._record(position, node)
+            if self._progress is not None and position % _PROGRESS_EVERY == 0:
+                self._progress(stream.bytes_read, stream.total_bytes)
+            self.node_count = position + 1
+        if self._progress is not None:
+            self._progress(stream.bytes_read, stream.total_bytes)
+
+    def _check_schema(self, schema: Any) -> None:
+        if schema not in SUPPORTED_SCHEMAS:
+            raise UnsupportedSchemaError(self.path, unsupported_schema_message(schema))
+
+    def _check_complete(self, seen_nodes: bool) -> None:
+        missing = [key for key in METADATA_KEYS if key not in self.metadata]
+        if not seen_nodes:
+            missing.insert(0, "nodes")
+        if missing:
+            raise TraceFormatError(self.path, f"not a Chakra host/merged trace: top-level {missing} missing")
+
+    def _fail(self, position: int, node: Any, problem: str) -> TraceContentError:
+        node_id = node.get("id", "?") if isinstance(node, dict) else "?"
+        return TraceContentError(self.path, f"node #{position} (id {node_id}): {problem}")
+
+    def _record(self, position: int, node: Any) -> NodeRecord:
+        if not isinstance(node, dict):
+            raise self._fail(position, node, f"is a {type(node).__name__}, not a JSON object")
+        for key in REQUIRED_NODE_KEYS:
+            if key not in node:
+                raise self._fail(position, node, f"missing required field '{key}'")
+        try:
+            fields = effective_fields(node)
+        except ValueError as exc:
+            raise self._fail(position, node, str(exc)) from None
+        node_id, name = node["id"], fields["name"]
+        if type(node_id) is not int or not 0 <= node_id < _U64:
+            raise self._fail(position, node, f"id must be a non-negative integer, got {node_id!r}")
+        if not isinstance(name, str):
+            raise self._fail(position, node, f"name must be a string, got {name!r}")
+        return self._classify(position, node, node_id, name, fields)
+
+    def _classify(self, position: int, node: dict[str, Any], node_id: int, name: str, fields: dict[str, Any]) -> NodeRecord:
+        cat = fields["cat"]
+        kind = nodes.op_kind(name, cat)
+        is_gpu = cat is not None
+        node_type = nodes.chakra_type(name, cat, kind)
+        itd = fields["inter_thread_dep"]
+        if itd and (type(itd) is not int or not 0 < itd < _U64):
+            raise self._fail(position, node, f"inter_thread_dep must be a node id, got {itd!r}")
+        parent = fields["parent"]
+        record = NodeRecord(
+            id=node_id,
+            parent=parent if type(parent) is int and 0 <= parent < _U64 else -1,
+            name=name,
+            kind=kind,
+            is_gpu=is_gpu,
+            node_type=node_type or 0,
+            inter_thread_dep=itd or 0,
+            pg_name=fields["pg_name"],
+            tail=b"",
+            error=None,
+            comm_size=0,
+            duration=0,
+            stream=fields["stream"],
+        )
+        try:
+            self._encode(record, fields)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            record.error = str(exc) if isinstance(exc, ValueError) else f"malformed inputs: {exc!r}"
+        return record
+
+    @staticmethod
+    def _encode(record: NodeRecord, fields: dict[str, Any]) -> None:
+        record.duration = fld.duration_micros(record.name, fields["exclusive_dur"])
+        tail = fld.encode_tail(fields, record.name, record.is_gpu, record.duration)
+        if record.node_type == nodes.pb.COMM_COLL_NODE:
+            comm_type = nodes.collective_comm_type(record.name)
+            size = nodes.comm_size(fields["inputs"])
+            tail += fld.comm_attrs(record.node_type, comm_type, size, record.pg_name)
+        elif record.node_type == 0:
+            record.comm_size = nodes.comm_size(fields["inputs"])
+        record.tail = tail
