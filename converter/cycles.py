@@ -103,25 +103,52 @@ def break_cycles(
 ) -> list[Edge]:
     """Edges to remove so that no component keeps a cycle.
 
-    Inside each component, first every preferred edge (inter-thread dependencies: the usual
-    culprits); then, where cycles remain, the back edges of a DFS of what is left.
+    Inside each component, the preferred edges (inter-thread dependencies, the usual culprits)
+    are removed first, then each is put back if that closes no cycle (components of up to
+    ``_READD_LIMIT`` vertices; larger ones keep them all removed). Cycles still left lose the
+    back edges of a DFS of what remains.
     """
-    removed: set[Edge] = set()
-
-    def remaining(vertex: int) -> list[int]:
-        return [s for s in successors(vertex) if s in members and (vertex, s) not in removed]
-
-    ordered: list[Edge] = []
+    removed: list[Edge] = []
     for component in components:
-        members = set(component)
-        for vertex in component:
-            for succ in remaining(vertex):
-                if is_preferred(vertex, succ):
-                    removed.add((vertex, succ))
-                    ordered.append((vertex, succ))
-        for rest in cyclic_components(component, remaining, size):
-            members = set(rest)
-            for edge in back_edges(rest, remaining, size):
-                removed.add(edge)
-                ordered.append(edge)
-    return ordered
+        removed.extend(_break_component(component, successors, is_preferred, size))
+    return removed
+
+
+_READD_LIMIT = 20_000
+
+
+def _break_component(component: list[int], successors: Successors, is_preferred: Callable[[int, int], bool],
+                     size: int) -> list[Edge]:
+    members = set(component)
+    cut: set[Edge] = set()
+
+    def inside(vertex: int) -> list[int]:
+        return [s for s in successors(vertex) if s in members and (vertex, s) not in cut]
+
+    preferred = [(v, s) for v in component for s in inside(v) if is_preferred(v, s)]
+    cut.update(preferred)
+    if len(component) <= _READD_LIMIT:
+        for edge in preferred:
+            if not _reaches(edge[1], edge[0], inside):  # putting it back closes no cycle
+                cut.discard(edge)
+    order = [e for e in preferred if e in cut]
+    for rest in cyclic_components(component, inside, size):
+        for edge in back_edges(rest, inside, size):
+            cut.add(edge)
+            order.append(edge)
+    return order
+
+
+def _reaches(source: int, target: int, successors: Successors) -> bool:
+    """Whether ``target`` can be reached from ``source`` (explicit-stack search)."""
+    seen = {source}
+    stack = [source]
+    while stack:
+        vertex = stack.pop()
+        if vertex == target:
+            return True
+        for succ in successors(vertex):
+            if succ not in seen:
+                seen.add(succ)
+                stack.append(succ)
+    return False

@@ -1,0 +1,69 @@
+"""Shared test helpers: where the real traces are, the reference oracle, trace rewriting."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures.reference import reference_convert
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_TRACES = ROOT.parent / "shared" / "traces"
+
+
+def load_trace(path: Path) -> dict[str, Any]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        return json.load(fh)
+
+
+def write_trace(trace: dict[str, Any], path: Path) -> Path:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt") as fh:
+        json.dump(trace, fh)
+    return path
+
+
+def reorder(trace: dict[str, Any], order: str, seed: int = 7) -> dict[str, Any]:
+    """The same trace with its node list reversed or shuffled (what makes the reference recurse)."""
+    nodes = list(trace["nodes"])
+    if order == "reversed":
+        nodes.reverse()
+    elif order == "shuffled":
+        random.Random(seed).shuffle(nodes)
+    return {**trace, "nodes": nodes}
+
+
+def oracle_bytes(input_path: Path, workdir: Path) -> bytes:
+    """What chakra_converter writes for this input (run with a big stack where it would crash)."""
+    out = workdir / (input_path.name + ".reference.et")
+    reference_convert(input_path, out)
+    return out.read_bytes()
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    if not SHARED_TRACES.is_dir():
+        pytest.fail(f"real traces not found at {SHARED_TRACES} (the repository's ../shared/traces)")
+    return SHARED_TRACES
+
+
+def read_et(path: Path) -> tuple[Any, list[Any]]:
+    """Decode a .et file with the real schema: (GlobalMetadata, [Node, ...])."""
+    from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
+    from chakra.src.third_party.utils.protolib import decodeMessage
+
+    with open(path, "rb") as fh:
+        metadata = GlobalMetadata()
+        assert decodeMessage(fh, metadata), f"{path}: no GlobalMetadata"
+        nodes = []
+        while True:
+            node = Node()
+            if not decodeMessage(fh, node):
+                return metadata, nodes
+            nodes.append(node)
