@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 from chakra.schema.protobuf import et_def_pb2 as pb
 
-from . import cycles
+from . import cycles, parallel
 from . import encoding as enc
-from .errors import CycleReport, CyclicDependencyError
+from .errors import CycleReport, CyclicDependencyError, TraceFormatError
 from .graph import TraceGraph
-from .reader import TraceReader
+from .reader import NodeRecord, TraceReader
 from .simulate import SimulationInput, SimulationResult, simulate
 from .writer import TailSpill, atomic_output, global_metadata
 
@@ -61,24 +61,30 @@ def convert(
     simulate: bool = False,
     break_cycles: bool = False,
     allow_missing_parents: bool = False,
+    use_second_core: bool = True,
     progress: Progress | None = None,
 ) -> ConversionResult:
     """Convert like ``chakra_converter PyTorch``; the output is byte-identical to the reference's.
 
     ``break_cycles`` removes the edges that close dependency cycles instead of failing;
     ``allow_missing_parents`` accepts ``ctrl_deps`` that point at no node, as the reference does.
+    ``use_second_core`` lets a worker process parse the second half of a large plain-JSON file.
     Raises a ``ConverterError`` subclass on bad input; no output file is left behind then.
     """
     started = time.perf_counter()
     source, target = os.fspath(input_path), os.fspath(output_path)
     graph = TraceGraph(source, keep_simulation_fields=simulate)
     reader = TraceReader(source, progress=(lambda done, total: progress("read", done, total)) if progress else None)
-    spill = TailSpill(os.path.dirname(os.path.abspath(target)))
+    spill_dir = os.path.dirname(os.path.abspath(target))
+    spill = TailSpill(spill_dir)
+    split = parallel.find_split(source, parallel.MIN_SPLIT_BYTES) if use_second_core else None
+    worker = parallel.SecondHalfReader(source, split, spill_dir, simulate) if split else None
     try:
         with _gc_paused():
-            for record in reader.records():
-                graph.add(record)
-                spill.append(record.tail)
+            _collect(reader.records(split.char_offset if split else None), graph, spill)
+            if split is not None and worker is not None:
+                _second_half(reader, graph, spill, split, worker)
+        reader.check_complete()
         spill.finish_writing()
         graph.build(allow_missing_parents)
         removed = _check_cycles(graph, break_cycles)
@@ -86,6 +92,8 @@ def convert(
             out.write(global_metadata(source, reader.metadata))
             written, comm, edges = _write_nodes(out, graph, spill, progress)
     finally:
+        if worker is not None:
+            worker.close()
         spill.close()
     return ConversionResult(
         input_path=source,
@@ -99,6 +107,32 @@ def convert(
         removed_edges=removed,
         simulation=_simulate(graph) if simulate else None,
     )
+
+
+def _collect(records: Iterator[NodeRecord], graph: TraceGraph, spill: TailSpill) -> None:
+    for record in records:
+        graph.add(record)
+        spill.append(record.tail)
+
+
+def _second_half(reader: TraceReader, graph: TraceGraph, spill: TailSpill, split: parallel.SplitPoint,
+                 worker: parallel.SecondHalfReader) -> None:
+    """Take the worker's half if the split point was a real node boundary, else read on here."""
+    if not reader.stopped:
+        return  # the guess fell inside a value; this process has read everything
+    half = worker.result()
+    if half is None:  # the worker hit a problem: read that half here, to report it precisely
+        _collect(reader.records_from(split.byte_offset, first_position=len(graph)), graph, spill)
+        return
+    clash = set(half.metadata) & set(reader.metadata)
+    if clash:
+        raise TraceFormatError(reader.path, f"duplicate top-level key {sorted(clash)[0]!r}")
+    if reader.first_old_layout_node is None and half.first_old_layout_node is not None:
+        reader.first_old_layout_node = len(graph) + half.first_old_layout_node
+    graph.extend_rows(half.rows)
+    spill.append_exported(half.spill_path, half.spill_offsets)
+    reader.metadata.update(half.metadata)
+    reader.seen_nodes = True
 
 
 @contextmanager
@@ -140,7 +174,7 @@ def _cycle_report(graph: TraceGraph, component: list[int]) -> CycleReport:
     )
 
 
-def _write_nodes(out, graph: TraceGraph, spill: TailSpill, progress: Progress | None) -> tuple[int, int, int]:  # noqa: ANN001
+def _write_nodes(out, graph: TraceGraph, spill: TailSpill, progress: Progress | None) -> tuple[int, int, int]:
     """Write every kept node in id order; returns (nodes, comm nodes, data deps)."""
     ids, names, types, deps, has_ctrl = graph.ids, graph.names, graph.types, graph.deps, graph.has_ctrl
     rows = sorted(graph.final_rows(), key=ids.__getitem__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from . import api_link
 from .errors import ConverterError
@@ -40,7 +40,7 @@ def _add_link(subparsers: argparse._SubParsersAction) -> None:
         "-o", "--output-file", "--output", dest="output", required=True, help="merged JSON (.gz ok)"
     )
     _add_common(parser)
-    parser.set_defaults(func=run_link)
+    parser.set_defaults(func=_guarded(run_link))
 
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +56,7 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
             "--break-cycles", action="store_true", help="remove edges closing dependency cycles"
         )
     _add_common(parser)
-    parser.set_defaults(func=run_convert_pair)
+    parser.set_defaults(func=_guarded(run_convert_pair))
 
 
 def _add_convert_all(subparsers: argparse._SubParsersAction) -> None:
@@ -66,7 +66,7 @@ def _add_convert_all(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--jobs", "-j", type=int, help="parallel processes (default: CPU count)")
     parser.add_argument("--prefix", default="trace", help="output name prefix (default: trace)")
     _add_common(parser)
-    parser.set_defaults(func=run_convert_all)
+    parser.set_defaults(func=_guarded(run_convert_all))
 
 
 def _add_repair(subparsers: argparse._SubParsersAction) -> None:
@@ -75,7 +75,7 @@ def _add_repair(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("input")
     parser.add_argument("output")
-    parser.set_defaults(func=run_repair)
+    parser.set_defaults(func=_guarded(run_repair))
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -155,15 +155,24 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """The handler, with our errors turned into one line on stderr and a non-zero status."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(handler(args))
+        except ConverterError as exc:
+            message = str(exc)
+            if "concatenated" in message:
+                message += _REPAIR_HINT
+            return _fail(message)
+
+    return run
+
+
 def dispatch(args: argparse.Namespace) -> int:
-    """Run a handler, turning our errors into one line on stderr and a non-zero status."""
-    try:
-        return int(args.func(args))
-    except ConverterError as exc:
-        message = str(exc)
-        if "concatenated" in message:
-            message += _REPAIR_HINT
-        return _fail(message)
+    """Run the chosen subcommand (its handler already reports errors as one line)."""
+    return int(args.func(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,7 +52,7 @@ class CycleReport:
     node_names: tuple[str, ...]  # names matching node_ids
 
     def describe(self) -> str:
-        shown = ", ".join(f"{i} '{n}'" for i, n in zip(self.node_ids, self.node_names))
+        shown = ", ".join(f"{i} '{n}'" for i, n in zip(self.node_ids, self.node_names, strict=True))
         more = "" if self.size <= len(self.node_ids) else ", ..."
         return f"{self.size} nodes [{shown}{more}]"
 

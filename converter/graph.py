@@ -147,6 +147,29 @@ class TraceGraph:
             self.durations.append(rec.duration)
             self.streams.append(rec.stream)
 
+    _COLUMNS = ("ids", "_parents", "_has_parent", "names", "kinds", "is_gpu", "types", "_inter_thread",
+                "durations", "streams")
+    _ROW_DICTS = ("_errors", "_pg_names", "_send_recv_sizes")
+
+    def export_rows(self) -> dict[str, Any]:
+        """The collected rows, to hand to the graph of the process that reads the first half."""
+        state = {name: getattr(self, name) for name in self._COLUMNS + self._ROW_DICTS}
+        state["names"] = list(self.names)
+        return state
+
+    def extend_rows(self, state: dict[str, Any]) -> None:
+        """Append rows exported by another graph (the second half of the same trace)."""
+        offset = len(self.ids)
+        for row, node_id in enumerate(state["ids"], offset):
+            previous = self.index.setdefault(node_id, row)
+            if previous != row:
+                raise TraceContentError(self.path, f"duplicate node id {node_id} (nodes #{previous} and #{row})")
+        for name in self._COLUMNS:
+            getattr(self, name).extend(state[name])
+        self.names[offset:] = [self._interned.setdefault(n, n) for n in self.names[offset:]]
+        for name in self._ROW_DICTS:
+            getattr(self, name).update((row + offset, value) for row, value in state[name].items())
+
     def describe(self, row: int) -> str:
         return f"node #{row} (id {self.ids[row]}, '{self.names[row]}')"
 
@@ -162,7 +185,9 @@ class TraceGraph:
         self._resolve_send_recv()
         self.deps = DepTable(len(self))
         self._stamp = array("l", [-1]) * len(self)  # last root whose walk visited each row
-        self._ids_ascending = all(a < b for a, b in zip(self.ids, self.ids[1:]))
+        self._referenced = bytearray(len(self))
+        self.forward_edges = 0
+        self._ids_ascending = all(a < b for a, b in zip(self.ids, self.ids[1:], strict=False))
         for root_number, root in enumerate(self.roots()):
             self._walk_thread(root, root_number)
         self._drop_dangling()
@@ -263,10 +288,13 @@ class TraceGraph:
         return [row for row in self.order if self.names[row] in nodes.ROOT_NAMES]
 
     def _walk_thread(self, root: int, root_number: int) -> None:
-        """``convert_ctrl_dep_to_data_dep`` from one thread root, with an explicit stack."""
+        """``convert_ctrl_dep_to_data_dep`` from one thread root, with an explicit stack.
+
+        Also marks each dependency target as referenced (for dangling removal) and counts edges
+        that point at an equal or larger id (without them the graph is trivially acyclic).
+        """
         ids, kinds, inter_thread, deps, first = self.ids, self.kinds, self._inter_thread, self.deps, self._first
-        stamp = self._stamp
-        ascending = self._ids_ascending
+        stamp, ascending = self._stamp, self._ids_ascending
         stack = [root]
         last_cpu = last_any = -1
         while stack:
@@ -276,14 +304,14 @@ class TraceGraph:
             stamp[row] = root_number
             if kinds[row] == _GPU:
                 if last_any >= 0 and not deps.has(row, ids[last_any]):
-                    deps.add(row, ids[last_any], False)
+                    self._add_dep(row, last_any, False)
                 last_any = last_cpu
             else:
                 itd = inter_thread[row]
                 if itd and not deps.has(row, itd):
-                    deps.add(row, itd, True)
+                    self._add_dep(row, self._dependency_row(row, itd), True)
                 if last_cpu >= 0 and not deps.has(row, ids[last_cpu]):
-                    deps.add(row, ids[last_cpu], False)
+                    self._add_dep(row, last_cpu, False)
                 last_cpu = last_any = row
             kids = [c for c in self.children(row) if first[c] >= 0 and stamp[c] != root_number]
             if kids:
@@ -292,22 +320,26 @@ class TraceGraph:
                 kids.reverse()
                 stack.extend(kids)
 
+    def _add_dep(self, row: int, target: int, inter_thread: bool) -> None:
+        target_id = self.ids[target]
+        self.deps.add(row, target_id, inter_thread)
+        self._referenced[target] = 1
+        if target_id >= self.ids[row]:
+            self.forward_edges += 1
+
+    def _dependency_row(self, row: int, dep_id: int) -> int:
+        """The row of an ``inter_thread_dep`` target; it must exist and be converted (the reference
+        fails with a KeyError otherwise)."""
+        target = self.index.get(dep_id)
+        if target is None:
+            raise self.fail(row, f"depends on node {dep_id}, which is not in the trace")
+        if self._first[target] < 0:
+            raise self.fail(row, f"depends on node {dep_id}, a GPU op that is not converted (its parent is no CPU op)")
+        return target
+
     def _drop_dangling(self) -> None:
-        """Keep converted nodes that have a dependency or are one; every dependency must exist."""
-        referenced = bytearray(len(self))
-        deps, first = self.deps, self._first
-        for row in self.order:
-            if not deps.count[row]:
-                continue
-            for dep_id in deps.ids(row):
-                target = self.index.get(dep_id)
-                if target is None:
-                    raise self.fail(row, f"depends on node {dep_id}, which is not in the trace")
-                if first[target] < 0:
-                    raise self.fail(
-                        row, f"depends on node {dep_id}, a GPU op that is not converted (its parent is no CPU op)"
-                    )
-                referenced[target] = 1
+        """Keep converted nodes that have a dependency or are one (the reference's single pass)."""
+        deps, referenced = self.deps, self._referenced
         final = bytearray(len(self))
         kept = 0
         for row in self.order:
@@ -339,10 +371,7 @@ class TraceGraph:
         Without such edges id order is a topological order, so the graph is acyclic and the SCC
         pass can be skipped (the common case, whatever the node order in the file).
         """
-        ids, final, deps = self.ids, self.final, self.deps
-        return any(
-            dep >= ids[row] for row in self.order if final[row] and deps.count[row] for dep in deps.ids(row)
-        )
+        return self.forward_edges > 0
 
     def is_inter_thread(self, row: int, target: int) -> bool:
         target_id = self.ids[target]

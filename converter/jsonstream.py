@@ -42,9 +42,19 @@ class JsonObjectStream:
     ``bytes_read``/``total_bytes`` follow the underlying file, for progress bars.
     """
 
-    def __init__(self, path: str | os.PathLike[str], stream_keys: frozenset[str] | set[str] = frozenset()):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        stream_keys: frozenset[str] | set[str] = frozenset(),
+        *,
+        stop_at: int | None = None,
+    ):
+        """``stop_at``: a character offset where a streamed array is cut off if an element
+        starts exactly there (a split point handed to another process); ``stopped`` tells."""
         self.path = os.fspath(path)
         self.stream_keys = frozenset(stream_keys)
+        self.stop_at = stop_at
+        self.stopped = False
         self._raw, self._text_source = self._open()
         self.total_bytes = os.fstat(self._raw.fileno()).st_size
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
@@ -70,6 +80,10 @@ class JsonObjectStream:
     @property
     def bytes_read(self) -> int:
         return self._raw.tell()
+
+    @property
+    def is_compressed(self) -> bool:
+        return self._text_source is not self._raw
 
     # -- opening and buffering ------------------------------------------------------------
     def _fail(self, problem: str) -> TraceFormatError:
@@ -163,11 +177,17 @@ class JsonObjectStream:
         return self._fail(f"invalid JSON at character {self._base + exc.pos}: {exc.msg}")
 
     def _array(self) -> Iterator[Any]:
-        """Yield the elements of the array whose '[' was just consumed."""
+        """Yield the elements of the array whose '[' was just consumed (or from an element on)."""
         if self._peek() == "]":
             self._pos += 1
             return
+        stop_at = self.stop_at
         while True:
+            if stop_at is not None and self._skip_ws() is None and self._base + self._pos >= stop_at:
+                if self._base + self._pos == stop_at:
+                    self.stopped = True
+                    return
+                stop_at = self.stop_at = None  # the split point was inside a value: not a boundary
             yield self._value()
             found = self._peek()
             self._pos += 1
@@ -186,11 +206,27 @@ class JsonObjectStream:
         if first != "{":
             raise self._fail(self._at(f"expected a JSON object at the top level, found {first!r}"))
         self._pos += 1
-        seen: set[str] = set()
         if self._peek() == "}":
             self._pos += 1
         else:
-            yield from self._members(seen)
+            yield from self._members(set())
+        if not self.stopped:
+            self._check_end()
+
+    def items_from(self, byte_offset: int, key: str) -> Iterator[tuple[str, Any]]:
+        """Like ``items``, starting at ``byte_offset``: an element of the streamed array ``key``.
+
+        The first pair is ``(key, rest of the array)``; the members after it follow. Used by a
+        second process that reads the second half of a large file.
+        """
+        self._raw.seek(byte_offset)
+        self._base = 0
+        yield key, self._array()
+        if self._close_member():
+            yield from self._members(set())
+        self._check_end()
+
+    def _check_end(self) -> None:
         if self._peek():
             raise self._fail(self._at(f"extra data after the top-level JSON object: {_CONCATENATED_HINT}"))
 
@@ -209,12 +245,20 @@ class JsonObjectStream:
                 yield key, elements
                 for _ in elements:  # skip whatever the consumer left
                     pass
+                if self.stopped:
+                    return
             else:
                 yield key, self._value()
-            found = self._peek()
-            self._pos += 1
-            if found == "}":
+            if not self._close_member():
                 return
-            if found != ",":
-                self._pos -= 1
-                raise self._fail(self._unexpected(found, "expected ',' or '}' after a top-level value"))
+
+    def _close_member(self) -> bool:
+        """Consume the ',' (True: another member follows) or '}' (False) after a member."""
+        found = self._peek()
+        self._pos += 1
+        if found == "}":
+            return False
+        if found != ",":
+            self._pos -= 1
+            raise self._fail(self._unexpected(found, "expected ',' or '}' after a top-level value"))
+        return True

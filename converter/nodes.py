@@ -79,7 +79,7 @@ def collective_comm_type(name: str) -> int:
 def comm_size(inputs: dict[str, Any]) -> int:
     """Bytes moved: numel * element size of every tensor input (tensor lists counted per tensor)."""
     total = 0
-    for value, type_name in zip(inputs["values"], inputs["types"]):
+    for value, type_name in zip(inputs["values"], inputs["types"], strict=False):  # as the reference
         if "Tensor" not in type_name:
             continue
         if type_name.startswith("GenericList[Tensor"):

@@ -18,7 +18,15 @@ from . import fields as fld
 from . import nodes
 from .errors import TraceContentError, TraceFormatError, UnsupportedSchemaError
 from .jsonstream import JsonObjectStream
-from .schema import METADATA_KEYS, REQUIRED_NODE_KEYS, SUPPORTED_SCHEMAS, effective_fields, unsupported_schema_message
+from .schema import (
+    ACCEPTED_SCHEMAS,
+    METADATA_KEYS,
+    OLD_SCHEMA,
+    REQUIRED_NODE_KEYS,
+    effective_fields,
+    unsupported_schema_message,
+)
+from .schema_compat import is_old_schema_node, map_old_schema_node
 
 ProgressHook = Callable[[int, int], None]  # (bytes read, total bytes)
 _PROGRESS_EVERY = 2048
@@ -45,43 +53,63 @@ class NodeRecord:
 
 
 class TraceReader:
-    """Reads one trace file; iterate ``records()``, then read ``metadata``."""
+    """Reads one trace file; iterate ``records()``, then ``check_complete()`` and ``metadata``."""
 
     def __init__(self, path: str | os.PathLike[str], progress: ProgressHook | None = None) -> None:
         self.path = os.fspath(path)
         self.metadata: dict[str, Any] = {}
         self.node_count = 0
+        self.seen_nodes = False
+        self.stopped = False  # records(stop_at=...) ended at the split point
+        self.first_old_layout_node: int | None = None  # position of the first 1.0.1-layout node
         self._progress = progress
 
-    def records(self) -> Iterator[NodeRecord]:
-        seen_nodes = False
-        with JsonObjectStream(self.path, stream_keys={"nodes"}) as stream:
-            for key, value in stream.items():
-                if key == "nodes":
-                    seen_nodes = True
-                    yield from self._node_records(value, stream)
-                elif key in METADATA_KEYS:
-                    self.metadata[key] = value
-                    if key == "schema":
-                        self._check_schema(value)
-        self._check_complete(seen_nodes)
+    def records(self, stop_at: int | None = None) -> Iterator[NodeRecord]:
+        """All node records (then the metadata is complete), or those before character ``stop_at``
+        when a node starts exactly there (``stopped`` is then True)."""
+        with JsonObjectStream(self.path, stream_keys={"nodes"}, stop_at=stop_at) as stream:
+            yield from self._consume(stream.items(), stream, 0)
+            self.stopped = stream.stopped
 
-    def _node_records(self, elements: Iterator[Any], stream: JsonObjectStream) -> Iterator[NodeRecord]:
-        for position, node in enumerate(elements):
+    def records_from(self, byte_offset: int, first_position: int = 0) -> Iterator[NodeRecord]:
+        """Records of the nodes from ``byte_offset`` (a node's first byte) on, then the metadata
+        after the array; ``first_position`` numbers them in error messages."""
+        with JsonObjectStream(self.path, stream_keys={"nodes"}) as stream:
+            yield from self._consume(stream.items_from(byte_offset, "nodes"), stream, first_position)
+
+    def _consume(self, items: Iterator[tuple[str, Any]], stream: JsonObjectStream, first: int) -> Iterator[NodeRecord]:
+        for key, value in items:
+            if key == "nodes":
+                self.seen_nodes = True
+                yield from self._node_records(value, stream, first)
+            elif key in METADATA_KEYS:
+                self.metadata[key] = value
+                if key == "schema":
+                    self._check_schema(value)
+
+    def _node_records(self, elements: Iterator[Any], stream: JsonObjectStream, first: int) -> Iterator[NodeRecord]:
+        progress = self._progress
+        for position, node in enumerate(elements, first):
             yield self._record(position, node)
-            if self._progress is not None and position % _PROGRESS_EVERY == 0:
-                self._progress(stream.bytes_read, stream.total_bytes)
-            self.node_count = position + 1
-        if self._progress is not None:
-            self._progress(stream.bytes_read, stream.total_bytes)
+            if progress is not None and position % _PROGRESS_EVERY == 0:
+                progress(stream.bytes_read, stream.total_bytes)
+            self.node_count += 1
+        if progress is not None:
+            progress(stream.bytes_read, stream.total_bytes)
 
     def _check_schema(self, schema: Any) -> None:
-        if schema not in SUPPORTED_SCHEMAS:
+        if schema not in ACCEPTED_SCHEMAS:
             raise UnsupportedSchemaError(self.path, unsupported_schema_message(schema))
 
-    def _check_complete(self, seen_nodes: bool) -> None:
+    def check_complete(self) -> None:
+        """Every top-level key the output needs was present, and old-layout nodes (``parent``
+        instead of ``ctrl_deps``) only appear in a 1.0.1 trace."""
+        if self.first_old_layout_node is not None and self.metadata.get("schema") != OLD_SCHEMA:
+            raise TraceContentError(
+                self.path, f"node #{self.first_old_layout_node}: missing required field 'ctrl_deps'"
+            )
         missing = [key for key in METADATA_KEYS if key not in self.metadata]
-        if not seen_nodes:
+        if not self.seen_nodes:
             missing.insert(0, "nodes")
         if missing:
             raise TraceFormatError(self.path, f"not a Chakra host/merged trace: top-level {missing} missing")
@@ -93,6 +121,10 @@ class TraceReader:
     def _record(self, position: int, node: Any) -> NodeRecord:
         if not isinstance(node, dict):
             raise self._fail(position, node, f"is a {type(node).__name__}, not a JSON object")
+        if is_old_schema_node(node):
+            if self.first_old_layout_node is None:
+                self.first_old_layout_node = position
+            node = map_old_schema_node(node)
         for key in REQUIRED_NODE_KEYS:
             if key not in node:
                 raise self._fail(position, node, f"missing required field '{key}'")
@@ -107,7 +139,9 @@ class TraceReader:
             raise self._fail(position, node, f"name must be a string, got {name!r}")
         return self._classify(position, node, node_id, name, fields)
 
-    def _classify(self, position: int, node: dict[str, Any], node_id: int, name: str, fields: dict[str, Any]) -> NodeRecord:
+    def _classify(
+        self, position: int, node: dict[str, Any], node_id: int, name: str, fields: dict[str, Any]
+    ) -> NodeRecord:
         cat = fields["cat"]
         kind = nodes.op_kind(name, cat)
         is_gpu = cat is not None

@@ -18,6 +18,11 @@ SUPPORTED_SCHEMAS: tuple[str, ...] = (
     "1.1.1-chakra.0.0.4",
 )
 
+#: The old ExecutionTraceObserver layout, converted through ``schema_compat``'s documented
+#: mapping (the reference rejects it).
+OLD_SCHEMA = "1.0.1"
+ACCEPTED_SCHEMAS: tuple[str, ...] = (*SUPPORTED_SCHEMAS, OLD_SCHEMA)
+
 #: Top-level keys of the trace that become GlobalMetadata attributes, in output order.
 METADATA_KEYS: tuple[str, ...] = ("schema", "pid", "time", "start_ts", "finish_ts")
 
@@ -31,7 +36,10 @@ _RESERVED_ATTRS = frozenset(
 
 
 def unsupported_schema_message(schema: object) -> str:
-    return f"unsupported schema version {schema!r}; supported: {', '.join(SUPPORTED_SCHEMAS)}"
+    return (
+        f"unsupported schema version {schema!r}; supported: {', '.join(SUPPORTED_SCHEMAS)} "
+        f"(and {OLD_SCHEMA} through a mapping to the newer layout)"
+    )
 
 
 #: (attribute, top-level key, default): what the reference reads before applying ``attrs``.

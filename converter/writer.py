@@ -10,6 +10,7 @@ and never damages an existing one.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from array import array
 from collections.abc import Iterator
@@ -25,10 +26,19 @@ _BUFFER = 1 << 20
 
 
 class TailSpill:
-    """Append-only store of byte strings, addressed by the order they were added."""
+    """Append-only store of byte strings, addressed by the order they were added.
 
-    def __init__(self, directory: str) -> None:
-        self._file = tempfile.TemporaryFile(dir=directory or ".", prefix=".chakra-tails-")  # noqa: SIM115
+    With ``path``, the store is that (existing, named) file, so another process can take it
+    (``export``); the caller owns and removes it.
+    """
+
+    def __init__(self, directory: str, path: str = "") -> None:
+        directory = directory or "."
+        self.path = path
+        if path:
+            self._file: IO[bytes] = open(path, "w+b")  # noqa: SIM115 - closed by close()
+        else:
+                self._file = tempfile.TemporaryFile(dir=directory, prefix=".chakra-tails-")  # noqa: SIM115
         self._writer = open(self._file.fileno(), "wb", buffering=_BUFFER, closefd=False)  # noqa: SIM115
         self._offsets = array("Q", [0])
         self._size = 0
@@ -42,6 +52,19 @@ class TailSpill:
 
     def finish_writing(self) -> None:
         self._writer.flush()
+
+    def export(self) -> tuple[str, array]:
+        """(path, offsets) of a named spill, for ``append_exported`` in another process."""
+        self._writer.flush()
+        return self.path, self._offsets
+
+    def append_exported(self, path: str, offsets: array) -> None:
+        """Append another process's exported tails, in their order, and delete its file."""
+        with open(path, "rb") as source:
+            shutil.copyfileobj(source, self._writer, _BUFFER)
+        base = self._size
+        self._offsets.extend(base + offset for offset in offsets[1:])
+        self._size = base + offsets[-1]
 
     def read(self, index: int) -> bytes:
         start, end = self._offsets[index], self._offsets[index + 1]

@@ -23,7 +23,7 @@ NAMED: dict[str, tuple[Graph, list[list[int]]]] = {
 }
 
 
-def succ(graph: Graph):  # noqa: ANN201
+def succ(graph: Graph):
     return lambda v: graph[v]
 
 

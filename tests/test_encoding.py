@@ -11,6 +11,7 @@ from converter import encoding as enc
 from converter import fields as fld
 
 INT_EDGES = [0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**62, 2**63 - 1, -1, -128, -(2**63)]
+INT_ATTRS = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")
 STRINGS = ["", "a", "aten::mm", "é中😀", "x" * 300, "quote ' \" and \\ backslash"]
 
 
@@ -23,7 +24,7 @@ def reference_node(fields: dict, name: str, is_gpu: bool, duration: int) -> pb.N
         io.shapes = str(fields[io_name]["shapes"])
         io.types = str(fields[io_name]["types"])
     node.attr.extend(
-        [pb.AttributeProto(name=a, int64_val=fields[a]) for a in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")]
+        [pb.AttributeProto(name=a, int64_val=fields[a]) for a in INT_ATTRS]
         + [pb.AttributeProto(name="op_schema", string_val=fields["op_schema"]),
            pb.AttributeProto(name="is_cpu_op", bool_val=not is_gpu)]
     )
@@ -35,7 +36,8 @@ def reference_node(fields: dict, name: str, is_gpu: bool, duration: int) -> pb.N
 def random_fields(rng: random.Random) -> dict:
     def io() -> dict:
         values = rng.choice([[], [[1, 2, 0, 64, 4, "cuda:0"]], [1.5, float("nan"), "s", None, True], "plain"])
-        return {"values": values, "shapes": rng.choice([[], [[2, 3]], [[]]]), "types": rng.choice([[], ["Tensor(float)"], ""])}
+        shapes = rng.choice([[], [[2, 3]], [[]]])
+        return {"values": values, "shapes": shapes, "types": rng.choice([[], ["Tensor(float)"], ""])}
 
     fields = {a: rng.choice(INT_EDGES) for a in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")}
     fields.update(inputs=io(), outputs=io(), op_schema=rng.choice(STRINGS), stream=rng.choice([0, 7, None, 2**40]))
@@ -48,7 +50,8 @@ def test_tail_matches_protobuf(seed: int) -> None:
     fields = random_fields(rng)
     is_gpu = rng.random() < 0.5
     duration = rng.choice([0, 1, 300, 2**40])
-    assert fld.encode_tail(fields, "op", is_gpu, duration) == reference_node(fields, "op", is_gpu, duration).SerializeToString()
+    expected = reference_node(fields, "op", is_gpu, duration).SerializeToString()
+    assert fld.encode_tail(fields, "op", is_gpu, duration) == expected
 
 
 @pytest.mark.parametrize("node_id", [0, 1, 300, 2**40, 2**64 - 1])

@@ -34,7 +34,8 @@ def op(node_id: int, name: str, parent: int, *, tid: int = 1, **extra: Any) -> d
 
 
 def trace(nodes: list[dict[str, Any]], **meta: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {"schema": SCHEMA, "pid": 42, "time": "2026-11-21 00:00:00", "start_ts": 100, "finish_ts": 200}
+    doc: dict[str, Any] = {"schema": SCHEMA, "pid": 42, "time": "2026-11-21 00:00:00"}
+    doc.update(start_ts=100, finish_ts=200)
     doc.update(meta)
     doc["nodes"] = nodes
     return doc

@@ -1,0 +1,1 @@
+"""Minimal stand-in for et_replay (see ../README.md)."""

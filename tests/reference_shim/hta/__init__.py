@@ -1,0 +1,1 @@
+"""Minimal stand-in for HolisticTraceAnalysis (see ../README.md)."""

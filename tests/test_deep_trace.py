@@ -1,0 +1,36 @@
+"""A 200k-deep chain whose every dependency points forward in the file: the reference's
+RecursionError case. We convert it with the recursion limit *lowered*, so no code path recurses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import read_et
+from .tracebuild import chain
+
+DEPTH = 200_000
+
+
+def test_reversed_200k_chain_converts_without_recursion(tmp_path: Path) -> None:
+    source = tmp_path / "chain.json"
+    source.write_text(json.dumps(chain(DEPTH)))
+    output = tmp_path / "chain.et"
+    script = (
+        "import sys; sys.setrecursionlimit(150)\n"
+        "from converter import convert\n"
+        f"r = convert({str(source)!r}, {str(output)!r})\n"
+        "assert sys.getrecursionlimit() == 150\n"
+        "print(r.nodes_written, r.dangling_removed)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(DEPTH + 1), "1"]  # the process node is dangling
+
+    _, nodes = read_et(output)
+    assert [n.id for n in nodes] == list(range(2, DEPTH + 3))
+    assert list(nodes[0].data_deps) == [] and list(nodes[0].ctrl_deps) == []  # the thread root
+    # in reversed order no parent precedes its child, so the reference keeps no ctrl_deps at all
+    assert all(list(n.data_deps) == [n.id - 1] and not n.ctrl_deps for n in nodes[1:])
