@@ -151,8 +151,9 @@ def _warn(warnings: Sequence[str]) -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+    """Bad input: one line, exit status 1 (2 is argparse's usage error), as the main command."""
+    print(f"chakra-convert-fast: error: {message}", file=sys.stderr)
+    return 1
 
 
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

@@ -198,7 +198,8 @@ def test_bad_input_is_one_line_error_and_no_output(
         ["link", "--rank", rank, "--host", str(host), "--device", str(device), "-o", str(out)], capsys
     )
     assert code != 0
-    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert err.count("\n") == 1 and err.startswith("chakra-convert-fast: error: ")
+    assert code == 1
     assert os.listdir(out.parent) == []
 
 
