@@ -74,10 +74,10 @@ def convert(
     started = time.perf_counter()
     source, target = os.fspath(input_path), os.fspath(output_path)
     graph = TraceGraph(source, keep_simulation_fields=simulate)
-    reader = TraceReader(source, progress=(lambda done, total: progress("read", done, total)) if progress else None)
     spill_dir = os.path.dirname(os.path.abspath(target))
     spill = TailSpill(spill_dir)
     split = parallel.find_split(source, parallel.MIN_SPLIT_BYTES) if use_second_core else None
+    reader = TraceReader(source, progress=_read_progress(progress, split))
     worker = parallel.SecondHalfReader(source, split, spill_dir, simulate) if split else None
     try:
         with _gc_paused():
@@ -107,6 +107,15 @@ def convert(
         removed_edges=removed,
         simulation=_simulate(graph) if simulate else None,
     )
+
+
+def _read_progress(progress: Progress | None, split: parallel.SplitPoint | None) -> Callable[[int, int], None] | None:
+    """Bytes read by this process; with a split, out of its own half (the worker reads the other)."""
+    if progress is None:
+        return None
+    if split is None:
+        return lambda done, total: progress("read", done, total)
+    return lambda done, _total: progress("read", min(done, split.byte_offset), split.byte_offset)
 
 
 def _collect(records: Iterator[NodeRecord], graph: TraceGraph, spill: TailSpill) -> None:

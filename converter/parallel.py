@@ -12,6 +12,7 @@ split can cost time, never correctness.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import re
@@ -48,7 +49,7 @@ def find_split(path: str, min_bytes: int = MIN_SPLIT_BYTES) -> SplitPoint | None
 
 def _find_split(path: str, min_bytes: int) -> SplitPoint | None:
     size = os.path.getsize(path)
-    if size < min_bytes or (os.cpu_count() or 1) < 2:
+    if size < min_bytes or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return None
     with open(path, "rb") as fh:
         if fh.read(2) == b"\x1f\x8b":
@@ -119,6 +120,7 @@ class SecondHalfReader:
 def _work(sender: Connection, path: str, byte_offset: int, spill_path: str, keep_simulation_fields: bool) -> None:
     """Worker body: read from ``byte_offset`` to the end; send a SecondHalf, or None on any error
     (the first process then reads that part itself and reports the error with node numbers)."""
+    gc.disable()  # as in the first process: millions of short-lived acyclic objects
     spill = TailSpill(os.path.dirname(spill_path), path=spill_path)
     try:
         graph = TraceGraph(path, keep_simulation_fields)
