@@ -9,7 +9,6 @@ each node's text goes to a spill file and is copied out in id order, so memory s
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -20,6 +19,7 @@ from typing import IO, Any
 
 from .hosttrace import NO_CTRL_DEPS, HostIndex, iter_host_nodes
 from .linker import LinkPlan
+from .writer import atomic_output
 
 _dumps = json.JSONEncoder().encode
 
@@ -95,7 +95,7 @@ def merged_nodes(node: dict[str, Any], plan: LinkPlan, ids: Renumbering) -> list
 def write_merged(index: HostIndex, plan: LinkPlan, output_path: str) -> None:
     """Second pass over the host trace; the output appears only once it is complete."""
     ids = Renumbering(index, plan)
-    with atomic_output(output_path) as out:
+    with atomic_text_output(output_path) as out:
         out.write("{")
         for number, (key, value) in enumerate(iter_host_nodes(index.path)):
             out.write(("," if number else "") + "\n" + _dumps(key) + ": ")
@@ -136,35 +136,10 @@ def _write_in_id_order(out: IO[str], blocks: Iterator[str], index: HostIndex, sp
 
 
 @contextmanager
-def atomic_output(path: str) -> Iterator[IO[str]]:
-    """A text file in the target directory, renamed onto ``path`` only if the body succeeds.
-
-    ``.gz`` paths are gzip-compressed. On any error the temporary file is removed, so a failed
-    run never leaves a half-written output behind.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            binary: IO[bytes] = (
-                gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) if path.endswith(".gz") else raw
-            )
-            with _text(binary) as text:
-                yield text
-            if binary is not raw:
-                binary.close()
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def atomic_text_output(path: str) -> Iterator[IO[str]]:
+    """UTF-8 text on top of ``writer.atomic_output`` (gzip-compressed for ``.gz`` paths)."""
+    with atomic_output(path, compress=path.endswith(".gz")) as binary, _text(binary) as text:
+        yield text
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import ConverterError
 from .jsonstream import JsonObjectStream
-from .merged import atomic_output
+from .merged import atomic_text_output
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
 _SKIPPED_NAMES = ("merged", "linked")  # outputs of an earlier link: host-like, but not inputs
@@ -79,7 +79,7 @@ def convert_all(
     group_path = None
     if groups:
         group_path = os.path.join(out_dir, COMM_GROUP_FILE)
-        with atomic_output(group_path) as out:
+        with atomic_text_output(group_path) as out:
             out.write(json.dumps(groups, indent=2) + "\n")
     return MultiRankResult(outcomes, group_path, groups)
 

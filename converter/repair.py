@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from .errors import TraceFormatError
-from .merged import atomic_output
+from .merged import atomic_text_output
 
 _CHUNK = 1 << 20
 # Everything up to the next brace, strings included; stops before a string cut by the chunk end.
@@ -61,7 +61,7 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
     if not objects:
         raise TraceFormatError(source, "holds no complete JSON object to keep")
     kept = objects[-1]
-    with _open(source) as stream, atomic_output(target) as out:
+    with _open(source) as stream, atomic_text_output(target) as out:
         _copy_range(stream, out, kept)
     return RepairResult(source, target, kept, objects[:-1], end_of_last - kept.end)
 

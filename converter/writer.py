@@ -9,6 +9,7 @@ and never damages an existing one.
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import tempfile
@@ -83,15 +84,24 @@ class TailSpill:
 
 
 @contextmanager
-def atomic_output(path: str) -> Iterator[IO[bytes]]:
-    """A buffered file that replaces ``path`` only if the block completes without error."""
+def atomic_output(path: str, compress: bool = False) -> Iterator[IO[bytes]]:
+    """A buffered file that replaces ``path`` only if the block completes without error.
+
+    It is written in the target directory (so the final rename is atomic) and removed on any
+    error: a failed run never leaves a partial output nor damages an existing one. With
+    ``compress`` the content is gzipped.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise ConverterError(f"{path}: output directory {directory} does not exist")
     fd, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
-        with open(fd, "wb", buffering=_BUFFER) as out:
-            yield out
+        with open(fd, "wb", buffering=_BUFFER) as raw:
+            if compress:
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as packed:
+                    yield packed  # type: ignore[misc]
+            else:
+                yield raw
         os.chmod(temp_path, 0o666 & ~_umask())
         os.replace(temp_path, path)
     except BaseException:
