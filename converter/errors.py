@@ -21,26 +21,25 @@ class ConverterError(Exception):
     """Base class: a problem the user can fix, reported as one line."""
 
 
-class TraceFormatError(ConverterError):
-    """The file cannot be read as a trace: missing, empty, truncated, not JSON, wrong layout."""
+class _FileProblem(ConverterError):
+    """A problem with one input file: ``path`` and ``problem``, shown as ``path: problem``."""
 
     def __init__(self, path: str, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+
+class TraceFormatError(_FileProblem):
+    """The file cannot be read as a trace: missing, empty, truncated, not JSON, wrong layout."""
 
 
 class UnsupportedSchemaError(TraceFormatError):
     """The trace declares a schema version this converter (and the reference) does not support."""
 
 
-class TraceContentError(ConverterError):
+class TraceContentError(_FileProblem):
     """A node or a dependency is malformed: the trace parses but cannot be converted."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
 
 
 @dataclass(frozen=True)
