@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from chakra.schema.protobuf import et_def_pb2 as pb
 
@@ -71,32 +72,74 @@ def convert(
     ``use_second_core`` lets a worker process parse the second half of a large plain-JSON file.
     Raises a ``ConverterError`` subclass on bad input; no output file is left behind then.
     """
-    started = time.perf_counter()
     source, target = os.fspath(input_path), os.fspath(output_path)
-    graph = TraceGraph(source, keep_simulation_fields=simulate)
-    spill_dir = os.path.dirname(os.path.abspath(target))
-    spill = TailSpill(spill_dir)
+    options = _Options(simulate, break_cycles, allow_missing_parents, progress)
     split = parallel.find_split(source, parallel.MIN_SPLIT_BYTES) if use_second_core else None
     reader = TraceReader(source, progress=_read_progress(progress, split))
-    worker = parallel.SecondHalfReader(source, split, spill_dir, simulate) if split else None
+    worker: parallel.SecondHalfReader | None = None
+
+    def read(graph: TraceGraph, spill: TailSpill) -> None:
+        nonlocal worker
+        if split is not None:
+            worker = parallel.SecondHalfReader(source, split, spill.directory, simulate)
+        _collect(reader.records(split.char_offset if split else None), graph, spill)
+        if split is not None and worker is not None:
+            _second_half(reader, graph, spill, split, worker)
+
     try:
-        with _gc_paused():
-            _collect(reader.records(split.char_offset if split else None), graph, spill)
-            if split is not None and worker is not None:
-                _second_half(reader, graph, spill, split, worker)
-        reader.check_complete()
-        spill.finish_writing()
-        graph.build(allow_missing_parents)
-        removed = _check_cycles(graph, break_cycles)
-        with atomic_output(target) as out:
-            out.write(global_metadata(source, reader.metadata))
-            written, comm, edges = _write_nodes(out, graph, spill, progress)
+        return _run(reader, read, target, options)
     finally:
         if worker is not None:
             worker.close()
+
+
+def convert_items(
+    items: Iterator[tuple[str, Any]],
+    output_path: str | os.PathLike[str],
+    *,
+    source_name: str,
+    simulate: bool = False,
+    break_cycles: bool = False,
+    allow_missing_parents: bool = False,
+) -> ConversionResult:
+    """Convert a trace given as top-level ``(key, value)`` pairs (``nodes``: an iterator of node
+    dicts) instead of a file, e.g. the linker's merged trace; ``source_name`` names it in errors.
+    Same output as converting those pairs written to a JSON file."""
+    reader = TraceReader(source_name)
+    options = _Options(simulate, break_cycles, allow_missing_parents, None)
+    return _run(reader, lambda graph, spill: _collect(reader.records_from_items(items), graph, spill),
+                os.fspath(output_path), options)
+
+
+@dataclass(frozen=True)
+class _Options:
+    simulate: bool
+    break_cycles: bool
+    allow_missing_parents: bool
+    progress: Progress | None
+
+
+def _run(
+    reader: TraceReader, read: Callable[[TraceGraph, TailSpill], None], target: str, options: _Options
+) -> ConversionResult:
+    """The stages after reading: graph, cycles, writing; ``read`` fills the graph and the spill."""
+    started = time.perf_counter()
+    graph = TraceGraph(reader.path, keep_simulation_fields=options.simulate)
+    spill = TailSpill(os.path.dirname(os.path.abspath(target)))
+    try:
+        with _gc_paused():
+            read(graph, spill)
+        reader.check_complete()
+        spill.finish_writing()
+        graph.build(options.allow_missing_parents)
+        removed = _check_cycles(graph, options.break_cycles)
+        with atomic_output(target) as out:
+            out.write(global_metadata(reader.path, reader.metadata))
+            written, comm, edges = _write_nodes(out, graph, spill, options.progress)
+    finally:
         spill.close()
     return ConversionResult(
-        input_path=source,
+        input_path=reader.path,
         output_path=target,
         nodes_read=len(graph),
         nodes_written=written,
@@ -105,7 +148,7 @@ def convert(
         data_deps=edges,
         seconds=time.perf_counter() - started,
         removed_edges=removed,
-        simulation=_simulate(graph) if simulate else None,
+        simulation=_simulate(graph) if options.simulate else None,
     )
 
 

@@ -7,16 +7,17 @@ pairs that do not belong together (the reference links nothing and reports succe
 from __future__ import annotations
 
 import os
-import tempfile
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .errors import TraceContentError, TraceFormatError
-from .hosttrace import index_host_trace
+from .hosttrace import HostIndex, index_host_trace
 from .kineto import read_kineto
-from .linker import LinkStats
+from .linker import LinkPlan, LinkStats
 from .linker import link as plan_links
-from .merged import write_merged
+from .merged import merged_items, write_merged
 from .multirank import MultiRankResult, convert_all
 from .repair import RepairResult, repair
 
@@ -68,19 +69,39 @@ def link(
     ``output_path`` None links and checks without writing.
     """
     started = time.perf_counter()
+    target = None if output_path is None else os.fspath(output_path)
+    result, index, plan = _plan(host_path, device_path, target, rank, allow_mismatch)
+    if target is not None:
+        write_merged(index, plan, target)
+    return replace(result, seconds=time.perf_counter() - started)
+
+
+def _plan(
+    host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: str | None,
+    rank: int | None, allow_mismatch: bool,
+) -> tuple[LinkResult, HostIndex, LinkPlan]:
+    """First pass over the host trace, the Kineto trace, and the links between them (checked)."""
+    started = time.perf_counter()
     host, device = os.fspath(host_path), os.fspath(device_path)
     index = index_host_trace(host)
     trace = read_kineto(device)
     trace_rank = _check_rank(trace.distributed_info, rank, device)
     plan = plan_links(index, trace)
     warnings = check_pair(plan.stats, host, device, allow_mismatch) + _pid_warning(index.metadata, trace.pids)
-    target = None if output_path is None else os.fspath(output_path)
-    if target is not None:
-        write_merged(index, plan, target)
     written = index.node_count + plan.stats.gpu_linked
-    return LinkResult(
+    result = LinkResult(
         host, device, target, trace_rank, written, plan.stats, warnings, time.perf_counter() - started
     )
+    return result, index, plan
+
+
+def _link_items(
+    host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: str, *,
+    rank: int | None, allow_mismatch: bool,
+) -> tuple[LinkResult, Iterator[tuple[str, Any]]]:
+    """The link plan, and the merged trace as items (made during the host trace's second pass)."""
+    result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch)
+    return result, merged_items(index, plan, os.path.dirname(os.path.abspath(target)))
 
 
 def _check_rank(info: dict | None, rank: int | None, device: str) -> int | None:
@@ -144,22 +165,18 @@ def convert_pair(
     simulate: bool = False,
     break_cycles: bool = False,
 ) -> PairResult:
-    """Link and convert in one call; the merged JSON is a temporary file unless ``keep_merged``."""
+    """Link and convert in one process. The merged nodes go straight into the converter; the
+    merged JSON is written only with ``keep_merged`` (then it is converted from that file)."""
     from . import api  # the converter proper; imported late so linking works without it
 
     target = os.fspath(output_path)
-    merged = os.fspath(keep_merged) if keep_merged is not None else _temporary_path(target)
-    try:
+    if keep_merged is not None:
+        merged = os.fspath(keep_merged)
         linked = link(host_path, device_path, merged, rank=rank, allow_mismatch=allow_mismatch)
         conversion = api.convert(merged, target, simulate=simulate, break_cycles=break_cycles)
-    finally:
-        if keep_merged is None and os.path.exists(merged):
-            os.unlink(merged)
-    return PairResult(linked, conversion, None if keep_merged is None else merged)
-
-
-def _temporary_path(target: str) -> str:
-    directory = os.path.dirname(os.path.abspath(target))
-    fd, path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".merged.json")
-    os.close(fd)
-    return path
+        return PairResult(linked, conversion, merged)
+    linked, items = _link_items(host_path, device_path, target, rank=rank, allow_mismatch=allow_mismatch)
+    conversion = api.convert_items(
+        items, target, source_name=linked.host_path, simulate=simulate, break_cycles=break_cycles
+    )
+    return PairResult(linked, conversion, None)

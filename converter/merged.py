@@ -92,47 +92,59 @@ def merged_nodes(node: dict[str, Any], plan: LinkPlan, ids: Renumbering) -> list
     return out
 
 
-def write_merged(index: HostIndex, plan: LinkPlan, output_path: str) -> None:
-    """Second pass over the host trace; the output appears only once it is complete."""
+def merged_items(index: HostIndex, plan: LinkPlan, spill_dir: str) -> Iterator[tuple[str, Any]]:
+    """The merged trace as top-level ``(key, value)`` pairs, in file order; the value of ``nodes``
+    is an iterator over merged node dicts in output (id) order. Second pass over the host trace."""
     ids = Renumbering(index, plan)
-    with atomic_text_output(output_path) as out:
-        out.write("{")
-        for number, (key, value) in enumerate(iter_host_nodes(index.path)):
-            out.write(("," if number else "") + "\n" + _dumps(key) + ": ")
-            if key == "nodes":
-                _write_nodes(out, value, index, plan, ids, os.path.dirname(os.path.abspath(output_path)))
-            else:
-                out.write(_dumps(value))
-        out.write("\n}\n")
+    for key, value in iter_host_nodes(index.path):
+        if key == "nodes":
+            yield key, _merged_node_stream(value, index, plan, ids, spill_dir)
+        else:
+            yield key, value
 
 
-def _write_nodes(
-    out: IO[str], nodes: Iterator[Any], index: HostIndex, plan: LinkPlan, ids: Renumbering, spill_dir: str
-) -> None:
-    blocks = (",\n".join(_dumps(n) for n in merged_nodes(node, plan, ids)) for node in nodes)
-    out.write("[\n")
+def _merged_node_stream(
+    nodes: Iterator[Any], index: HostIndex, plan: LinkPlan, ids: Renumbering, spill_dir: str
+) -> Iterator[dict[str, Any]]:
+    blocks = (merged_nodes(node, plan, ids) for node in nodes)
     if index.ascending:
-        for number, block in enumerate(blocks):
-            out.write((",\n" if number else "") + block)
+        for block in blocks:
+            yield from block
     else:
-        _write_in_id_order(out, blocks, index, spill_dir)
-    out.write("\n]")
+        yield from _in_id_order(blocks, index, spill_dir)
 
 
-def _write_in_id_order(out: IO[str], blocks: Iterator[str], index: HostIndex, spill_dir: str) -> None:
-    """Spill each node's text in file order, then copy the pieces out in id order."""
+def _in_id_order(blocks: Iterator[list[dict[str, Any]]], index: HostIndex, spill_dir: str) -> Iterator[dict[str, Any]]:
+    """Spill each node's block as JSON text in file order, then read the blocks back in id order."""
     rank = [0] * index.node_count
     for number, position in enumerate(index.sorted_positions()):
         rank[position] = number
     spans: list[tuple[int, int]] = [(0, 0)] * index.node_count
     with tempfile.TemporaryFile(dir=spill_dir) as spill:
         for position, block in enumerate(blocks):
-            data = block.encode()
+            data = _dumps(block).encode()
             spans[rank[position]] = (spill.tell(), len(data))
             spill.write(data)
-        for number, (offset, size) in enumerate(spans):
+        for offset, size in spans:
             spill.seek(offset)
-            out.write((",\n" if number else "") + spill.read(size).decode())
+            yield from json.loads(spill.read(size))
+
+
+def write_merged(index: HostIndex, plan: LinkPlan, output_path: str) -> None:
+    """Write the merged trace; the output appears only once it is complete."""
+    spill_dir = os.path.dirname(os.path.abspath(output_path))
+    with atomic_text_output(output_path) as out:
+        out.write("{")
+        for number, (key, value) in enumerate(merged_items(index, plan, spill_dir)):
+            out.write(("," if number else "") + "\n" + _dumps(key) + ": ")
+            if key == "nodes":
+                out.write("[\n")
+                for count, node in enumerate(value):
+                    out.write((",\n" if count else "") + _dumps(node))
+                out.write("\n]")
+            else:
+                out.write(_dumps(value))
+        out.write("\n}\n")
 
 
 @contextmanager

@@ -77,7 +77,14 @@ class TraceReader:
         with JsonObjectStream(self.path, stream_keys={"nodes"}) as stream:
             yield from self._consume(stream.items_from(byte_offset, "nodes"), stream, first_position)
 
-    def _consume(self, items: Iterator[tuple[str, Any]], stream: JsonObjectStream, first: int) -> Iterator[NodeRecord]:
+    def records_from_items(self, items: Iterator[tuple[str, Any]]) -> Iterator[NodeRecord]:
+        """Records from top-level ``(key, value)`` pairs made in memory (``nodes``: an iterator of
+        node dicts), e.g. the linker's merged trace, without writing it to a file."""
+        yield from self._consume(items, None, 0)
+
+    def _consume(
+        self, items: Iterator[tuple[str, Any]], stream: JsonObjectStream | None, first: int
+    ) -> Iterator[NodeRecord]:
         for key, value in items:
             if key == "nodes":
                 self.seen_nodes = True
@@ -87,15 +94,17 @@ class TraceReader:
                 if key == "schema":
                     self._check_schema(value)
 
-    def _node_records(self, elements: Iterator[Any], stream: JsonObjectStream, first: int) -> Iterator[NodeRecord]:
-        progress = self._progress
+    def _node_records(
+        self, elements: Iterator[Any], stream: JsonObjectStream | None, first: int
+    ) -> Iterator[NodeRecord]:
+        progress = self._progress if stream is not None else None
         for position, node in enumerate(elements, first):
             yield self._record(position, node)
             if progress is not None and position % _PROGRESS_EVERY == 0:
-                progress(stream.bytes_read, stream.total_bytes)
+                progress(stream.bytes_read, stream.total_bytes)  # type: ignore[union-attr]
             self.node_count += 1
         if progress is not None:
-            progress(stream.bytes_read, stream.total_bytes)
+            progress(stream.bytes_read, stream.total_bytes)  # type: ignore[union-attr]
 
     def _check_schema(self, schema: Any) -> None:
         if schema not in ACCEPTED_SCHEMAS:

@@ -35,6 +35,7 @@ class TailSpill:
 
     def __init__(self, directory: str, path: str = "") -> None:
         directory = directory or "."
+        self.directory = directory
         self.path = path
         if path:
             self._file: IO[bytes] = open(path, "w+b")  # noqa: SIM115 - closed by close()

@@ -236,9 +236,13 @@ def test_partial_link_warns_with_counts(tmp_path: Path) -> None:
     assert any("device kernels have no launching CPU op" in w for w in warnings)
 
 
-def test_convert_pair_writes_only_the_et_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("converter.api")
-    host, device = generate_pair(tmp_path / "in", layers=20)
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_convert_pair_writes_only_the_et_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shuffled: bool
+) -> None:
+    """In one process the merged nodes go straight to the converter: same bytes as converting the
+    merged file, and no merged JSON on disk (a shuffled host trace takes the id-order path)."""
+    host, device = generate_pair(tmp_path / "in", layers=20, shuffled=shuffled)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     code, _, err = run_cli(
@@ -261,3 +265,4 @@ def test_convert_pair_writes_only_the_et_file(tmp_path: Path, capsys: pytest.Cap
     )
     assert code == 0, err
     assert sorted(os.listdir(out_dir)) == ["m.json", "r0.et", "r1.et"]
+    assert (out_dir / "r0.et").read_bytes() == (out_dir / "r1.et").read_bytes()
