@@ -1,0 +1,154 @@
+"""``chakra-profile``: parse the arguments, launch the ranks, report the exit status.
+
+``--nproc 1`` trains in this process; more ranks go through ``torch.distributed.run`` with
+``-m profiler.train`` and the same arguments, exactly as a user's own ``torchrun`` would.
+This module imports neither torch nor transformers, so ``--help`` and argument errors are fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from profiler.convert import CONVERTERS, ConverterUnavailable, ensure_available
+from profiler.models import MODELS, SIZE_CHOICES, check_size
+
+BACKENDS = ("auto", "gloo", "nccl")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
+    """The one parser shared by the launcher and each rank (``python -m profiler.train``)."""
+    p = argparse.ArgumentParser(
+        prog=prog,
+        allow_abbrev=False,
+        description="Pretrain GPT-2 or BERT on SQuAD text with DDP and capture Chakra host+device traces.",
+    )
+    p.add_argument("--model", choices=MODELS, required=True, help="gpt2: causal LM; bert: masked LM")
+    p.add_argument("--size", choices=SIZE_CHOICES, default="auto",
+                   help="shape preset; 'base' (alias gpt2 / bert-base) is the real 124M / 110M shape; "
+                        "auto: base on GPUs, small on CPU (default)")
+    p.add_argument("--n-layer", type=_positive, help="override the preset's layer count")
+    p.add_argument("--hidden", type=_positive, help="override the hidden width")
+    p.add_argument("--n-head", type=_positive, help="override the attention head count")
+    p.add_argument("--intermediate", type=_positive, help="override the MLP width")
+    p.add_argument("--max-positions", type=_positive, help="override the position table size")
+    p.add_argument("--seq-len", type=_positive, help="tokens per example (padded/truncated)")
+    p.add_argument("--vocab-size", type=_positive,
+                   help="embedding rows at least (default: the tokenizer's; base keeps the real size)")
+    p.add_argument("--batch-size", type=_positive, default=4, help="examples per rank per step (default 4)")
+    p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default 1e-4)")
+    p.add_argument("--seed", type=int, default=0)
+
+    p.add_argument("--data", default=None,
+                   help="SQuAD v1.1 JSON file; 'squad' for the hub dataset; default: the shipped sample")
+    p.add_argument("--tokenizer", default=None,
+                   help="a real tokenizer (local path or hub name) instead of the offline default")
+
+    p.add_argument("--nproc", type=_positive, default=1, help="ranks to launch (default 1)")
+    p.add_argument("--backend", choices=BACKENDS, default="auto", help="auto: nccl on GPUs, gloo on CPU")
+    p.add_argument("--device", choices=DEVICES, default="auto", help="auto: cuda when every rank has a GPU")
+    p.add_argument("--threads", type=_positive, default=None,
+                   help="CPU threads per rank (default: $OMP_NUM_THREADS, else 1)")
+
+    p.add_argument("--steps", type=_positive, default=8, help="training steps (default 8)")
+    p.add_argument("--enable-tracing", action=argparse.BooleanOptionalAction, default=True,
+                   help="capture host and device traces (default on)")
+    p.add_argument("--wait", type=_non_negative, default=2, help="steps before profiling starts (default 2)")
+    p.add_argument("--warmup", type=_non_negative, default=1, help="profiled but discarded steps (default 1)")
+    p.add_argument("--active", type=_positive, default=1, help="traced steps (default 1)")
+
+    p.add_argument("--outdir", default="outputs", help="where traces and the summary go (default outputs)")
+    p.add_argument("--name", default=None, help="file name prefix (default {model}_{size}_np{ranks})")
+    p.add_argument("--convert", action="store_true", help="convert each rank's traces to {name}.{rank}.et")
+    p.add_argument("--converter", choices=CONVERTERS, default="fast",
+                   help="fast: this project's converter (default); reference: mlc-chakra's")
+    p.add_argument("--save-dir", default=None, help="save the trained model and tokenizer here")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None, prog: str = "chakra-profile") -> argparse.Namespace:
+    """Parse and cross-check the arguments, so a bad combination fails before any rank starts."""
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    window = args.wait + args.warmup + args.active
+    if args.enable_tracing and args.steps < window:
+        parser.error(f"--steps {args.steps} is shorter than the trace window wait+warmup+active = {window}")
+    try:
+        check_size(args.model, args.size)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.backend == "nccl" and args.device == "cpu":
+        parser.error("--backend nccl needs --device cuda")
+    return args
+
+
+def threads_for(args: argparse.Namespace) -> int:
+    """One thread per rank unless told otherwise: more made CPU steps 10-50x slower."""
+    if args.threads is not None:
+        return int(args.threads)
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    return int(env) if env.isdigit() and int(env) > 0 else 1
+
+
+def without_nproc(argv: Sequence[str]) -> list[str]:
+    """``argv`` less ``--nproc N`` / ``--nproc=N``: torchrun rejects it as ambiguous with its own."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--nproc":
+            skip = True
+        elif not arg.startswith("--nproc="):
+            out.append(arg)
+    return out
+
+
+def launch_command(argv: Sequence[str], nproc: int) -> list[str]:
+    """The torchrun command line that starts ``nproc`` ranks of ``profiler.train``."""
+    return [
+        sys.executable, "-m", "torch.distributed.run",
+        "--standalone", f"--nproc-per-node={nproc}",
+        "-m", "profiler.train", *without_nproc(argv),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``chakra-profile``; returns the process exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    if args.convert:
+        try:
+            ensure_available(args.converter)
+        except ConverterUnavailable as e:
+            print(f"chakra-profile: error: {e}", file=sys.stderr)
+            return 2
+    os.environ["OMP_NUM_THREADS"] = str(threads_for(args))  # before torch starts its thread pool
+    if args.nproc == 1:
+        from profiler import train
+
+        return train.main(argv)
+    import subprocess
+
+    return subprocess.call(launch_command(argv, args.nproc))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Model shapes and construction from configs: nothing is ever downloaded.
+
+Presets keep CI traces small (``tiny``) while ``base`` reproduces the real GPT-2 (124M) and
+BERT-base shapes, so a trace from a GPU server has the operator mix the simulators expect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+MODELS = ("gpt2", "bert")
+SIZES = ("tiny", "small", "base")
+# The real model names are accepted as size names for the matching model.
+SIZE_ALIASES = {("gpt2", "gpt2"): "base", ("bert", "bert-base"): "base"}
+SIZE_CHOICES = (*SIZES, "auto", "gpt2", "bert-base")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The architecture knobs a user can override on the command line."""
+
+    n_layer: int
+    hidden: int
+    n_head: int
+    intermediate: int
+    max_positions: int
+    seq_len: int
+    vocab_size: int = 0  # embedding rows at least; 0: the tokenizer's size
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def knobs(cls) -> tuple[str, ...]:
+        """The field names, which are also the command-line overrides (``--n-layer`` ...)."""
+        return tuple(f.name for f in fields(cls))
+
+
+PRESETS: dict[tuple[str, str], Shape] = {
+    ("gpt2", "tiny"): Shape(n_layer=2, hidden=64, n_head=2, intermediate=256, max_positions=128, seq_len=64),
+    ("gpt2", "small"): Shape(4, 256, 4, 1024, 512, 128),
+    ("gpt2", "base"): Shape(12, 768, 12, 3072, 1024, 512, vocab_size=50257),
+    ("bert", "tiny"): Shape(n_layer=2, hidden=64, n_head=2, intermediate=256, max_positions=128, seq_len=64),
+    ("bert", "small"): Shape(4, 256, 4, 1024, 512, 128),
+    # A WordPiece vocabulary trained on little text is small; the real shape keeps 30,522 rows.
+    ("bert", "base"): Shape(12, 768, 12, 3072, 512, 384, vocab_size=30522),
+}
+
+
+def check_size(model: str, size: str) -> None:
+    """A real model's name is a size only for that model (``--model bert --size gpt2`` is a slip)."""
+    if size not in (*SIZES, "auto") and (model, size) not in SIZE_ALIASES:
+        raise ValueError(f"size {size!r} does not apply to model {model!r}")
+
+
+def resolve_size(model: str, size: str, on_gpu: bool) -> str:
+    """Map ``auto`` and the real model names onto a preset name.
+
+    ``auto`` means the real shape on GPUs (the Docker job) and ``small`` on CPU processes.
+    """
+    if size == "auto":
+        return "base" if on_gpu else "small"
+    if size in SIZES:
+        return size
+    check_size(model, size)
+    return SIZE_ALIASES[(model, size)]
+
+
+def resolve_shape(model: str, size: str, overrides: dict[str, int | None]) -> Shape:
+    """The preset for ``(model, size)`` with the non-None overrides applied and checked."""
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; expected one of {MODELS}")
+    shape = replace(PRESETS[(model, size)], **{k: v for k, v in overrides.items() if v is not None})
+    if shape.hidden % shape.n_head:
+        raise ValueError(f"hidden ({shape.hidden}) must be a multiple of n_head ({shape.n_head})")
+    if shape.seq_len > shape.max_positions:
+        raise ValueError(f"seq_len ({shape.seq_len}) exceeds max_positions ({shape.max_positions})")
+    if min(v for k, v in shape.as_dict().items() if k != "vocab_size") < 1:
+        raise ValueError(f"every shape value must be positive: {shape}")
+    return shape
+
+
+def embedding_rows(shape: Shape, tokenizer_size: int) -> int:
+    """The model's vocabulary: every token id must fit, and ``base`` keeps the real model's size."""
+    return max(shape.vocab_size, tokenizer_size)
+
+
+def build_config(model: str, shape: Shape, vocab_size: int, special_ids: dict[str, int]) -> Any:
+    """A transformers config with randomly initialised weights in mind (pretraining from scratch)."""
+    if model == "gpt2":
+        from transformers import GPT2Config
+
+        return GPT2Config(
+            vocab_size=vocab_size,
+            n_positions=shape.max_positions,
+            n_embd=shape.hidden,
+            n_layer=shape.n_layer,
+            n_head=shape.n_head,
+            n_inner=shape.intermediate,
+            bos_token_id=special_ids["bos"],
+            eos_token_id=special_ids["eos"],
+            pad_token_id=special_ids["pad"],
+            loss_type="ForCausalLM",  # named, or transformers warns on every rank at the first step
+        )
+    from transformers import BertConfig
+
+    return BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=shape.hidden,
+        num_hidden_layers=shape.n_layer,
+        num_attention_heads=shape.n_head,
+        intermediate_size=shape.intermediate,
+        max_position_embeddings=shape.max_positions,
+        pad_token_id=special_ids["pad"],
+    )
+
+
+def build_model(model: str, shape: Shape, vocab_size: int, special_ids: dict[str, int]) -> PreTrainedModel:
+    """GPT-2 with an LM head (causal LM) or BERT with an MLM head, freshly initialised."""
+    config = build_config(model, shape, vocab_size, special_ids)
+    if model == "gpt2":
+        from transformers import GPT2LMHeadModel
+
+        return GPT2LMHeadModel(config)
+    from transformers import BertForMaskedLM
+
+    return BertForMaskedLM(config)
+
+
+def count_parameters(module: Any) -> int:
+    """Distinct parameters (tied embeddings count once, as in the 124M of GPT-2)."""
+    return sum(p.numel() for p in module.parameters())

@@ -1,0 +1,284 @@
+"""Per-rank entry point: DDP pretraining of GPT-2 / BERT with one host+device trace per rank.
+
+Runs under ``chakra-profile`` or a user's own ``torchrun ... -m profiler.train ARGS``; without
+torchrun's environment it is a one-rank job. Rank 0 logs every step and writes
+``{outdir}/{name}_summary.json`` (model, ranks, step times, trace sizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from profiler import convert, data, models, tokenizers, tracing
+from profiler.cli import parse_args, threads_for
+
+log = logging.getLogger("profiler")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where this process sits in the job and what it computes on."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    device: torch.device
+    backend: str
+
+
+@dataclass
+class StepRecord:
+    """What one rank measured; gathered on rank 0 for the summary."""
+
+    rank: int
+    step_times_s: list[float] = field(default_factory=list)
+    phases: list[str] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    finalize_s: float = 0.0
+    host: dict[str, Any] | None = None
+    device: dict[str, Any] | None = None
+    et: dict[str, Any] | None = None
+
+
+def placement(args: argparse.Namespace) -> Placement:
+    """Rank layout from torchrun's environment (one rank without it), plus device and backend."""
+    rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    device_kind = args.device
+    if device_kind == "auto":
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        device_kind = "cuda" if gpus >= local_world_size else "cpu"
+    device = torch.device("cuda", local_rank) if device_kind == "cuda" else torch.device("cpu")
+    backend = args.backend if args.backend != "auto" else ("nccl" if device.type == "cuda" else "gloo")
+    return Placement(rank, world_size, local_rank, local_world_size, device, backend)
+
+
+def init_distributed(where: Placement) -> None:
+    """Join the process group; a lone process uses an in-memory store and needs no port."""
+    kwargs: dict[str, Any] = {}
+    if where.device.type == "cuda":
+        torch.cuda.set_device(where.device)
+        kwargs["device_id"] = where.device
+    if "MASTER_ADDR" not in os.environ and where.world_size == 1:
+        kwargs.update(store=dist.HashStore(), rank=0, world_size=1)
+    dist.init_process_group(backend=where.backend, **kwargs)
+
+
+@contextmanager
+def local_leader_first(where: Placement) -> Iterator[None]:
+    """Local rank 0 fills the caches (datasets, vocabulary) before the others read them."""
+    if where.local_rank != 0:
+        dist.barrier()
+    yield
+    if where.local_rank == 0:
+        dist.barrier()
+
+
+def shared_tokenizer(args: argparse.Namespace, dataset: Any, where: Placement) -> Any:
+    """Every rank gets the same ids: a trained WordPiece vocabulary is made on rank 0 and sent."""
+    if args.model != "bert" or args.tokenizer:
+        return tokenizers.load_tokenizer(args.model, [], args.tokenizer)
+    payload: list[str | None] = [None]
+    if where.rank == 0:
+        payload[0] = tokenizers.to_json(tokenizers.bert_tokenizer(data.texts_of(dataset)))
+    dist.broadcast_object_list(payload, src=0)
+    if payload[0] is None:
+        raise RuntimeError("rank 0 sent no tokenizer")
+    return tokenizers.from_json(payload[0])
+
+
+def configure_logging(rank: int) -> None:
+    """Rank 0 speaks; the others only warn."""
+    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
+                        format=f"[rank{rank}] %(message)s", stream=sys.stderr, force=True)
+
+
+def train_steps(
+    ddp: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    stream: Iterator[dict[str, torch.Tensor]],
+    args: argparse.Namespace,
+    where: Placement,
+    paths: tracing.TracePaths,
+    schedule: tracing.Schedule,
+) -> StepRecord:
+    """The training loop, profiled by ``schedule`` when tracing is on."""
+    record = StepRecord(rank=where.rank)
+    cuda = where.device.type == "cuda"
+    cm = tracing.capture(paths, schedule, cuda) if args.enable_tracing else tracing.no_capture()
+    finalize = 0.0
+    with cm as prof:
+        for step in range(args.steps):
+            start = time.perf_counter()
+            batch = {k: v.to(where.device, non_blocking=True) for k, v in next(stream).items()}
+            loss = ddp(**batch).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            loss_value = float(loss.item())  # also waits for the GPU
+            elapsed = time.perf_counter() - start
+            phase = schedule.phase(step) if args.enable_tracing else "untraced"
+            record.step_times_s.append(elapsed)
+            record.phases.append(phase)
+            record.losses.append(loss_value)
+            log.info("step %d/%d loss %.4f time %.1f ms [%s]", step + 1, args.steps, loss_value,
+                     elapsed * 1e3, phase)
+            tick = time.perf_counter()
+            prof.step()
+            finalize += time.perf_counter() - tick
+        tick = time.perf_counter()
+    record.finalize_s = finalize + time.perf_counter() - tick  # Kineto export + observer unregister
+    return record
+
+
+def inspect_and_convert(record: StepRecord, args: argparse.Namespace, paths: tracing.TracePaths,
+                        name: str) -> None:
+    """Check this rank's finished traces and convert them when asked; the profiler has exited."""
+    record.host = tracing.inspect_host(paths.host)
+    record.device = tracing.inspect_device(paths.device)
+    if args.convert:
+        out = convert.et_path(Path(args.outdir), name, record.rank)
+        tick = time.perf_counter()
+        info = convert.convert_rank(paths.host, paths.device, out, record.rank, args.converter)
+        record.et = {"path": str(out), "bytes": out.stat().st_size, "converter": args.converter, **info,
+                     "seconds": round(time.perf_counter() - tick, 3)}
+        log.info("wrote %s (%s nodes%s)", out, info["nodes_written"], ", linked" if info["linked"] else "")
+        for warning in info["warnings"]:
+            log.info("%s: %s", out.name, warning)
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 6) if values else None
+
+
+def summarize(meta: dict[str, Any], records: list[StepRecord], active: int) -> dict[str, Any]:
+    """Job-wide figures: median untraced vs traced step time, trace bytes per traced step.
+
+    Step 0 is left out of the untraced median: it pays for DDP's bucket setup and lazy inits.
+    """
+    untraced = [t for r in records for i, (t, ph) in enumerate(zip(r.step_times_s, r.phases, strict=True))
+                if i > 0 and ph in ("wait", "untraced")]
+    traced = [t for r in records for t, ph in zip(r.step_times_s, r.phases, strict=True) if ph == "active"]
+    per_step: dict[str, float] = {}
+    for kind in ("host", "device"):
+        sizes = [getattr(r, kind)["bytes"] for r in records if getattr(r, kind)]
+        if sizes:
+            per_step[kind] = round(statistics.mean(sizes) / active)
+    return {
+        **meta,
+        "step_time_s": {"untraced_median": _median(untraced), "traced_median": _median(traced)},
+        "trace_bytes_per_step_per_rank": per_step,
+        "ranks": [vars(r) for r in records],
+    }
+
+
+def build_meta(args: argparse.Namespace, where: Placement, size: str, shape: models.Shape,
+               parameters: int, vocab_size: int, name: str) -> dict[str, Any]:
+    """The run's fixed facts for the summary."""
+    import transformers
+
+    return {
+        "name": name, "model": args.model, "size": size, "shape": shape.as_dict(),
+        "parameters": parameters, "vocab_size": vocab_size, "world_size": where.world_size,
+        "backend": where.backend, "device": where.device.type, "threads": torch.get_num_threads(),
+        "batch_size": args.batch_size, "steps": args.steps, "tracing": args.enable_tracing,
+        "schedule": {"wait": args.wait, "warmup": args.warmup, "active": args.active},
+        "data": args.data or data.SAMPLE,
+        "torch": torch.__version__, "transformers": transformers.__version__,
+    }
+
+
+def prepare_batches(args: argparse.Namespace, where: Placement, seq_len: int) -> tuple[Any, Iterator[Any]]:
+    """Tokenizer and endless per-rank batches; local rank 0 fills the ``datasets`` cache first."""
+    with local_leader_first(where):
+        dataset = data.load_squad(args.data)
+    tokenizer = shared_tokenizer(args, dataset, where)
+    with local_leader_first(where):
+        encoded = data.encode(dataset, args.model, tokenizer, seq_len)
+    collator = data.Collator(args.model, tokenizer, args.seed + where.rank)
+    return tokenizer, data.batches(encoded, collator, args.batch_size, where.rank, where.world_size, args.seed)
+
+
+def write_summary(summary: dict[str, Any], outdir: Path, name: str) -> Path:
+    out = outdir / f"{name}_summary.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    log.info("summary: %s (untraced %s s/step, traced %s s/step)", out,
+             summary["step_time_s"]["untraced_median"], summary["step_time_s"]["traced_median"])
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Train and trace on this rank; returns the summary on rank 0, None elsewhere."""
+    where = placement(args)
+    configure_logging(where.rank)
+    if args.convert:
+        convert.ensure_available(args.converter)
+    torch.set_num_threads(threads_for(args))
+    init_distributed(where)
+    try:
+        size = models.resolve_size(args.model, args.size, where.device.type == "cuda")
+        shape = models.resolve_shape(args.model, size, {k: getattr(args, k) for k in models.Shape.knobs()})
+        name = args.name or f"{args.model}_{size}_np{where.world_size}"
+        tokenizer, stream = prepare_batches(args, where, shape.seq_len)
+        special = {"bos": tokenizer.bos_token_id or 0, "eos": tokenizer.eos_token_id or 0,
+                   "pad": tokenizer.pad_token_id or 0}
+        torch.manual_seed(args.seed)
+        vocab_size = models.embedding_rows(shape, len(tokenizer))
+        model = models.build_model(args.model, shape, vocab_size, special).to(where.device)
+        meta = build_meta(args, where, size, shape, models.count_parameters(model), vocab_size, name)
+        log.info("%s %s: %s, %d parameters, %d rank(s) on %s/%s", args.model, size, shape,
+                 meta["parameters"], where.world_size, where.device.type, where.backend)
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[where.local_rank] if where.device.type == "cuda" else None)
+        optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
+        schedule = tracing.Schedule(args.wait, args.warmup, args.active)
+        paths = tracing.TracePaths.for_rank(Path(args.outdir), name, where.rank)
+        record = train_steps(ddp, optimizer, stream, args, where, paths, schedule)
+        if args.enable_tracing:
+            inspect_and_convert(record, args, paths, name)
+        records: list[StepRecord | None] = [None] * where.world_size
+        dist.all_gather_object(records, record)
+        if where.rank != 0:
+            return None
+        summary = summarize(meta, [r for r in records if r is not None], args.active)
+        write_summary(summary, Path(args.outdir), name)
+        if args.save_dir:
+            model.save_pretrained(args.save_dir)
+            tokenizer.save_pretrained(args.save_dir)
+            log.info("saved model and tokenizer to %s", args.save_dir)
+        return summary
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m profiler.train ARGS`` (one rank per process); returns the exit status."""
+    args = parse_args(argv, prog="python -m profiler.train")
+    try:
+        run(args)
+    except (convert.ConverterUnavailable, FileNotFoundError, ValueError) as e:
+        log.error("error: %s", e)  # every rank fails alike: bad options, missing files or tools
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Model presets: shapes, overrides and the real GPT-2 / BERT-base parameter counts."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from profiler import models  # noqa: E402
+
+SPECIAL = {"bos": 0, "eos": 0, "pad": 0}
+
+
+@pytest.mark.parametrize(
+    ("model", "size", "on_gpu", "expected"),
+    [
+        ("gpt2", "auto", True, "base"),
+        ("gpt2", "auto", False, "small"),
+        ("gpt2", "tiny", True, "tiny"),
+        ("gpt2", "gpt2", False, "base"),
+        ("bert", "bert-base", False, "base"),
+    ],
+)
+def test_resolve_size(model: str, size: str, on_gpu: bool, expected: str) -> None:
+    assert models.resolve_size(model, size, on_gpu) == expected
+
+
+def test_resolve_size_rejects_the_other_models_name() -> None:
+    with pytest.raises(ValueError, match="does not apply"):
+        models.resolve_size("bert", "gpt2", False)
+
+
+def test_overrides_replace_preset_values() -> None:
+    shape = models.resolve_shape("gpt2", "tiny", {"n_layer": 3, "hidden": 96, "n_head": None})
+    assert (shape.n_layer, shape.hidden, shape.n_head) == (3, 96, 2)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [({"hidden": 65}, "multiple of n_head"), ({"seq_len": 1000}, "exceeds max_positions")],
+)
+def test_bad_overrides_are_rejected(overrides: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        models.resolve_shape("bert", "tiny", overrides)
+
+
+@pytest.mark.parametrize(
+    ("model", "tokenizer_size", "parameters"),
+    [("gpt2", 50257, 124_439_808), ("bert", 1660, 109_514_298)],  # BERT: a vocabulary trained on little text
+)
+def test_base_presets_have_the_real_sizes(model: str, tokenizer_size: int, parameters: int) -> None:
+    shape = models.resolve_shape(model, "base", {})
+    with torch.device("meta"):  # no memory, no time: only the shapes matter
+        module = models.build_model(model, shape, models.embedding_rows(shape, tokenizer_size), SPECIAL)
+    assert models.count_parameters(module) == parameters
+
+
+def test_small_presets_follow_the_tokenizer() -> None:
+    assert models.embedding_rows(models.resolve_shape("bert", "small", {}), 1660) == 1660
+    assert models.embedding_rows(models.resolve_shape("bert", "small", {"vocab_size": 4096}), 1660) == 4096
+
+
+@pytest.mark.parametrize("model", models.MODELS)
+def test_tiny_models_train_one_step(model: str) -> None:
+    shape = models.resolve_shape(model, "tiny", {"seq_len": 8})
+    module = models.build_model(model, shape, 100, SPECIAL)
+    ids = torch.randint(1, 100, (2, shape.seq_len))
+    loss = module(input_ids=ids, labels=ids).loss
+    loss.backward()
+    assert torch.isfinite(loss)

@@ -1,0 +1,73 @@
+"""Trace capture in isolation: schedule phases, file names, and one JSON document per file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from profiler import tracing  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("step", "phase"),
+    [(0, "wait"), (1, "wait"), (2, "warmup"), (3, "active"), (4, "active"),
+     (5, "untraced"), (99, "untraced")],
+)
+def test_schedule_phases(step: int, phase: str) -> None:
+    assert tracing.Schedule(wait=2, warmup=1, active=2).phase(step) == phase
+
+
+def test_active_steps_are_the_profiler_step_numbers() -> None:
+    assert tracing.Schedule(wait=2, warmup=1, active=2).active_steps() == [3, 4]
+
+
+def test_paths_are_rank_specific(tmp_path: Path) -> None:
+    paths = tracing.TracePaths.for_rank(tmp_path, "quick", 3)
+    assert paths.host.name == "quick_rank3_host.json"
+    assert paths.device.name == "quick_rank3_device.json"
+
+
+def test_a_second_document_in_one_file_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "h.json"
+    one = json.dumps({"schema": "1.1.1-chakra.0.0.4", "nodes": []})
+    path.write_text(one + "\n" + one)
+    with pytest.raises(json.JSONDecodeError, match="Extra data"):
+        tracing.inspect_host(path)
+
+
+def test_a_device_trace_is_not_a_host_trace(tmp_path: Path) -> None:
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"traceEvents": []}))
+    with pytest.raises(ValueError, match="not an execution trace"):
+        tracing.inspect_host(path)
+
+
+def run_toy_capture(outdir: Path, schedule: tracing.Schedule, steps: int) -> tracing.TracePaths:
+    paths = tracing.TracePaths.for_rank(outdir, "toy", 0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    with tracing.capture(paths, schedule, cuda=False) as prof:
+        for _ in range(steps):
+            model(torch.randn(4, 8)).sum().backward()
+            prof.step()
+    return paths
+
+
+@pytest.mark.parametrize("steps", [4, 7])  # 7 runs past the window: nothing more may be recorded
+def test_capture_writes_one_host_and_one_device_document(tmp_path: Path, steps: int) -> None:
+    schedule = tracing.Schedule(wait=1, warmup=1, active=2)
+    paths = run_toy_capture(tmp_path, schedule, steps)
+    host, device = tracing.inspect_host(paths.host), tracing.inspect_device(paths.device)
+    assert host["schema"].startswith("1.")
+    assert host["profiler_steps"] == device["profiler_steps"] == schedule.active_steps()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["toy_rank0_device.json", "toy_rank0_host.json"]
+
+
+def test_capturing_again_replaces_the_files(tmp_path: Path) -> None:
+    run_toy_capture(tmp_path, tracing.Schedule(wait=0, warmup=1, active=2), 3)
+    paths = run_toy_capture(tmp_path, tracing.Schedule(wait=0, warmup=1, active=1), 2)
+    assert tracing.inspect_host(paths.host)["profiler_steps"] == [1]
+    assert tracing.inspect_device(paths.device)["profiler_steps"] == [1]
