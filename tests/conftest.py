@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +71,26 @@ def read_et(path: Path) -> tuple[Any, list[Any]]:
             if not decodeMessage(fh, node):
                 return metadata, nodes
             nodes.append(node)
+
+
+SHIM = Path(__file__).parent / "reference_shim"
+
+
+def reference_link(host: Path, device: Path, out: Path, tmp: Path, rank: int = 0) -> dict[str, Any]:
+    """The real chakra_trace_link (et_replay and HTA replaced by tests/reference_shim, see its
+    README); it needs a plain host file. Returns the parsed merged document."""
+    plain = tmp / "ref_host.json"
+    with (
+        gzip.open(host, "rb") if str(host).endswith(".gz") else open(host, "rb") as src,
+        open(plain, "wb") as dst,
+    ):
+        shutil.copyfileobj(src, dst)
+    env = {**os.environ, "PYTHONPATH": str(SHIM)}
+    code = "import sys; from chakra.src.trace_link.trace_link import main; sys.exit(main())"
+    args = ["--rank", str(rank), "--chakra-host-trace", str(plain), "--chakra-device-trace", str(device)]
+    run = subprocess.run(
+        [sys.executable, "-c", code, *args, "--output-file", str(out), "--log-level", "ERROR"],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    return load_trace(out)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -20,53 +18,25 @@ from converter.kineto import KinetoEvent
 from converter.linker import _exclusive_durations
 from tests.pairgen import generate_pair
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-if not TRACES.is_dir():
-    TRACES = Path("/work/shared/traces")
-SHIM = Path(__file__).parent / "reference_shim"
+from .conftest import SHARED_TRACES, SHIM, load_trace, reference_link
+
+TRACES = SHARED_TRACES
 RESNET_HOST = TRACES / "host" / "resnet_et.json.gz"
 RESNET_DEVICE = TRACES / "resnet_ddp_synthetic_kineto" / "rank0_device_synthetic.json.gz"
 RESNET_MERGED = TRACES / "resnet_ddp_synthetic_kineto" / "rank0_merged_by_chakra_trace_link.json.gz"
 GPT2 = TRACES / "cpu_gpt2_ddp2"
-needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not available")
 
 
 def load(path: Path | str) -> dict:
-    path = str(path)
-    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
-        return json.load(f)
+    return load_trace(Path(path))
 
 
-def reference_link(host: Path, device: Path, out: Path, tmp: Path, rank: int = 0) -> dict:
-    """The real chakra_trace_link (et_replay and HTA replaced by the shim); it needs a plain host file."""
-    plain = tmp / "ref_host.json"
-    with (
-        gzip.open(host, "rb") if str(host).endswith(".gz") else open(host, "rb") as src,
-        open(plain, "wb") as dst,
-    ):
-        shutil.copyfileobj(src, dst)
-    env = {**os.environ, "PYTHONPATH": str(SHIM)}
-    code = "import sys; from chakra.src.trace_link.trace_link import main; sys.exit(main())"
-    args = ["--rank", str(rank), "--chakra-host-trace", str(plain), "--chakra-device-trace", str(device)]
-    run = subprocess.run(
-        [sys.executable, "-c", code, *args, "--output-file", str(out), "--log-level", "ERROR"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    return load(out)
-
-
-@needs_traces
 def test_resnet_pair_matches_shared_reference_output(tmp_path: Path) -> None:
     result = link(RESNET_HOST, RESNET_DEVICE, tmp_path / "merged.json", rank=0)
     assert load(tmp_path / "merged.json") == load(RESNET_MERGED)
     assert result.stats.gpu_linked == 2388 and result.nodes_written == 16780
 
 
-@needs_traces
 @pytest.mark.parametrize("rank", [0, 1])
 def test_gpt2_pair_matches_reference(tmp_path: Path, rank: int) -> None:
     host, device = GPT2 / f"rank{rank}_host.json.gz", GPT2 / f"rank{rank}_device.json.gz"
@@ -76,7 +46,6 @@ def test_gpt2_pair_matches_reference(tmp_path: Path, rank: int) -> None:
     )
 
 
-@needs_traces
 def test_gpt2_shared_output_has_our_structure(tmp_path: Path) -> None:
     """The shared merged file comes from another run of the same job (other pid, times, tensor ids and a
     few parents, ops in another order), so only its shape can match: the same ops, linked the same."""

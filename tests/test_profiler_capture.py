@@ -162,6 +162,19 @@ def test_host_trace_converts_like_the_reference(done: Done, tmp_path: Path) -> N
         assert ours.read_bytes() == theirs.read_bytes(), f"rank {rank}: outputs differ"
 
 
+def test_pairs_link_like_the_reference_linker(done: Done, tmp_path: Path) -> None:
+    """Issue 4: on any pair the profiler produces, ``link`` writes chakra_trace_link's document."""
+    from converter.api_link import link
+
+    from .conftest import load_trace, reference_link
+
+    for rank in range(done.run.nproc):
+        ours = tmp_path / f"ours.{rank}.json"
+        link(done.host(rank), done.device(rank), ours, rank=rank)
+        theirs = reference_link(done.host(rank), done.device(rank), tmp_path / f"ref.{rank}.json", tmp_path, rank)
+        assert load_trace(ours) == theirs
+
+
 def test_et_files_only_when_converting(done: Done) -> None:
     ranks = done.summary()["ranks"]
     if "--convert" not in done.run.extra:
