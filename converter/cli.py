@@ -18,7 +18,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from . import api
+from . import api, jsonstream
 from .errors import ConverterError
 
 PROG = "chakra-convert-fast"
@@ -125,6 +125,9 @@ def _run_link_command(argv: list[str]) -> int:
 
 def _convert(args: argparse.Namespace) -> int:
     bars = _ProgressBars(enabled=not args.quiet and sys.stderr.isatty())
+    if not jsonstream.C_SCANNER and not args.quiet:
+        print(f"{PROG}: warning: Python's json C accelerator is missing; parsing will be several times slower",
+              file=sys.stderr)
     log = _logger(args.log_filename)
     try:
         result = api.convert(

@@ -25,6 +25,9 @@ from typing import IO, Any
 
 from .errors import TraceFormatError
 
+#: False where Python's json C accelerator is missing (some alternative builds): the pure-Python
+#: scanner then parses several times slower, and the CLI says so.
+C_SCANNER = json.decoder.c_scanstring is not None  # type: ignore[attr-defined]
 _WS = re.compile(r"[ \t\n\r]*")
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK_BYTES = 1 << 20
