@@ -113,6 +113,14 @@ def test_cycle_error_lists_every_cycle(tmp_path: Path) -> None:
     assert "--break-cycles" in done.stderr
 
 
+def test_output_never_replaces_the_input(tmp_path: Path) -> None:
+    source = tmp_path / "trace.json"
+    source.write_text(json.dumps(GOOD))
+    done = run_cli(str(source), str(source))
+    assert done.returncode == 1 and "would overwrite the input" in done.stderr
+    assert json.loads(source.read_text()) == GOOD
+
+
 def test_usage_error_exits_2(tmp_path: Path) -> None:
     done = run_cli(str(tmp_path / "only-one-argument.json"))
     assert done.returncode == 2
