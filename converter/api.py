@@ -18,11 +18,11 @@ from chakra.schema.protobuf import et_def_pb2 as pb
 
 from . import cycles, parallel
 from . import encoding as enc
-from .errors import ConverterError, CycleReport, CyclicDependencyError, TraceFormatError
+from .errors import CycleReport, CyclicDependencyError, TraceFormatError
 from .graph import TraceGraph
 from .reader import NodeRecord, TraceReader
 from .simulate import SimulationInput, SimulationResult, simulate
-from .writer import TailSpill, atomic_output, global_metadata
+from .writer import TailSpill, atomic_output, global_metadata, refuse_overwriting_inputs
 
 #: (stage, done, total): stage "read" counts input bytes, "write" counts nodes.
 Progress = Callable[[str, int, int], None]
@@ -73,8 +73,7 @@ def convert(
     Raises a ``ConverterError`` subclass on bad input; no output file is left behind then.
     """
     source, target = os.fspath(input_path), os.fspath(output_path)
-    if os.path.exists(source) and os.path.exists(target) and os.path.samefile(source, target):
-        raise ConverterError(f"{target}: the output would overwrite the input trace; choose another path")
+    refuse_overwriting_inputs(target, source)
     options = _Options(simulate, break_cycles, allow_missing_parents, progress)
     split = parallel.find_split(source, parallel.MIN_SPLIT_BYTES) if use_second_core else None
     reader = TraceReader(source, progress=_read_progress(progress, split))

@@ -20,6 +20,7 @@ from .linker import link as plan_links
 from .merged import merged_items, write_merged
 from .multirank import MultiRankResult, convert_all
 from .repair import RepairResult, repair
+from .writer import refuse_overwriting_inputs
 
 __all__ = [
     "LinkResult",
@@ -70,6 +71,8 @@ def link(
     """
     started = time.perf_counter()
     target = None if output_path is None else os.fspath(output_path)
+    if target is not None:
+        refuse_overwriting_inputs(target, os.fspath(host_path), os.fspath(device_path))
     result, index, plan = _plan(host_path, device_path, target, rank, allow_mismatch)
     if target is not None:
         write_merged(index, plan, target)
@@ -170,6 +173,7 @@ def convert_pair(
     from . import api  # the converter proper; imported late so linking works without it
 
     target = os.fspath(output_path)
+    refuse_overwriting_inputs(target, os.fspath(host_path), os.fspath(device_path))
     if keep_merged is not None:
         merged = os.fspath(keep_merged)
         linked = link(host_path, device_path, merged, rank=rank, allow_mismatch=allow_mismatch)

@@ -19,6 +19,7 @@ from typing import IO
 
 from .errors import TraceFormatError
 from .merged import atomic_text_output
+from .writer import refuse_overwriting_inputs
 
 _CHUNK = 1 << 20
 # Everything up to the next brace, strings included; stops before a string cut by the chunk end.
@@ -57,6 +58,7 @@ class RepairResult:
 def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str]) -> RepairResult:
     """Write the last complete top-level object of ``input_path`` to ``output_path`` (gzip if .gz)."""
     source, target = os.fspath(input_path), os.fspath(output_path)
+    refuse_overwriting_inputs(target, source)
     objects, end_of_last = _object_spans(source)
     if not objects:
         raise TraceFormatError(source, "holds no complete JSON object to keep")

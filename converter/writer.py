@@ -84,6 +84,15 @@ class TailSpill:
         self._file.close()
 
 
+def refuse_overwriting_inputs(output: str, *inputs: str) -> None:
+    """Raise if ``output`` is one of the input files: a conversion never replaces its input."""
+    if not os.path.exists(output):
+        return
+    for source in inputs:
+        if os.path.exists(source) and os.path.samefile(source, output):
+            raise ConverterError(f"{output}: the output would overwrite the input {source}; choose another path")
+
+
 @contextmanager
 def atomic_output(path: str, compress: bool = False) -> Iterator[IO[bytes]]:
     """A buffered file that replaces ``path`` only if the block completes without error.

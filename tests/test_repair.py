@@ -65,3 +65,16 @@ def test_link_refuses_concatenated_host_and_points_to_repair(tmp_path: Path, cap
         cli_link.main(["link", "--host", str(fixed), "--device", str(device), "-o", str(tmp_path / "m.json")])
         == 0
     )
+
+
+def test_repair_never_overwrites_its_input(tmp_path) -> None:
+    import pytest
+
+    from converter.api_link import repair
+    from converter.errors import ConverterError
+
+    source = tmp_path / "host.json"
+    source.write_text('{"a": 1}{"a": 2}')
+    with pytest.raises(ConverterError, match="would overwrite the input"):
+        repair(source, source)
+    assert source.read_text() == '{"a": 1}{"a": 2}'
