@@ -1,0 +1,1 @@
+"""Benchmarks of chakra-convert-fast against mlc-chakra's reference converter (``pytest bench/``)."""

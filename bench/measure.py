@@ -1,0 +1,79 @@
+"""Run one converter in its own child process and read its wall time and peak RSS from the kernel.
+
+The peak is the child's own ``ru_maxrss`` from ``wait4``: the operating system's accounting for
+exactly that process, not tracemalloc. Linux folds the RSS of the process that spawned the child
+(at the moment of ``exec``) into that figure, so the child is spawned by a tiny trampoline
+interpreter rather than by the (large) pytest process; the trampoline's ~10 MB is the floor.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+OURS_SHIM = (
+    "import sys; from converter.cli import main; sys.argv = ['chakra-convert-fast', *sys.argv[1:]]; sys.exit(main())"
+)
+# argv: stderr_file timeout_s cmd... ; prints {"seconds", "maxrss_kb", "status"} as JSON.
+TRAMPOLINE = r"""
+import json, os, sys, time
+err, timeout, cmd = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+           (os.POSIX_SPAWN_OPEN, 2, err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)]
+start = time.perf_counter()
+pid = os.posix_spawnp(cmd[0], cmd, os.environ, file_actions=actions)
+deadline = start + timeout if timeout > 0 else None
+while True:
+    got, status, usage = os.wait4(pid, 0 if deadline is None else os.WNOHANG)
+    if got:
+        break
+    if time.perf_counter() > deadline:
+        os.kill(pid, 9)
+        got, status, usage = os.wait4(pid, 0)
+        break
+    time.sleep(0.05)
+print(json.dumps({"seconds": time.perf_counter() - start, "maxrss_kb": usage.ru_maxrss,
+                  "status": os.waitstatus_to_exitcode(status)}))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One measured conversion."""
+
+    seconds: float
+    peak_rss_bytes: int
+    returncode: int
+    stderr: str
+
+
+def ours_command(src: Path, dst: Path) -> list[str]:
+    """``chakra-convert-fast INPUT OUTPUT`` (the installed script, or the module from this checkout)."""
+    exe = shutil.which("chakra-convert-fast")
+    return [exe, str(src), str(dst)] if exe else [sys.executable, "-c", OURS_SHIM, str(src), str(dst)]
+
+
+def reference_command(src: Path, dst: Path) -> list[str]:
+    """mlc-chakra's converter with a big stack (``fixtures.reference``), on plain JSON."""
+    return [sys.executable, "-m", "fixtures.reference", str(src), str(dst)]
+
+
+def measure(cmd: list[str], cwd: Path | None = None, timeout: float | None = None) -> Run:
+    """Run ``cmd``; return its wall time, its own peak RSS and exit code (killed past ``timeout``)."""
+    with tempfile.TemporaryDirectory(prefix="chakra-measure-") as tmp:
+        err = Path(tmp) / "stderr"
+        out = subprocess.run(
+            [sys.executable, "-S", "-c", TRAMPOLINE, str(err), str(timeout or 0), *cmd],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        result = json.loads(out.stdout)
+        tail = err.read_bytes()[-4000:].decode(errors="replace") if err.exists() else ""
+    return Run(result["seconds"], result["maxrss_kb"] * 1024, result["status"], tail)

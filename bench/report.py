@@ -1,0 +1,152 @@
+"""Turn saved pytest-benchmark JSON into the README's Markdown table and a PNG plot.
+
+    pytest bench/ --benchmark-autosave --benchmark-storage=bench/results
+    python -m bench.report                      # newest JSON under bench/results
+    python -m bench.report run.json --out bench/results
+
+Writes ``benchmark.md`` and ``benchmark.png`` (time and peak memory against node count, ours and
+the reference) into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One benchmark case, both converters."""
+
+    name: str
+    nodes: int
+    ranks: int
+    ours_s: float
+    ours_mb: float
+    ref_s: float | None
+    ref_mb: float | None
+
+    @property
+    def time_ratio(self) -> float | None:
+        return self.ours_s / self.ref_s if self.ref_s else None
+
+    @property
+    def mem_ratio(self) -> float | None:
+        return self.ours_mb / self.ref_mb if self.ref_mb else None
+
+
+def latest_json(folder: Path = RESULTS) -> Path:
+    """The newest ``*.json`` under ``folder`` (pytest-benchmark autosaves into a subfolder)."""
+    found = sorted(folder.rglob("*.json"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise FileNotFoundError(
+            f"no benchmark JSON under {folder}; run pytest bench/ --benchmark-autosave --benchmark-storage={folder}"
+        )
+    return found[-1]
+
+
+def load_rows(paths: list[Path]) -> list[Row]:
+    """Rows from one or more pytest-benchmark JSON files, sorted by node count."""
+    rows = []
+    for path in paths:
+        doc: dict[str, Any] = json.loads(path.read_text())
+        for bench in doc.get("benchmarks", []):
+            info = bench.get("extra_info", {})
+            if "nodes" not in info or "ours_s" not in info:
+                continue
+            ref_rss = info.get("ref_peak_rss")
+            rows.append(
+                Row(
+                    bench["name"],
+                    int(info["nodes"]),
+                    int(info.get("ranks", 0)),
+                    float(info["ours_s"]),
+                    info["ours_peak_rss"] / MB,
+                    info.get("ref_s"),
+                    ref_rss / MB if ref_rss else None,
+                )
+            )
+    return sorted(rows, key=lambda r: (r.ranks, r.nodes))
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "skipped" if v is None else format(v, spec)
+
+
+def markdown(rows: list[Row]) -> str:
+    """The README table: one line per case, ratios are ours / reference (lower is better)."""
+    lines = [
+        "| trace | nodes | ours (s) | reference (s) | time ratio | ours peak (MB) | reference peak (MB) "
+        "| memory ratio | ours nodes/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.ranks}-rank GPT-2 | {r.nodes:,} | {r.ours_s:.2f} | {_fmt(r.ref_s, '.2f')} | "
+            f"{_fmt(r.time_ratio, '.2f')} | {r.ours_mb:.0f} | {_fmt(r.ref_mb, '.0f')} | "
+            f"{_fmt(r.mem_ratio, '.3f')} | {r.nodes / r.ours_s:,.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[Row], path: Path) -> None:
+    """Time and peak memory against node count, log-log, ours and reference."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ranks in sorted({r.ranks for r in rows}):
+        sel = [r for r in rows if r.ranks == ranks]
+        ref = [r for r in sel if r.ref_s is not None]
+        ax_t.plot([r.nodes for r in sel], [r.ours_s for r in sel], "o-", label=f"ours, {ranks}-rank")
+        ax_m.plot([r.nodes for r in sel], [r.ours_mb for r in sel], "o-", label=f"ours, {ranks}-rank")
+        if ref:
+            ax_t.plot([r.nodes for r in ref], [r.ref_s for r in ref], "s--", label=f"reference, {ranks}-rank")
+            ax_m.plot([r.nodes for r in ref], [r.ref_mb for r in ref], "s--", label=f"reference, {ranks}-rank")
+    for ax, title, unit in ((ax_t, "wall time", "seconds"), (ax_m, "peak RSS", "MB")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("nodes in the merged trace")
+        ax.set_ylabel(unit)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("chakra-convert-fast vs chakra_converter (mlc-chakra 1.0.0)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("json", nargs="*", type=Path, help="pytest-benchmark JSON files (default: the newest)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for benchmark.md and benchmark.png")
+    args = parser.parse_args(argv)
+    try:
+        rows = load_rows(args.json or [latest_json()])
+    except (FileNotFoundError, json.JSONDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not rows:
+        print("error: no benchmark rows with extra_info found", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = markdown(rows)
+    (args.out / "benchmark.md").write_text(table)
+    plot(rows, args.out / "benchmark.png")
+    print(table, end="")
+    print(f"wrote {args.out / 'benchmark.md'} and {args.out / 'benchmark.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The CI gate: on one ~100k-node GPT-2 DDP trace, ours must be faster than the reference and use at
+least 5x less peak memory. Ratios only, never absolute times (CI machines vary)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.conftest import REPO, ours_available
+from bench.measure import measure, ours_command, reference_command
+from fixtures.generate import generate_merged, make_config
+
+QUICK_NODES = 100_000
+MIN_MEMORY_FACTOR = 5.0
+
+
+@pytest.mark.skipif(not ours_available(), reason="converter package (chakra-convert-fast) not importable yet")
+def test_quick_ratio(tmp_path: Path) -> None:
+    src = tmp_path / "quick.json"
+    res = generate_merged(src, config=make_config("gpt2", layers=12, ranks=2), nodes=QUICK_NODES)
+    ours = measure(ours_command(src, tmp_path / "ours.et"), cwd=REPO, timeout=150)
+    assert ours.returncode == 0, ours.stderr
+    ref = measure(reference_command(src, tmp_path / "ref.et"), cwd=REPO, timeout=150)
+    assert ref.returncode == 0, ref.stderr
+    time_ratio, mem_factor = ours.seconds / ref.seconds, ref.peak_rss_bytes / ours.peak_rss_bytes
+    print(f"\n{res.nodes} nodes: time ours/ref = {time_ratio:.3f}, peak RSS ref/ours = {mem_factor:.1f}x")
+    assert time_ratio < 1.0, f"not faster than the reference: ours/ref time = {time_ratio:.2f}"
+    assert mem_factor >= MIN_MEMORY_FACTOR, f"peak memory only {mem_factor:.1f}x below the reference"
