@@ -15,6 +15,7 @@ from . import encoding as enc
 
 #: (attribute, encoder) in the order the reference appends them.
 _INT_ATTRS = tuple(enc.Int64Attr(name) for name in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid"))
+_RF_ID = _INT_ATTRS[0]
 _OP_SCHEMA = enc.attr_name("op_schema")
 _OP_SCHEMA_CACHE = enc.BoundedCache()  # op_schema value -> encoded attr; a few hundred distinct ones
 _IS_CPU_OP = enc.attr_name("is_cpu_op")
@@ -37,19 +38,48 @@ def duration_micros(name: str, exclusive_dur: Any) -> int:
 
 def encode_tail(fields: dict[str, Any], name: str, is_gpu: bool, duration: int) -> bytes:
     """duration, inputs, outputs and the attrs every node gets (not the comm ones)."""
-    parts = [
-        enc.duration(duration),
-        enc.io_info(enc.TAG_INPUTS, fields["inputs"], "inputs"),
-        enc.io_info(enc.TAG_OUTPUTS, fields["outputs"], "outputs"),
-    ]
     try:
-        parts.extend(encode(fields[encode.what]) for encode in _INT_ATTRS)
-        op_schema = fields["op_schema"]
+        rf_id = fields["rf_id"]
+        rest_key = (fields["fw_parent"], fields["seq_id"], fields["scope"], fields["tid"], fields["fw_tid"],
+                    fields["op_schema"], is_gpu, fields["stream"])
     except KeyError as exc:
         raise ValueError(f"lacks the attribute {exc} (expected in 'attrs')") from None
+    if _cacheable(rest_key):
+        rest = _ATTR_BLOCKS.get(rest_key)
+        if rest is None:
+            rest = _ATTR_BLOCKS.remember(rest_key, _encode_attrs_after_rf_id(rest_key))
+    else:
+        rest = _encode_attrs_after_rf_id(rest_key)  # raises for values protobuf would refuse
+    return b"".join(
+        (
+            enc.duration(duration),
+            enc.io_info(enc.TAG_INPUTS, fields["inputs"], "inputs"),
+            enc.io_info(enc.TAG_OUTPUTS, fields["outputs"], "outputs"),
+            _RF_ID(rf_id),
+            rest,
+        )
+    )
+
+
+#: The attrs after rf_id repeat from node to node (same thread, scope, schema): encode them once.
+_ATTR_BLOCKS = enc.BoundedCache()
+
+
+def _cacheable(key: tuple[Any, ...]) -> bool:
+    """Only exact types may share a cache entry: ``True == 1 == 1.0`` as dict keys, but protobuf
+    takes the int and refuses the bool and the float."""
+    fw_parent, seq_id, scope, tid, fw_tid, op_schema, _, stream = key
+    return (
+        type(fw_parent) is int and type(seq_id) is int and type(scope) is int and type(tid) is int
+        and type(fw_tid) is int and type(op_schema) is str and (stream is None or type(stream) is int)
+    )
+
+
+def _encode_attrs_after_rf_id(values: tuple[Any, ...]) -> bytes:
+    *ints, op_schema, is_gpu, stream = values
+    parts = [encode(value) for encode, value in zip(_INT_ATTRS[1:], ints, strict=True)]
     parts.append(_op_schema(op_schema))
     parts.append(_IS_GPU if is_gpu else _IS_CPU)
-    stream = fields["stream"]
     if stream is not None:
         parts.append(_STREAM_ATTR(stream))
     return b"".join(parts)

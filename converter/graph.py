@@ -49,7 +49,8 @@ class DepTable:
             self._inter_thread[node] |= inter_thread << 1
         else:
             self._extra.setdefault(node, []).append((dep_id, inter_thread))
-        self.count[node] = min(count + 1, 255)
+        if count < 255:
+            self.count[node] = count + 1
 
     def edges(self, node: int) -> list[tuple[int, bool]]:
         """(dependency id, is inter-thread) pairs, in the order they were added."""

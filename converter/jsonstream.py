@@ -31,6 +31,9 @@ C_SCANNER = json.decoder.c_scanstring is not None  # type: ignore[attr-defined]
 _WS = re.compile(r"[ \t\n\r]*")
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK_BYTES = 1 << 20
+#: Refill before decoding when less than this is buffered: a value cut by the buffer's end makes
+#: the scanner fail, and building its JSONDecodeError counts the newlines of the whole buffer.
+_LOOKAHEAD = 1 << 16
 _CONCATENATED_HINT = (
     "the file holds several concatenated JSON documents (seen when two ranks, or two saves of the "
     "execution trace observer, write the same file)"
@@ -157,6 +160,8 @@ class JsonObjectStream:
         """Decode one complete JSON value at the cursor, refilling the buffer as needed."""
         failures = 0
         self._skip_ws()
+        if len(self._buf) - self._pos < _LOOKAHEAD and not self._eof:
+            self._fill()
         while True:
             try:
                 value, end = self._decode(self._buf, self._pos)

@@ -106,3 +106,13 @@ def test_delimited_message_is_what_protolib_writes() -> None:
     buffer = io.BytesIO()
     encodeMessage(buffer, message)
     assert enc.delimited_message(message.SerializeToString()) == buffer.getvalue()
+
+
+@pytest.mark.parametrize("impostor", [True, 1.0])
+def test_cached_attr_blocks_do_not_accept_equal_values_of_other_types(impostor: object) -> None:
+    """``True == 1 == 1.0`` as dict keys; protobuf refuses the bool and the float."""
+    fields = random_fields(random.Random(3))
+    fields.update(fw_parent=1, seq_id=1, scope=1, tid=1, fw_tid=1, op_schema="s", stream=1)
+    fld.encode_tail(fields, "op", False, 0)  # caches the block of these ints
+    with pytest.raises(ValueError, match="must be an integer"):
+        fld.encode_tail({**fields, "tid": impostor}, "op", False, 0)
