@@ -42,6 +42,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_DEFAULT_STORAGE = "file://./.benchmarks"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark reads its options
+def pytest_configure(config: pytest.Config) -> None:
+    """Save every benchmark run under bench/results unless told otherwise, so that the report
+    below (and ``python -m bench.report``) always has the newest JSON."""
+    if not hasattr(config.option, "benchmark_autosave"):
+        return
+    if not (config.option.benchmark_save or config.option.benchmark_autosave):
+        config.option.benchmark_autosave = True
+    if config.option.benchmark_storage == _DEFAULT_STORAGE:
+        config.option.benchmark_storage = str(REPO / "bench" / "results")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-benchmark has saved its JSON
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Turn the run into bench/results/benchmark.md and .png when converter benchmarks ran."""
+    bench = getattr(session.config, "_benchmarksession", None)
+    if bench is None or not any(b.name.startswith("test_convert") for b in bench.benchmarks):
+        return
+    from bench import report
+
+    report.main([])
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "size" in metafunc.fixturenames and "ranks" in metafunc.fixturenames:
         sizes = [int(s) for s in metafunc.config.getoption("--bench-sizes").split(",") if s.strip()]

@@ -1,8 +1,10 @@
 """Run one converter in its own child process and read its wall time and peak RSS from the kernel.
 
-The peak is the child's own ``ru_maxrss`` from ``wait4``: the operating system's accounting for
-exactly that process, not tracemalloc. Linux folds the RSS of the process that spawned the child
-(at the moment of ``exec``) into that figure, so the child is spawned by a tiny trampoline
+The peak is the larger of the child's ``ru_maxrss`` from ``wait4`` (the operating system's
+accounting, not tracemalloc) and the sum of ``VmRSS`` over the child and its own children,
+sampled every 20 ms from /proc: ``ru_maxrss`` covers only the largest single process, and our
+converter reads large files with two. Linux folds the RSS of the process that spawned the child
+(at the moment of ``exec``) into ``ru_maxrss``, so the child is spawned by a tiny trampoline
 interpreter rather than by the (large) pytest process; the trampoline's ~10 MB is the floor.
 """
 
@@ -25,19 +27,34 @@ import json, os, sys, time
 err, timeout, cmd = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
            (os.POSIX_SPAWN_OPEN, 2, err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)]
+def rss_kb(p):
+    try:
+        with open(f"/proc/{p}/status") as fh:
+            return next((int(line.split()[1]) for line in fh if line.startswith("VmRSS:")), 0)
+    except OSError:
+        return 0
+def tree_rss_kb(p):
+    try:
+        with open(f"/proc/{p}/task/{p}/children") as fh:
+            kids = [int(k) for k in fh.read().split()]
+    except OSError:
+        kids = []
+    return rss_kb(p) + sum(tree_rss_kb(k) for k in kids)
 start = time.perf_counter()
 pid = os.posix_spawnp(cmd[0], cmd, os.environ, file_actions=actions)
 deadline = start + timeout if timeout > 0 else None
+tree_peak = 0
 while True:
-    got, status, usage = os.wait4(pid, 0 if deadline is None else os.WNOHANG)
+    got, status, usage = os.wait4(pid, os.WNOHANG)
     if got:
         break
-    if time.perf_counter() > deadline:
+    if deadline is not None and time.perf_counter() > deadline:
         os.kill(pid, 9)
         got, status, usage = os.wait4(pid, 0)
         break
-    time.sleep(0.05)
-print(json.dumps({"seconds": time.perf_counter() - start, "maxrss_kb": usage.ru_maxrss,
+    tree_peak = max(tree_peak, tree_rss_kb(pid))
+    time.sleep(0.02)
+print(json.dumps({"seconds": time.perf_counter() - start, "maxrss_kb": max(usage.ru_maxrss, tree_peak),
                   "status": os.waitstatus_to_exitcode(status)}))
 """
 

@@ -54,3 +54,5 @@ def test_convert(benchmark: Any, trace_for: Any, ref_max_nodes: int, tmp_path: P
             same_output=(tmp_path / "ours.et").read_bytes() == (tmp_path / "ref.et").read_bytes(),
         )
     benchmark.extra_info.update(info)
+    if "same_output" in info:
+        assert info["same_output"], f"{src.name}: our .et differs from chakra_converter's"
