@@ -89,7 +89,6 @@ _TAG_ATTR_NAME = _tag(_ATTR["name"])
 _TAG_INT64 = _tag(_ATTR["int64_val"])
 _TAG_STRING = _tag(_ATTR["string_val"])
 _TAG_BOOL = _tag(_ATTR["bool_val"])
-_TAG_UINT64 = _tag(_ATTR["uint64_val"])
 
 
 # -- attributes ---------------------------------------------------------------------------------
@@ -141,12 +140,6 @@ def int64_attr(name_part: bytes, value: Any, what: str) -> bytes:
         return _attr(name_part, b"")
     value = check_int64(value, what)
     return _attr(name_part, _TAG_INT64 + varint(value % _U64))
-
-
-def uint64_attr(name_part: bytes, value: Any, what: str) -> bytes:
-    if value is None:
-        return _attr(name_part, b"")
-    return _attr(name_part, _TAG_UINT64 + varint(check_uint64(value, what)))
 
 
 def string_attr(name_part: bytes, value: Any, what: str) -> bytes:

@@ -254,9 +254,6 @@ class TraceGraph:
                         convert(child)
         self.order, self.has_ctrl, self._first = order, has_ctrl, first
 
-    def is_converted(self, row: int) -> bool:
-        return self._first[row] >= 0
-
     def _check_converted(self) -> None:
         for row in sorted(self._errors):
             if self._first[row] >= 0:
