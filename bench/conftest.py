@@ -9,7 +9,6 @@ under the system temp dir) and reused by later runs; nothing large goes into the
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import tempfile
 from collections.abc import Callable
@@ -77,11 +76,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def _short(n: int) -> str:
     return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
-
-
-def ours_available() -> bool:
-    """Whether this checkout's converter package can be imported (it is written in parallel)."""
-    return importlib.util.find_spec("converter.cli") is not None
 
 
 @pytest.fixture(scope="session")

@@ -12,12 +12,8 @@ from typing import Any
 
 import pytest
 
-from bench.conftest import REPO, ours_available
+from bench.conftest import REPO
 from bench.measure import Run, measure, ours_command, reference_command
-
-pytestmark = pytest.mark.skipif(
-    not ours_available(), reason="converter package (chakra-convert-fast) not importable yet"
-)
 
 
 def _check(run: Run, who: str) -> None:

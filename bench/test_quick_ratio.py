@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from bench.conftest import REPO, ours_available
+from bench.conftest import REPO
 from bench.measure import measure, ours_command, reference_command
 from fixtures.generate import generate_merged, make_config
 
@@ -15,7 +13,6 @@ QUICK_NODES = 100_000
 MIN_MEMORY_FACTOR = 5.0
 
 
-@pytest.mark.skipif(not ours_available(), reason="converter package (chakra-convert-fast) not importable yet")
 def test_quick_ratio(tmp_path: Path) -> None:
     src = tmp_path / "quick.json"
     res = generate_merged(src, config=make_config("gpt2", layers=12, ranks=2), nodes=QUICK_NODES)

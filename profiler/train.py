@@ -256,14 +256,18 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
             inspect_and_convert(record, args, paths, name)
         records: list[StepRecord | None] = [None] * where.world_size
         dist.all_gather_object(records, record)
-        if where.rank != 0:
-            return None
-        summary = summarize(meta, [r for r in records if r is not None], args.active)
-        write_summary(summary, Path(args.outdir), name)
-        if args.save_dir:
-            model.save_pretrained(args.save_dir)
-            tokenizer.save_pretrained(args.save_dir)
-            log.info("saved model and tokenizer to %s", args.save_dir)
+        summary = None
+        if where.rank == 0:
+            summary = summarize(meta, [r for r in records if r is not None], args.active)
+            write_summary(summary, Path(args.outdir), name)
+            if args.save_dir:
+                model.save_pretrained(args.save_dir)
+                tokenizer.save_pretrained(args.save_dir)
+                log.info("saved model and tokenizer to %s", args.save_dir)
+        # Every rank reaches the end before the group goes away: a gloo peer that tears down
+        # while rank 0 still works made rank 0 abort at exit ("terminate called without an
+        # active exception", seen in CI). Only on success: after an error a barrier could hang.
+        dist.barrier()
         return summary
     finally:
         dist.destroy_process_group()

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import datasets  # noqa: F401 - a missing profiler extra fails here, loudly
 import pytest
-
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("datasets")
+import torch  # noqa: F401 - a missing dependency fails, never skips
+import transformers  # noqa: F401
 
 from profiler import convert
 

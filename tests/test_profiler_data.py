@@ -6,13 +6,12 @@ import json
 import socket
 from pathlib import Path
 
+import datasets  # noqa: F401 - a missing dependency fails, never skips
 import pytest
+import torch
+import transformers  # noqa: F401 - a missing dependency fails, never skips
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("datasets")
-pytest.importorskip("transformers")
-
-from profiler import data, tokenizers  # noqa: E402
+from profiler import data, tokenizers
 
 
 @pytest.fixture(autouse=True)

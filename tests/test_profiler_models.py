@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
+import transformers  # noqa: F401 - a missing dependency fails, never skips
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from profiler import models  # noqa: E402
+from profiler import models
 
 SPECIAL = {"bos": 0, "eos": 0, "pad": 0}
 

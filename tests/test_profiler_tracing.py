@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from profiler import tracing  # noqa: E402
+from profiler import tracing
 
 
 @pytest.mark.parametrize(
