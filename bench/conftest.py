@@ -48,8 +48,8 @@ _DEFAULT_STORAGE = "file://./.benchmarks"
 def pytest_configure(config: pytest.Config) -> None:
     """Save every benchmark run under bench/results unless told otherwise, so that the report
     below (and ``python -m bench.report``) always has the newest JSON."""
-    if not hasattr(config.option, "benchmark_autosave"):
-        return
+    if not getattr(config.option, "benchmark_only", False):
+        return  # the documented run is `pytest bench/ --benchmark-only`; the CI gate saves nothing
     if not (config.option.benchmark_save or config.option.benchmark_autosave):
         config.option.benchmark_autosave = True
     if config.option.benchmark_storage == _DEFAULT_STORAGE:
