@@ -21,6 +21,7 @@ import os
 import re
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
 from .errors import TraceFormatError
@@ -38,6 +39,34 @@ _CONCATENATED_HINT = (
     "the file holds several concatenated JSON documents (seen when two ranks, or two saves of the "
     "execution trace observer, write the same file)"
 )
+
+
+def open_raw_and_content(path: str) -> tuple[IO[bytes], IO[bytes]]:
+    """(the file, its content): the content is decompressed if the file starts with gzip's magic
+    bytes, whatever its name. The caller closes both (they are one object for plain files)."""
+    if not os.path.exists(path):
+        raise TraceFormatError(path, "no such file")
+    if os.path.isdir(path):
+        raise TraceFormatError(path, "is a directory, not a trace file")
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot open: {exc.strerror}") from exc
+    gzipped = raw.read(2) == _GZIP_MAGIC
+    raw.seek(0)
+    return raw, (gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw)
+
+
+@contextmanager
+def open_trace_file(path: str) -> Iterator[IO[bytes]]:
+    """The file's content as bytes (gzip or not), for readers that do not parse JSON."""
+    raw, content = open_raw_and_content(path)
+    try:
+        yield content
+    finally:
+        if content is not raw:
+            content.close()
+        raw.close()
 
 
 class JsonObjectStream:
@@ -96,19 +125,7 @@ class JsonObjectStream:
         return TraceFormatError(self.path, problem)
 
     def _open(self) -> tuple[IO[bytes], IO[bytes]]:
-        if not os.path.exists(self.path):
-            raise self._fail("no such file")
-        if os.path.isdir(self.path):
-            raise self._fail("is a directory, not a trace file")
-        try:
-            raw = open(self.path, "rb")  # noqa: SIM115 - closed by close()
-        except OSError as exc:
-            raise self._fail(f"cannot open: {exc.strerror}") from exc
-        if raw.read(2) == _GZIP_MAGIC:
-            raw.seek(0)
-            return raw, gzip.GzipFile(fileobj=raw, mode="rb")
-        raw.seek(0)
-        return raw, raw
+        return open_raw_and_content(self.path)
 
     def _read_bytes(self, size: int) -> bytes:
         try:

@@ -7,7 +7,6 @@ not stop the others; each outcome is a row of the summary.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConverterError
-from .jsonstream import JsonObjectStream
+from .jsonstream import JsonObjectStream, open_trace_file
 from .merged import atomic_text_output
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
@@ -180,13 +179,9 @@ def _rank_from_name(name: str) -> int | None:
 def _sniff(path: str) -> str | None:
     """'host', 'device' or None, from the first kilobytes of text."""
     try:
-        with open(path, "rb") as raw:
-            magic = raw.read(2)
-            raw.seek(0)
-            head = (
-                gzip.GzipFile(fileobj=raw).read(1 << 16) if magic == b"\x1f\x8b" else raw.read(1 << 16)
-            ).decode("utf-8", errors="replace")
-    except (OSError, EOFError):
+        with open_trace_file(path) as content:
+            head = content.read(1 << 16).decode("utf-8", errors="replace")
+    except (ConverterError, OSError, EOFError):
         return None
     if '"traceEvents"' in head or '"schemaVersion"' in head or '"deviceProperties"' in head:
         return "device"

@@ -10,7 +10,6 @@ memory stays at one chunk whatever the file size.
 from __future__ import annotations
 
 import codecs
-import gzip
 import os
 import re
 import zlib
@@ -18,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from .errors import TraceFormatError
+from .jsonstream import open_trace_file
 from .merged import atomic_text_output
 from .writer import refuse_overwriting_inputs
 
 _CHUNK = 1 << 20
 # Everything up to the next brace, strings included; stops before a string cut by the chunk end.
 _SKIP = re.compile(rb'(?:[^{}"]+|"(?:[^"\\]+|\\.)*")*')
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass(frozen=True)
@@ -63,18 +62,9 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
     if not objects:
         raise TraceFormatError(source, "holds no complete JSON object to keep")
     kept = objects[-1]
-    with _open(source) as stream, atomic_text_output(target) as out:
+    with open_trace_file(source) as stream, atomic_text_output(target) as out:
         _copy_range(stream, out, kept)
     return RepairResult(source, target, kept, objects[:-1], end_of_last - kept.end)
-
-
-def _open(path: str) -> IO[bytes]:
-    if not os.path.isfile(path):
-        raise TraceFormatError(path, "no such file")
-    raw = open(path, "rb")  # noqa: SIM115 - returned to a with block
-    magic = raw.read(2)
-    raw.seek(0)
-    return gzip.GzipFile(fileobj=raw, mode="rb") if magic == _GZIP_MAGIC else raw
 
 
 def _object_spans(path: str) -> tuple[list[Span], int]:
@@ -82,7 +72,7 @@ def _object_spans(path: str) -> tuple[list[Span], int]:
     spans: list[Span] = []
     depth, start, base, last_content = 0, 0, 0, 0
     buf = b""
-    with _open(path) as stream:
+    with open_trace_file(path) as stream:
         while True:
             chunk = _read(stream, path)
             buf += chunk
