@@ -183,7 +183,7 @@ def _second_half(reader: TraceReader, graph: TraceGraph, spill: TailSpill, split
     if reader.first_old_layout_node is None and half.first_old_layout_node is not None:
         reader.first_old_layout_node = len(graph) + half.first_old_layout_node
     graph.extend_rows(half.rows)
-    spill.append_exported(half.spill_path, half.spill_offsets)
+    spill.append_exported(worker.spill_path, half.spill_offsets)
     reader.metadata.update(half.metadata)
     reader.seen_nodes = True
 

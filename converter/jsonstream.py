@@ -116,10 +116,6 @@ class JsonObjectStream:
     def bytes_read(self) -> int:
         return self._raw.tell()
 
-    @property
-    def is_compressed(self) -> bool:
-        return self._text_source is not self._raw
-
     # -- opening and buffering ------------------------------------------------------------
     def _fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)

@@ -82,8 +82,7 @@ class SecondHalf:
     """What the worker read: graph rows, their spilled tails, the metadata after the nodes."""
 
     rows: dict[str, Any]
-    spill_path: str
-    spill_offsets: Any
+    spill_offsets: Any  # of the tails in the worker's spill file (SecondHalfReader.spill_path)
     metadata: dict[str, Any]
     first_old_layout_node: int | None  # counted from the split
 
@@ -132,8 +131,7 @@ def _work(sender: Connection, path: str, byte_offset: int, spill_path: str, keep
         for record in reader.records_from(byte_offset):
             graph.add(record)
             spill.append(record.tail)
-        spill_path, offsets = spill.export()
-        sender.send(SecondHalf(graph.export_rows(), spill_path, offsets, reader.metadata,
+        sender.send(SecondHalf(graph.export_rows(), spill.export(), reader.metadata,
                                reader.first_old_layout_node))
     except Exception:
         sender.send(None)

@@ -58,7 +58,6 @@ class TraceReader:
     def __init__(self, path: str | os.PathLike[str], progress: ProgressHook | None = None) -> None:
         self.path = os.fspath(path)
         self.metadata: dict[str, Any] = {}
-        self.node_count = 0
         self.seen_nodes = False
         self.stopped = False  # records(stop_at=...) ended at the split point
         self.first_old_layout_node: int | None = None  # position of the first 1.0.1-layout node
@@ -102,7 +101,6 @@ class TraceReader:
             yield self._record(position, node)
             if progress is not None and position % _PROGRESS_EVERY == 0:
                 progress(stream.bytes_read, stream.total_bytes)  # type: ignore[union-attr]
-            self.node_count += 1
         if progress is not None:
             progress(stream.bytes_read, stream.total_bytes)  # type: ignore[union-attr]
 

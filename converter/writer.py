@@ -55,10 +55,10 @@ class TailSpill:
     def finish_writing(self) -> None:
         self._writer.flush()
 
-    def export(self) -> tuple[str, array]:
-        """(path, offsets) of a named spill, for ``append_exported`` in another process."""
+    def export(self) -> array:
+        """Flush a named spill and return its offsets, for ``append_exported`` in another process."""
         self._writer.flush()
-        return self.path, self._offsets
+        return self._offsets
 
     def append_exported(self, path: str, offsets: array) -> None:
         """Append another process's exported tails, in their order, and delete its file."""
