@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.generate import generate_merged, make_config
+from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 
 REPO = Path(__file__).resolve().parents[1]
 

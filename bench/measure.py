@@ -18,9 +18,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-OURS_SHIM = (
-    "import sys; from converter.cli import main; sys.argv = ['chakra-convert-fast', *sys.argv[1:]]; sys.exit(main())"
-)
 # argv: stderr_file timeout_s cmd... ; prints {"seconds", "maxrss_kb", "status"} as JSON.
 TRAMPOLINE = r"""
 import json, os, sys, time
@@ -70,14 +67,15 @@ class Run:
 
 
 def ours_command(src: Path, dst: Path) -> list[str]:
-    """``chakra-convert-fast INPUT OUTPUT`` (the installed script, or the module from this checkout)."""
+    """``chakra-convert-fast INPUT OUTPUT`` (the installed script, or else the module)."""
     exe = shutil.which("chakra-convert-fast")
-    return [exe, str(src), str(dst)] if exe else [sys.executable, "-c", OURS_SHIM, str(src), str(dst)]
+    command = [exe] if exe else [sys.executable, "-m", "chakra_convert_fast.converter"]
+    return [*command, str(src), str(dst)]
 
 
 def reference_command(src: Path, dst: Path) -> list[str]:
     """mlc-chakra's converter with a big stack (``fixtures.reference``), on plain JSON."""
-    return [sys.executable, "-m", "fixtures.reference", str(src), str(dst)]
+    return [sys.executable, "-m", "chakra_convert_fast.fixtures.reference", str(src), str(dst)]
 
 
 def measure(cmd: list[str], cwd: Path | None = None, timeout: float | None = None) -> Run:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.conftest import REPO
 from bench.measure import measure, ours_command, reference_command
-from fixtures.generate import generate_merged, make_config
+from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 
 QUICK_NODES = 100_000
 MIN_MEMORY_FACTOR = 5.0

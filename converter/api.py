@@ -1,268 +1,95 @@
-"""Typed entry points: ``convert`` turns one merged/host JSON trace into a Chakra ``.et`` file.
+"""Typed entry points: everything the command line does, as functions.
 
-The stages run in one direction: reader (stream records, spill tails) -> graph (reference
-semantics) -> cycles (check or break) -> writer (id order, atomic rename).
+* ``convert``: one merged or host trace -> ``.et`` (byte-identical to ``chakra_converter`` by default);
+* ``convert_pair``: a host trace and its Kineto trace, linked and converted in one process;
+* ``link``: host + Kineto -> the merged JSON ``chakra_trace_link`` writes;
+* ``convert_all``: every rank found in a directory, in parallel processes;
+* ``repair``: the last complete JSON object of a host trace that holds several.
+
+Every function raises a ``ConverterError`` subclass on input it cannot handle and then leaves no
+output behind (``convert_all`` reports failing ranks in its result instead).
 """
 
 from __future__ import annotations
 
-import gc
 import os
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
-from chakra.schema.protobuf import et_def_pb2 as pb
+from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
+from .convert.writer import Progress
+from .link.pipeline import LinkResult
+from .link.pipeline import link as _link
+from .ranks.convert_all import MultiRankResult, RankOutcome
+from .ranks.convert_all import convert_all as _convert_all
+from .ranks.pair import PairResult
+from .ranks.pair import convert_pair as _convert_pair
+from .repair import RepairResult
+from .repair import repair as _repair
 
-from . import cycles, parallel
-from . import encoding as enc
-from .errors import CycleReport, CyclicDependencyError, TraceFormatError
-from .graph import TraceGraph
-from .reader import NodeRecord, TraceReader
-from .simulate import SimulationInput, SimulationResult, simulate
-from .writer import TailSpill, atomic_output, global_metadata, refuse_overwriting_inputs
+PathArg = str | os.PathLike[str]
 
-#: (stage, done, total): stage "read" counts input bytes, "write" counts nodes.
-Progress = Callable[[str, int, int], None]
-_COMM_TYPES = frozenset({pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE})
-_CYCLE_EXAMPLES = 5
-
-
-@dataclass(frozen=True)
-class RemovedEdge:
-    """A dependency dropped by ``break_cycles``: ``node`` no longer waits for ``dependency``."""
-
-    node_id: int
-    node_name: str
-    dependency_id: int
-    dependency_name: str
-    inter_thread: bool
-
-
-@dataclass(frozen=True)
-class ConversionResult:
-    input_path: str
-    output_path: str
-    nodes_read: int
-    nodes_written: int
-    dangling_removed: int
-    comm_nodes: int
-    data_deps: int
-    seconds: float
-    removed_edges: list[RemovedEdge] = field(default_factory=list)
-    simulation: SimulationResult | None = None
+__all__ = [
+    "ConversionResult",
+    "ConvertOptions",
+    "LinkResult",
+    "MultiRankResult",
+    "PairResult",
+    "PathArg",
+    "Progress",
+    "RankOutcome",
+    "RemovedEdge",
+    "RepairResult",
+    "convert",
+    "convert_all",
+    "convert_pair",
+    "link",
+    "repair",
+]
 
 
 def convert(
-    input_path: str | os.PathLike[str],
-    output_path: str | os.PathLike[str],
-    *,
-    simulate: bool = False,
-    break_cycles: bool = False,
-    allow_missing_parents: bool = False,
-    use_second_core: bool = True,
+    input_path: PathArg, output_path: PathArg, options: ConvertOptions | None = None, *,
     progress: Progress | None = None,
 ) -> ConversionResult:
-    """Convert like ``chakra_converter PyTorch``; the output is byte-identical to the reference's.
-
-    ``break_cycles`` removes the edges that close dependency cycles instead of failing;
-    ``allow_missing_parents`` accepts ``ctrl_deps`` that point at no node, as the reference does.
-    ``use_second_core`` lets a worker process parse the second half of a large plain-JSON file.
-    Raises a ``ConverterError`` subclass on bad input; no output file is left behind then.
-    """
-    source, target = os.fspath(input_path), os.fspath(output_path)
-    refuse_overwriting_inputs(target, source)
-    options = _Options(simulate, break_cycles, allow_missing_parents, progress)
-    split = parallel.find_split(source, parallel.MIN_SPLIT_BYTES) if use_second_core else None
-    reader = TraceReader(source, progress=_read_progress(progress, split))
-    worker: parallel.SecondHalfReader | None = None
-
-    def read(graph: TraceGraph, spill: TailSpill) -> None:
-        nonlocal worker
-        if split is not None:
-            worker = parallel.SecondHalfReader(source, split, spill.directory, simulate)
-        _collect(reader.records(split.char_offset if split else None), graph, spill)
-        if split is not None and worker is not None:
-            _second_half(reader, graph, spill, split, worker)
-
-    try:
-        return _run(reader, read, target, options)
-    finally:
-        if worker is not None:
-            worker.close()
+    """Convert a merged (or host) trace, ``.json`` or ``.json.gz``, into a Chakra ``.et`` file."""
+    return convert_file(os.fspath(input_path), os.fspath(output_path), options or ConvertOptions(), progress)
 
 
-def convert_items(
-    items: Iterator[tuple[str, Any]],
-    output_path: str | os.PathLike[str],
-    *,
-    source_name: str,
-    simulate: bool = False,
-    break_cycles: bool = False,
-    allow_missing_parents: bool = False,
-) -> ConversionResult:
-    """Convert a trace given as top-level ``(key, value)`` pairs (``nodes``: an iterator of node
-    dicts) instead of a file, e.g. the linker's merged trace; ``source_name`` names it in errors.
-    Same output as converting those pairs written to a JSON file."""
-    reader = TraceReader(source_name)
-    options = _Options(simulate, break_cycles, allow_missing_parents, None)
-    return _run(reader, lambda graph, spill: _collect(reader.records_from_items(items), graph, spill),
-                os.fspath(output_path), options)
-
-
-@dataclass(frozen=True)
-class _Options:
-    simulate: bool
-    break_cycles: bool
-    allow_missing_parents: bool
-    progress: Progress | None
-
-
-def _run(
-    reader: TraceReader, read: Callable[[TraceGraph, TailSpill], None], target: str, options: _Options
-) -> ConversionResult:
-    """The stages after reading: graph, cycles, writing; ``read`` fills the graph and the spill."""
-    started = time.perf_counter()
-    graph = TraceGraph(reader.path, keep_simulation_fields=options.simulate)
-    spill = TailSpill(os.path.dirname(os.path.abspath(target)))
-    try:
-        with _gc_paused():
-            read(graph, spill)
-        reader.check_complete()
-        spill.finish_writing()
-        graph.build(options.allow_missing_parents)
-        removed = _check_cycles(graph, options.break_cycles)
-        with atomic_output(target) as out:
-            out.write(global_metadata(reader.path, reader.metadata))
-            written, comm, edges = _write_nodes(out, graph, spill, options.progress)
-    finally:
-        spill.close()
-    return ConversionResult(
-        input_path=reader.path,
-        output_path=target,
-        nodes_read=len(graph),
-        nodes_written=written,
-        dangling_removed=graph.dangling_removed,
-        comm_nodes=comm,
-        data_deps=edges,
-        seconds=time.perf_counter() - started,
-        removed_edges=removed,
-        simulation=_simulate(graph) if options.simulate else None,
+def convert_pair(
+    host_path: PathArg, device_path: PathArg, output_path: PathArg, options: ConvertOptions | None = None, *,
+    rank: int | None = None, keep_merged: PathArg | None = None, allow_mismatch: bool = False,
+    progress: Progress | None = None,
+) -> PairResult:
+    """Link a host trace with its Kineto trace and convert the result; ``keep_merged`` also writes
+    the merged JSON. ``rank`` is checked against the Kineto trace's; a pair that does not belong
+    together is refused unless ``allow_mismatch``."""
+    return _convert_pair(
+        os.fspath(host_path), os.fspath(device_path), os.fspath(output_path), options or ConvertOptions(),
+        rank=rank, keep_merged=None if keep_merged is None else os.fspath(keep_merged),
+        allow_mismatch=allow_mismatch, progress=progress,
     )
 
 
-def _read_progress(progress: Progress | None, split: parallel.SplitPoint | None) -> Callable[[int, int], None] | None:
-    """Bytes read by this process; with a split, out of its own half (the worker reads the other)."""
-    if progress is None:
-        return None
-    if split is None:
-        return lambda done, total: progress("read", done, total)
-    return lambda done, _total: progress("read", min(done, split.byte_offset), split.byte_offset)
+def link(
+    host_path: PathArg, device_path: PathArg, output_path: PathArg | None, *, rank: int | None = None,
+    allow_mismatch: bool = False,
+) -> LinkResult:
+    """Write the merged trace ``chakra_trace_link`` writes for this pair (``.gz`` output is gzipped);
+    with ``output_path`` None, only link and check the pair."""
+    return _link(os.fspath(host_path), os.fspath(device_path), None if output_path is None else os.fspath(output_path),
+                 rank=rank, allow_mismatch=allow_mismatch)
 
 
-def _collect(records: Iterator[NodeRecord], graph: TraceGraph, spill: TailSpill) -> None:
-    for record in records:
-        graph.add(record)
-        spill.append(record.tail)
+def convert_all(
+    directory: PathArg, output_dir: PathArg, options: ConvertOptions | None = None, *, jobs: int | None = None,
+    prefix: str = "trace", allow_mismatch: bool = False, on_rank_done: Callable[[RankOutcome], None] | None = None,
+) -> MultiRankResult:
+    """Link and convert every rank in ``directory`` into ``output_dir/<prefix>.<rank>.et``, ``jobs``
+    ranks at a time, and write ``comm_group.json``; failing ranks are reported, not raised."""
+    return _convert_all(os.fspath(directory), os.fspath(output_dir), options or ConvertOptions(), jobs=jobs,
+                        prefix=prefix, allow_mismatch=allow_mismatch, on_rank_done=on_rank_done)
 
 
-def _second_half(reader: TraceReader, graph: TraceGraph, spill: TailSpill, split: parallel.SplitPoint,
-                 worker: parallel.SecondHalfReader) -> None:
-    """Take the worker's half if the split point was a real node boundary, else read on here."""
-    if not reader.stopped:
-        return  # the guess fell inside a value; this process has read everything
-    half = worker.result()
-    if half is None:  # the worker hit a problem: read that half here, to report it precisely
-        _collect(reader.records_from(split.byte_offset, first_position=len(graph)), graph, spill)
-        return
-    clash = set(half.metadata) & set(reader.metadata)
-    if clash:
-        raise TraceFormatError(reader.path, f"duplicate top-level key {sorted(clash)[0]!r}")
-    if reader.first_old_layout_node is None and half.first_old_layout_node is not None:
-        reader.first_old_layout_node = len(graph) + half.first_old_layout_node
-    graph.extend_rows(half.rows)
-    spill.append_exported(worker.spill_path, half.spill_offsets)
-    reader.metadata.update(half.metadata)
-    reader.seen_nodes = True
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Reading allocates millions of short-lived acyclic objects; refcounting frees them all."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _check_cycles(graph: TraceGraph, break_them: bool) -> list[RemovedEdge]:
-    if not graph.has_forward_edges():
-        return []
-    size = len(graph)
-    components = cycles.cyclic_components(graph.final_rows(), graph.successors, size)
-    if not components:
-        return []
-    if not break_them:
-        raise CyclicDependencyError(graph.path, [_cycle_report(graph, c) for c in components])
-    edges = cycles.break_cycles(components, graph.successors, graph.is_inter_thread, size)
-    removed = [
-        RemovedEdge(graph.ids[u], graph.names[u], graph.ids[v], graph.names[v], graph.is_inter_thread(u, v))
-        for u, v in edges
-    ]
-    graph.remove_edges(edges)
-    return removed
-
-
-def _cycle_report(graph: TraceGraph, component: list[int]) -> CycleReport:
-    shown = sorted(component, key=graph.ids.__getitem__)[:_CYCLE_EXAMPLES]
-    return CycleReport(
-        size=len(component),
-        node_ids=tuple(graph.ids[r] for r in shown),
-        node_names=tuple(graph.names[r] for r in shown),
-    )
-
-
-def _write_nodes(out, graph: TraceGraph, spill: TailSpill, progress: Progress | None) -> tuple[int, int, int]:
-    """Write every kept node in id order; returns (nodes, comm nodes, data deps)."""
-    ids, names, types, deps, has_ctrl = graph.ids, graph.names, graph.types, graph.deps, graph.has_ctrl
-    rows = sorted(graph.final_rows(), key=ids.__getitem__)
-    name_fields: dict[str, bytes] = {}
-    comm = edges = 0
-    for count, row in enumerate(rows):
-        name = names[row]
-        name_field = name_fields.get(name)
-        if name_field is None:
-            try:
-                name_field = name_fields[name] = enc.name_field(name, "name")
-            except ValueError as exc:
-                raise graph.fail(row, str(exc)) from None
-        node_deps = deps.ids(row) if deps.count[row] else ()
-        ctrl = (graph.parent_id(row),) if has_ctrl[row] else ()
-        head = enc.head(ids[row], name_field, types[row], ctrl, node_deps)
-        out.write(enc.delimited_message(head + spill.read(row) + graph.comm_tails.get(row, b"")))
-        edges += len(node_deps)
-        comm += types[row] in _COMM_TYPES
-        if progress is not None and count % 8192 == 0:
-            progress("write", count, len(rows))
-    if progress is not None:
-        progress("write", len(rows), len(rows))
-    return len(rows), comm, edges
-
-
-def _simulate(graph: TraceGraph) -> SimulationResult:
-    rows = graph.final_rows()
-    position = {row: pos for pos, row in enumerate(rows)}
-    return simulate(
-        SimulationInput(
-            ids=[graph.ids[r] for r in rows],
-            deps=[[position[s] for s in graph.successors(r)] for r in rows],
-            is_gpu=[bool(graph.is_gpu[r]) for r in rows],
-            durations=[graph.durations[r] for r in rows],
-            streams=[graph.streams[r] for r in rows],
-        )
-    )
+def repair(input_path: PathArg, output_path: PathArg) -> RepairResult:
+    """Keep the last complete JSON object of a file that holds several (``.gz`` output is gzipped)."""
+    return _repair(os.fspath(input_path), os.fspath(output_path))

@@ -1,217 +1,434 @@
-"""Command line: argument parsing and output for people; all work is done by ``converter.api``.
+"""The command line: one argparse grammar for every subcommand, and printing for people.
 
-Forms accepted (the second is ``chakra_converter``'s, so scripts only swap the executable)::
+All work is done by ``api``. Human output (progress bars, summaries, warnings, errors) goes to
+stderr, and to ``--log-filename`` when given; stdout carries only what a command produces as data.
+Forms accepted (the last one is ``chakra_converter``'s, so its scripts only swap the executable)::
 
-    chakra-convert-fast INPUT OUTPUT [options]
+    chakra-convert-fast [convert] INPUT OUTPUT [options]
+    chakra-convert-fast convert --host HOST --device DEVICE OUTPUT [options]
+    chakra-convert-fast link --host HOST --device DEVICE OUTPUT
+    chakra-convert-fast convert-all DIRECTORY OUTDIR [options]
+    chakra-convert-fast repair INPUT OUTPUT
     chakra-convert-fast [--log-filename F] PyTorch --input INPUT --output OUTPUT [--simulate]
-    chakra-convert-fast {link,convert,convert-all,repair} ...   (host+device linking, see --help)
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
+import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import Any
 
 from tqdm import tqdm
 
-from . import api, jsonstream
+from . import api
 from .errors import ConverterError
+from .jsonstream import C_SCANNER
 
 PROG = "chakra-convert-fast"
-_LINK_COMMANDS = ("link", "convert", "convert-all", "repair")
+COMMANDS = ("convert", "link", "convert-all", "repair", "PyTorch")
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _DESCRIPTION = """\
-Convert a PyTorch execution trace (a host trace, or a host+device trace merged by
-chakra_trace_link / `chakra-convert-fast link`) into a Chakra execution trace (.et) for
-simulators such as ASTRA-sim. The output is byte-identical to `chakra_converter PyTorch`
-(mlc-chakra 1.0.0), but the input is streamed (.json or .json.gz), memory stays near a few
-hundred bytes per node, and nothing recurses, so deep or out-of-order traces convert too.
+Convert PyTorch execution traces (host traces, or host+device traces merged by chakra_trace_link)
+into Chakra execution traces (.et) for simulators such as ASTRA-sim. The output is byte-identical
+to `chakra_converter PyTorch` (mlc-chakra 1.0.0), but the input is streamed (.json or .json.gz),
+memory stays near a few hundred bytes per node, and nothing recurses.
 """
 _EPILOG = f"""\
-other forms:
-  {PROG} [--log-filename F] PyTorch --input IN --output OUT [--simulate]
-        the chakra_converter command line, accepted as is
-  {PROG} link|convert|convert-all|repair ...
-        link host and device traces, convert a pair or a directory of ranks,
-        repair host traces holding several JSON documents (see `{PROG} link --help`)
+examples:
+  {PROG} merged.json.gz out.et
+  {PROG} convert --host rank0_host.json --device rank0_device.json out.0.et
+  {PROG} convert-all outputs/ et/ --jobs 4
+  {PROG} PyTorch --input merged.json --output out.et      (chakra_converter's form)
 
-exit status: 0 on success, 1 when the input cannot be converted (one-line reason on
-stderr, no output file written), 2 on a usage error.
+exit status: 0 on success, 1 when an input cannot be converted (one line on stderr, no output
+file written), 2 on a usage error, 130/143 when interrupted or terminated; convert-all: the
+number of ranks that failed.
 """
 
 
-def _add_conversion_options(parser: argparse.ArgumentParser, log_option: bool = True) -> None:
-    parser.add_argument(
-        "--simulate",
-        action="store_true",
-        help="after writing, run the reference's simple execution model and print the simulated time",
-    )
-    parser.add_argument(
-        "--break-cycles",
-        action="store_true",
-        help="instead of failing on dependency cycles, remove the edges that close them "
-        "(inter-thread edges first) and list every removed edge",
-    )
-    parser.add_argument(
-        "--allow-missing-parents",
-        action="store_true",
-        help="accept ctrl_deps that point at no node, as chakra_converter does "
-        "(those ops and everything under them are dropped); an error by default",
-    )
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
-    if log_option:  # the reference form takes it before the subcommand instead
-        parser.add_argument(
-            "--log-filename", metavar="F", help="also write the summary (and removed edges) to this file"
-        )
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP: unwinds like KeyboardInterrupt, so partial outputs are removed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
-def _short_parser() -> argparse.ArgumentParser:
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    raise _Terminated(signum)
+
+
+# -- the grammar ----------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description=_DESCRIPTION, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("input", metavar="INPUT", help="merged or host trace, .json or .json.gz")
-    parser.add_argument("output", metavar="OUTPUT", help="Chakra trace to write (.et); replaced atomically")
+    parser.add_argument("--log-filename", metavar="F", help="also write messages to this file (appended)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_convert(commands)
+    _add_link(commands)
+    _add_convert_all(commands)
+    _add_repair(commands)
+    _add_reference_form(commands)
+    return parser
+
+
+def _subcommand(commands: Any, name: str, summary: str, examples: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, help=summary, description=summary, epilog=f"examples:\n{examples}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(usage_error=parser.error)  # prints the subcommand's usage, exits 2
+    return parser
+
+
+def _add_output_options(parser: argparse.ArgumentParser) -> None:
+    """Where messages go: the same options on every subcommand."""
+    group = parser.add_argument_group("messages")
+    group.add_argument("-q", "--quiet", action="store_true", help="no progress bars and no summary (warnings only)")
+    group.add_argument("--log-level", type=str.upper, choices=_LEVELS, metavar="LEVEL",
+                       help="least important message to show: DEBUG, INFO (default), WARNING, ERROR")
+    group.add_argument("--log-filename", metavar="F", default=argparse.SUPPRESS,
+                       help="also write messages to this file (appended)")
+
+
+def _add_conversion_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("conversion (the defaults give chakra_converter's bytes)")
+    group.add_argument("--simulate", action="store_true",
+                       help="after writing, run the reference's simple execution model and print the simulated time")
+    group.add_argument("--break-cycles", action="store_true",
+                       help="instead of failing on dependency cycles, remove the edges that close them "
+                            "(inter-thread edges first) and list every removed edge")
+    group.add_argument("--allow-missing-parents", action="store_true",
+                       help="accept ctrl_deps that point at no node, as chakra_converter does "
+                            "(those ops and everything under them are dropped); an error by default")
+
+
+def _add_pair_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    group = parser.add_argument_group("host + device pair")
+    group.add_argument("--host", "--chakra-host-trace", dest="host", metavar="HOST", required=required,
+                       help="host trace (ExecutionTraceObserver), .json or .json.gz")
+    group.add_argument("--device", "--chakra-device-trace", dest="device", metavar="DEVICE", required=required,
+                       help="the Kineto trace of the same rank and run")
+    group.add_argument("--rank", type=int, help="rank of the pair (checked against the Kineto trace)")
+    group.add_argument("--allow-mismatch", action="store_true", help="link a pair even if it looks like two runs")
+
+
+def _add_convert(commands: Any) -> None:
+    parser = _subcommand(
+        commands, "convert", "convert a merged or host trace, or a host + device pair, into a .et file",
+        f"  {PROG} convert merged.json.gz out.et --break-cycles\n"
+        f"  {PROG} convert --host rank0_host.json --device rank0_device.json out.0.et\n",
+    )
+    parser.add_argument("paths", nargs="+", metavar="[INPUT] OUTPUT",
+                        help="INPUT OUTPUT, or only OUTPUT with --host and --device")
+    _add_pair_options(parser, required=False)
+    parser.add_argument("--keep-merged", metavar="PATH", help="with --host/--device: also write the merged JSON")
     _add_conversion_options(parser)
-    return parser
+    _add_output_options(parser)
+    parser.set_defaults(run=_run_convert)
 
 
-def _reference_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="chakra_converter-compatible form")
-    parser.add_argument("--log-filename", metavar="F", help="also write the summary to this file")
-    sub = parser.add_subparsers(dest="format", required=True)
-    pytorch = sub.add_parser("PyTorch", help="convert a PyTorch host or merged trace")
-    pytorch.add_argument("--input", required=True, help="merged or host trace, .json or .json.gz")
-    pytorch.add_argument("--output", required=True, help="Chakra trace to write (.et)")
-    _add_conversion_options(pytorch, log_option=False)
-    return parser
+def _add_link(commands: Any) -> None:
+    parser = _subcommand(
+        commands, "link", "merge a host trace with its Kineto trace (what chakra_trace_link writes)",
+        f"  {PROG} link --host rank0_host.json --device rank0_device.json merged.json.gz\n"
+        f"  {PROG} link --chakra-host-trace H --chakra-device-trace D --output-file M  (its own form)\n",
+    )
+    parser.add_argument("output", nargs="?", metavar="OUTPUT", help="merged JSON to write (.gz: gzipped)")
+    parser.add_argument("--output-file", dest="output_file", metavar="OUTPUT", help=argparse.SUPPRESS)
+    _add_pair_options(parser, required=True)
+    _add_output_options(parser)
+    parser.set_defaults(run=_run_link)
 
 
-def _first_positional(argv: Sequence[str]) -> str | None:
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--log-filename":
-            skip = True
-        elif not arg.startswith("-"):
-            return arg
-    return None
+def _add_convert_all(commands: Any) -> None:
+    parser = _subcommand(
+        commands, "convert-all", "link and convert every rank whose traces are in a directory",
+        f"  {PROG} convert-all outputs/ et/ --jobs 4      # -> et/trace.<rank>.et, et/comm_group.json\n",
+    )
+    parser.add_argument("directory", metavar="DIRECTORY", help="each rank's host and Kineto traces")
+    parser.add_argument("outdir", metavar="OUTDIR", help="where <prefix>.<rank>.et files go (created if missing)")
+    parser.add_argument("-j", "--jobs", type=_positive, help="ranks converted at once (default: CPU count)")
+    parser.add_argument("--prefix", default="trace", help="output name prefix (default: trace)")
+    parser.add_argument("--allow-mismatch", action="store_true", help="link pairs even if they look like two runs")
+    _add_conversion_options(parser)
+    _add_output_options(parser)
+    parser.set_defaults(run=_run_convert_all)
 
 
+def _add_repair(commands: Any) -> None:
+    parser = _subcommand(
+        commands, "repair", "keep the last complete JSON object of a host trace that holds several",
+        f"  {PROG} repair rank0_host.json rank0_host.fixed.json\n",
+    )
+    parser.add_argument("input", metavar="INPUT")
+    parser.add_argument("output", metavar="OUTPUT", help="repaired trace (.gz: gzipped)")
+    _add_output_options(parser)
+    parser.set_defaults(run=_run_repair)
+
+
+def _add_reference_form(commands: Any) -> None:
+    parser = _subcommand(
+        commands, "PyTorch", "chakra_converter's own command line, accepted as is",
+        f"  {PROG} --log-filename convert.log PyTorch --input merged.json --output out.et\n",
+    )
+    parser.add_argument("--input", required=True, metavar="INPUT", help="merged or host trace, .json or .json.gz")
+    parser.add_argument("--output", required=True, metavar="OUTPUT", help="Chakra trace to write (.et)")
+    _add_conversion_options(parser)
+    _add_output_options(parser)
+    parser.set_defaults(run=_run_reference_form)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _with_default_command(argv: list[str], commands: Sequence[str]) -> list[str]:
+    """``chakra-convert-fast IN OUT ...`` means ``convert IN OUT ...``: insert the command after the
+    leading top-level options when the first positional argument names no command."""
+    position = 0
+    while position < len(argv) and argv[position].startswith("--log-filename"):
+        position += 1 if "=" in argv[position] else 2
+    first = next((a for a in argv[position:] if not a.startswith("-")), None)
+    if first is None or first in commands or any(a in ("-h", "--help") for a in argv[:position + 1]):
+        return argv
+    return [*argv[:position], "convert", *argv[position:]]
+
+
+# -- running --------------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    command = _first_positional(args_list)
-    if command in _LINK_COMMANDS:
-        return _run_link_command(args_list)
-    parser = _reference_parser() if command == "PyTorch" else _short_parser()
-    args = parser.parse_args(args_list)
-    return _convert(args)
-
-
-def _run_link_command(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv), COMMANDS))
+    run: Callable[[argparse.Namespace, Reporter], int] = args.run
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _on_signal)
+    reporter = Reporter(args.log_level or ("WARNING" if args.quiet else "INFO"))
     try:
-        cli_link = importlib.import_module("converter.cli_link")
-    except ModuleNotFoundError:
-        print(f"{PROG}: error: the linking commands are not available in this installation", file=sys.stderr)
-        return 2
-    parser = argparse.ArgumentParser(prog=PROG, description=_DESCRIPTION)
-    cli_link.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
-
-
-def _convert(args: argparse.Namespace) -> int:
-    bars = _ProgressBars(enabled=not args.quiet and sys.stderr.isatty())
-    if not jsonstream.C_SCANNER and not args.quiet:
-        print(f"{PROG}: warning: Python's json C accelerator is missing; parsing will be several times slower",
-              file=sys.stderr)
-    log = _logger(args.log_filename)
-    try:
-        result = api.convert(
-            args.input,
-            args.output,
-            simulate=args.simulate,
-            break_cycles=args.break_cycles,
-            allow_missing_parents=args.allow_missing_parents,
-            progress=bars.update if bars.enabled else None,
-        )
+        reporter.open_log(args.log_filename, _files_named(args))
+        return run(args, reporter)
     except ConverterError as exc:
-        bars.close()
-        log.error(str(exc))
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        reporter.error(str(exc))
         return 1
     except KeyboardInterrupt:
-        bars.close()
-        print(f"{PROG}: interrupted; no output written", file=sys.stderr)
+        reporter.error("interrupted; no output written")
         return 130
-    bars.close()
-    for line in _report_lines(result):
-        log.info(line)
-        if not args.quiet:
-            print(line, file=sys.stderr)
+    except _Terminated as exc:
+        reporter.error(f"terminated by {signal.Signals(exc.signum).name}; no output written")
+        return 128 + exc.signum
+    finally:
+        reporter.close()
+
+
+def _files_named(args: argparse.Namespace) -> list[str]:
+    """Every file the command reads or writes, which a log file must not be."""
+    names = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged")]
+    return [n for n in [*names, *getattr(args, "paths", [])] if n]
+
+
+def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
+    pair = args.host is not None or args.device is not None
+    if pair and (args.host is None or args.device is None):
+        args.usage_error("--host and --device go together")
+    if len(args.paths) != (1 if pair else 2):
+        args.usage_error("give INPUT OUTPUT, or OUTPUT with --host and --device")
+    if args.keep_merged and not pair:
+        args.usage_error("--keep-merged needs --host and --device")
+    options = _options(args)
+    with ProgressBars(reporter.shows_progress) as bars:
+        if not pair:
+            reporter.warn_slow_scanner()
+            result = api.convert(args.paths[0], args.paths[1], options, progress=bars.progress)
+            reporter.conversion(result)
+            return 0
+        paired = api.convert_pair(args.host, args.device, args.paths[0], options, rank=args.rank,
+                                  keep_merged=args.keep_merged, allow_mismatch=args.allow_mismatch,
+                                  progress=bars.progress)
+    reporter.link(paired.link)
+    reporter.conversion(paired.conversion)
     return 0
 
 
-def _report_lines(result: api.ConversionResult) -> list[str]:
-    lines = [
-        f"removed dependency {e.node_id} '{e.node_name}' -> {e.dependency_id} '{e.dependency_name}'"
-        + (" (inter-thread)" if e.inter_thread else "")
-        for e in result.removed_edges
-    ]
-    if result.removed_edges:
-        lines.append(f"--break-cycles removed {len(result.removed_edges)} dependency edge(s) to make the graph acyclic")
-    lines.append(
-        f"wrote {result.output_path}: {result.nodes_written:,} nodes ({result.dangling_removed:,} dangling removed, "
-        f"{result.comm_nodes:,} comm nodes, {result.data_deps:,} data deps) from {result.nodes_read:,} in "
-        f"{result.seconds:.2f} s ({result.nodes_read / max(result.seconds, 1e-9):,.0f} nodes/s)"
+def _run_reference_form(args: argparse.Namespace, reporter: Reporter) -> int:
+    args.paths = [args.input, args.output]
+    args.host = args.device = args.keep_merged = None
+    return _run_convert(args, reporter)
+
+
+def _run_link(args: argparse.Namespace, reporter: Reporter) -> int:
+    output = args.output or args.output_file
+    if not output or (args.output and args.output_file and args.output != args.output_file):
+        args.usage_error("give the merged output once: OUTPUT (or --output-file OUTPUT)")
+    result = api.link(args.host, args.device, output, rank=args.rank, allow_mismatch=args.allow_mismatch)
+    reporter.link(result)
+    reporter.info(f"wrote {output}: {result.nodes_written:,} nodes in {result.seconds:.2f} s")
+    return 0
+
+
+def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
+    with ProgressBars(reporter.shows_progress) as bars:
+        result = api.convert_all(args.directory, args.outdir, _options(args), jobs=args.jobs, prefix=args.prefix,
+                                 allow_mismatch=args.allow_mismatch, on_rank_done=bars.rank_done)
+    reporter.info(f"{'rank':>4}  {'status':6}  {'nodes':>9}  {'seconds':>7}  output / problem")
+    for o in result.outcomes:
+        status, detail = ("ok", o.output or "") if o.ok else ("FAILED", o.message)
+        reporter.info(f"{o.rank:>4}  {status:6}  {o.nodes:>9,}  {o.seconds:>7.2f}  {detail}")
+        if o.ok and o.message:
+            reporter.warning(f"rank {o.rank}: {o.message}")
+    if result.comm_group_path:
+        reporter.info(f"communicator groups: {result.comm_group_path} {result.comm_groups}")
+    if result.failed:
+        reporter.error(f"{result.failed} of {len(result.outcomes)} ranks failed")
+    return min(result.failed, 125)
+
+
+def _run_repair(args: argparse.Namespace, reporter: Reporter) -> int:
+    result = api.repair(args.input, args.output)
+    reporter.info(f"wrote {result.output_path}: {result.describe()}")
+    return 0
+
+
+def _options(args: argparse.Namespace) -> api.ConvertOptions:
+    return api.ConvertOptions(
+        simulate=args.simulate, break_cycles=args.break_cycles, allow_missing_parents=args.allow_missing_parents
     )
-    if result.simulation is not None:
-        lines.append(
-            f"simulated execution: {result.simulation.end_time_us:,} us for {len(result.simulation.issued):,} ops"
-        )
-    return lines
 
 
-def _logger(path: str | None) -> logging.Logger:
-    log = logging.getLogger("chakra_convert_fast")
-    log.handlers.clear()
-    log.propagate = False
-    if path:
-        handler = logging.FileHandler(path, mode="w")
+# -- messages -------------------------------------------------------------------------------------
+class _HumanFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.levelno >= logging.ERROR:
+            return f"{PROG}: error: {message}"
+        if record.levelno >= logging.WARNING:
+            return f"{PROG}: warning: {message}"
+        return message
+
+
+class Reporter:
+    """Messages for people: stderr, and the log file if asked for, filtered by level."""
+
+    def __init__(self, level: str) -> None:
+        self._logger = logging.getLogger("chakra_convert_fast")
+        self._logger.handlers.clear()
+        self._logger.propagate = False
+        self._logger.setLevel(level)
+        console = logging.StreamHandler(sys.stderr)
+        console.setFormatter(_HumanFormatter())
+        self._logger.addHandler(console)
+
+    @property
+    def shows_progress(self) -> bool:
+        return self._logger.isEnabledFor(logging.INFO) and sys.stderr.isatty()
+
+    def open_log(self, path: str | None, files: Sequence[str]) -> None:
+        """Append messages to ``path`` too; it must not be one of the command's files, and it is
+        never truncated (a user's file is never lost)."""
+        if not path:
+            return
+        absolute = os.path.abspath(path)
+        for name in files:
+            same = os.path.abspath(name) == absolute or (
+                os.path.exists(name) and os.path.exists(path) and os.path.samefile(name, path)
+            )
+            if same:
+                raise ConverterError(f"{path}: the log file would overwrite {name}; choose another path")
+        if os.path.isdir(path):
+            raise ConverterError(f"{path}: the log file is a directory")
+        directory = os.path.dirname(absolute)
+        if not os.path.isdir(directory):
+            raise ConverterError(f"{path}: log directory {directory} does not exist")
+        handler = logging.FileHandler(path, mode="a", encoding="utf-8", delay=True)
         handler.setFormatter(logging.Formatter("%(levelname)s [%(asctime)s] %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-    else:
-        log.addHandler(logging.NullHandler())
-    return log
+        self._logger.addHandler(handler)
+
+    def close(self) -> None:
+        for handler in self._logger.handlers:
+            handler.close()
+        self._logger.handlers.clear()
+
+    def info(self, message: str) -> None:
+        self._logger.info(message)
+
+    def warning(self, message: str) -> None:
+        self._logger.warning(message)
+
+    def error(self, message: str) -> None:
+        self._logger.error(message)
+
+    def warn_slow_scanner(self) -> None:
+        if not C_SCANNER:
+            self.warning("Python's json C accelerator is missing; parsing will be several times slower")
+
+    def link(self, result: api.LinkResult) -> None:
+        for warning in result.warnings:
+            self.warning(warning)
+        s = result.stats
+        self.info(f"linked {s.linked:,} of {s.host_ops:,} host ops and {s.gpu_linked:,} device ops")
+
+    def conversion(self, result: api.ConversionResult) -> None:
+        for e in result.removed_edges:
+            inter = " (inter-thread)" if e.inter_thread else ""
+            self.info(f"removed dependency {e.node_id} '{e.node_name}' -> "
+                      f"{e.dependency_id} '{e.dependency_name}'{inter}")
+        if result.removed_edges:
+            self.info(f"--break-cycles removed {len(result.removed_edges)} dependency edge(s) "
+                      "to make the graph acyclic")
+        self.info(
+            f"wrote {result.output_path}: {result.nodes_written:,} nodes ({result.dangling_removed:,} dangling "
+            f"removed, {result.comm_nodes:,} comm nodes, {result.data_deps:,} data deps) from {result.nodes_read:,} "
+            f"in {result.seconds:.2f} s ({result.nodes_read / max(result.seconds, 1e-9):,.0f} nodes/s)"
+        )
+        if result.simulation is not None:
+            self.info(f"simulated execution: {result.simulation.end_time_us:,} us "
+                      f"for {len(result.simulation.issued):,} ops")
 
 
-class _ProgressBars:
-    """One tqdm bar per stage on stderr: input bytes while reading, nodes while writing."""
+class ProgressBars:
+    """tqdm bars on stderr: input bytes while reading, nodes while writing, ranks when converting many."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self._bars: dict[str, Any] = {}
 
-    def update(self, stage: str, done: int, total: int) -> None:
+    def __enter__(self) -> ProgressBars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for bar in self._bars.values():
+            bar.close()
+        self._bars.clear()
+
+    @property
+    def progress(self) -> api.Progress | None:
+        return self._update if self.enabled else None
+
+    def _update(self, stage: str, done: int, total: int) -> None:
         bar = self._bars.get(stage)
         if bar is None:
             for other in self._bars.values():
                 other.close()
             unit = {"read": "B", "write": "node"}.get(stage, "it")
-            bar = self._bars[stage] = tqdm(
-                total=total, desc=f"{stage:>5}", unit=unit, unit_scale=True, file=sys.stderr, leave=False
-            )
+            bar = self._bars[stage] = tqdm(total=total, desc=f"{stage:>5}", unit=unit, unit_scale=True,
+                                           file=sys.stderr, leave=False)
         bar.update(done - bar.n)
 
-    def close(self) -> None:
-        for bar in self._bars.values():
-            bar.close()
-        self._bars.clear()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    def rank_done(self, outcome: api.RankOutcome) -> None:
+        if not self.enabled:
+            return
+        bar = self._bars.get("ranks")
+        if bar is None:
+            bar = self._bars["ranks"] = tqdm(desc="ranks", unit="rank", file=sys.stderr, leave=False)
+        bar.set_postfix_str(f"rank {outcome.rank} {'ok' if outcome.ok else 'FAILED'}")
+        bar.update(1)

@@ -15,58 +15,29 @@ whole (they are small: schema, pid, timestamps, distributed info).
 from __future__ import annotations
 
 import codecs
-import gzip
 import json
 import os
 import re
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import IO, Any
 
 from .errors import TraceFormatError
+from .io import open_raw_and_content
 
 #: False where Python's json C accelerator is missing (some alternative builds): the pure-Python
 #: scanner then parses several times slower, and the CLI says so.
 C_SCANNER = json.decoder.c_scanstring is not None  # type: ignore[attr-defined]
 _WS = re.compile(r"[ \t\n\r]*")
-_GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK_BYTES = 1 << 20
 #: Refill before decoding when less than this is buffered: a value cut by the buffer's end makes
 #: the scanner fail, and building its JSONDecodeError counts the newlines of the whole buffer.
 _LOOKAHEAD = 1 << 16
 _CONCATENATED_HINT = (
     "the file holds several concatenated JSON documents (seen when two ranks, or two saves of the "
-    "execution trace observer, write the same file)"
+    "execution trace observer, write the same file); `chakra-convert-fast repair INPUT OUTPUT` keeps the "
+    "last complete object"
 )
-
-
-def open_raw_and_content(path: str) -> tuple[IO[bytes], IO[bytes]]:
-    """(the file, its content): the content is decompressed if the file starts with gzip's magic
-    bytes, whatever its name. The caller closes both (they are one object for plain files)."""
-    if not os.path.exists(path):
-        raise TraceFormatError(path, "no such file")
-    if os.path.isdir(path):
-        raise TraceFormatError(path, "is a directory, not a trace file")
-    try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot open: {exc.strerror}") from exc
-    gzipped = raw.read(2) == _GZIP_MAGIC
-    raw.seek(0)
-    return raw, (gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw)
-
-
-@contextmanager
-def open_trace_file(path: str) -> Iterator[IO[bytes]]:
-    """The file's content as bytes (gzip or not), for readers that do not parse JSON."""
-    raw, content = open_raw_and_content(path)
-    try:
-        yield content
-    finally:
-        if content is not raw:
-            content.close()
-        raw.close()
 
 
 class JsonObjectStream:
@@ -204,11 +175,13 @@ class JsonObjectStream:
             return
         stop_at = self.stop_at
         while True:
-            if stop_at is not None and self._skip_ws() is None and self._base + self._pos >= stop_at:
-                if self._base + self._pos == stop_at:
-                    self.stopped = True
-                    return
-                stop_at = self.stop_at = None  # the split point was inside a value: not a boundary
+            if stop_at is not None:
+                self._skip_ws()
+                if self._base + self._pos >= stop_at:
+                    if self._base + self._pos == stop_at:
+                        self.stopped = True
+                        return
+                    stop_at = self.stop_at = None  # the split point was inside a value: not a boundary
             yield self._value()
             found = self._peek()
             self._pos += 1

@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from .errors import TraceFormatError
-from .jsonstream import open_trace_file
-from .merged import atomic_text_output
-from .writer import refuse_overwriting_inputs
+from .io import atomic_text_output, open_trace, refuse_overwriting_inputs
 
 _CHUNK = 1 << 20
 # Everything up to the next brace, strings included; stops before a string cut by the chunk end.
@@ -62,7 +60,7 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
     if not objects:
         raise TraceFormatError(source, "holds no complete JSON object to keep")
     kept = objects[-1]
-    with open_trace_file(source) as stream, atomic_text_output(target) as out:
+    with open_trace(source) as stream, atomic_text_output(target) as out:
         _copy_range(stream, out, kept)
     return RepairResult(source, target, kept, objects[:-1], end_of_last - kept.end)
 
@@ -72,7 +70,7 @@ def _object_spans(path: str) -> tuple[list[Span], int]:
     spans: list[Span] = []
     depth, start, base, last_content = 0, 0, 0, 0
     buf = b""
-    with open_trace_file(path) as stream:
+    with open_trace(path) as stream:
         while True:
             chunk = _read(stream, path)
             buf += chunk

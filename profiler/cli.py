@@ -12,8 +12,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from profiler.convert import CONVERTERS, ConverterUnavailable, ensure_available
-from profiler.models import MODELS, SIZE_CHOICES, check_size
+from chakra_convert_fast.profiler.convert import CONVERTERS, ConverterUnavailable, ensure_available
+from chakra_convert_fast.profiler.models import MODELS, SIZE_CHOICES, check_size
 
 BACKENDS = ("auto", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
@@ -126,7 +126,7 @@ def launch_command(argv: Sequence[str], nproc: int) -> list[str]:
     return [
         sys.executable, "-m", "torch.distributed.run",
         "--standalone", f"--nproc-per-node={nproc}",
-        "-m", "profiler.train", *without_nproc(argv),
+        "-m", "chakra_convert_fast.profiler.train", *without_nproc(argv),
     ]
 
 
@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     os.environ["OMP_NUM_THREADS"] = str(threads_for(args))  # before torch starts its thread pool
     if args.nproc == 1:
-        from profiler import train
+        from chakra_convert_fast.profiler import train
 
         return train.main(argv)
     import subprocess

@@ -1,23 +1,27 @@
-"""Turn a rank's captured traces into ``{name}.{rank}.et`` with this project's converter.
+"""Turn a rank's captured traces into ``{name}.{rank}.et``, with this project's converter or the reference's.
 
-The linker (``converter.api_link.convert_pair``) joins host and device traces when it exists;
-until then the host trace is converted alone with ``converter.convert``. ``reference`` runs
-mlc-chakra's converter instead, for comparison or while the project's own one is missing.
+Both converters get the same input, so their outputs can be compared byte for byte:
+
+* ``fast``: this project links the host and Kineto traces and converts the merged nodes in one
+  process (``chakra_convert_fast.converter.convert_pair``);
+* ``reference``: this project's linker writes the merged trace (``{name}.{rank}.merged.json``;
+  the reference linker needs et_replay, which is not on PyPI) and mlc-chakra's
+  ``chakra_converter`` converts it (``fixtures.reference``: a big stack, as it recurses per node).
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
-import threading
 from pathlib import Path
 from typing import Any
+
+from chakra_convert_fast.converter import api
+from chakra_convert_fast.fixtures import reference
 
 CONVERTERS = ("fast", "reference")
 
 
 class ConverterUnavailable(RuntimeError):
-    """The chosen converter cannot be imported here."""
+    """The chosen converter cannot run here."""
 
 
 def et_path(outdir: Path, name: str, rank: int) -> Path:
@@ -25,80 +29,23 @@ def et_path(outdir: Path, name: str, rank: int) -> Path:
     return outdir / f"{name}.{rank}.et"
 
 
-def _import(module: str, attr: str) -> Any | None:
-    """``module.attr``, or None when the module or the attribute does not exist yet."""
-    try:
-        return getattr(importlib.import_module(module), attr, None)
-    except ModuleNotFoundError as e:
-        if e.name is not None and module.startswith(e.name):
-            return None
-        raise
-
-
-def convert_fast(host: Path, device: Path, out: Path, rank: int) -> dict[str, Any]:
-    """Link and convert with the project's converter; the host trace alone until the linker lands."""
-    convert_pair = _import("converter.api_link", "convert_pair")
-    if convert_pair is not None:
-        pair = convert_pair(str(host), str(device), str(out), rank=rank)
-        return {"linked": True, "nodes_written": pair.conversion.nodes_written,
-                "warnings": list(pair.link.warnings)}
-    convert = _import("converter", "convert")
-    if convert is None:
-        raise ConverterUnavailable(
-            "the project's converter (converter.convert) is not importable; install the project "
-            "with `pip install -e .` or pass --converter reference"
-        )
-    return {"linked": False, "nodes_written": convert(str(host), str(out)).nodes_written, "warnings": []}
-
-
-def convert_reference(host: Path, out: Path) -> None:
-    """mlc-chakra's PyTorchConverter, in a thread with a deep stack because it recurses per node."""
-    try:
-        from chakra.src.converter.pytorch_converter import PyTorchConverter
-    except ImportError as e:
-        raise ConverterUnavailable(f"the reference converter (mlc-chakra) is not importable: {e}") from e
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            PyTorchConverter().convert(str(host), str(out), False)
-        except BaseException as e:  # re-raised in the caller's thread below
-            errors.append(e)
-
-    old_limit, old_stack = sys.getrecursionlimit(), threading.stack_size()
-    sys.setrecursionlimit(max(old_limit, 1_000_000))
-    threading.stack_size(512 * 1024 * 1024)
-    try:
-        thread = threading.Thread(target=work, name="reference-converter")
-        thread.start()
-        thread.join()
-    finally:
-        threading.stack_size(old_stack)
-        sys.setrecursionlimit(old_limit)
-    if errors:
-        raise errors[0]
-
-
 def ensure_available(converter: str) -> None:
-    """Fail before training rather than after it when the chosen converter is missing."""
-    if converter == "fast":
-        if _import("converter.api_link", "convert_pair") is None and _import("converter", "convert") is None:
-            raise ConverterUnavailable(
-                "the project's converter (converter.convert) is not importable; install the project "
-                "with `pip install -e .` or pass --converter reference"
-            )
-    elif converter == "reference":
-        if _import("chakra.src.converter.pytorch_converter", "PyTorchConverter") is None:
-            raise ConverterUnavailable("the reference converter (mlc-chakra) is not importable")
-    else:
+    """Fail before training rather than after it when the chosen converter cannot run."""
+    if converter not in CONVERTERS:
         raise ValueError(f"unknown converter {converter!r}; expected one of {CONVERTERS}")
+    if converter == "reference" and not reference.AVAILABLE:
+        raise ConverterUnavailable(
+            "the reference converter needs mlc-chakra: pip install --no-deps mlc-chakra==1.0.0 protobuf"
+        )
 
 
 def convert_rank(host: Path, device: Path, out: Path, rank: int, converter: str = "fast") -> dict[str, Any]:
-    """Write ``out`` for one rank; returns whether it was linked, the node count, link warnings."""
+    """Write ``out`` for one rank; returns the node count and the link's warnings."""
+    ensure_available(converter)
     if converter == "fast":
-        return convert_fast(host, device, out, rank)
-    if converter == "reference":
-        convert_reference(host, out)
-        return {"linked": False, "nodes_written": None, "warnings": []}
-    raise ValueError(f"unknown converter {converter!r}; expected one of {CONVERTERS}")
+        pair = api.convert_pair(host, device, out, rank=rank)
+        return {"nodes_written": pair.conversion.nodes_written, "warnings": list(pair.link.warnings)}
+    merged = out.with_suffix(".merged.json")
+    linked = api.link(host, device, merged, rank=rank)
+    reference.reference_convert(merged, out)
+    return {"nodes_written": None, "warnings": list(linked.warnings), "merged": str(merged)}

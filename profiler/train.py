@@ -23,8 +23,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from profiler import convert, data, models, tokenizers, tracing
-from profiler.cli import parse_args, threads_for
+from chakra_convert_fast.profiler import convert, data, models, tokenizers, tracing
+from chakra_convert_fast.profiler.cli import parse_args, threads_for
 
 log = logging.getLogger("profiler")
 
@@ -159,7 +159,7 @@ def inspect_and_convert(record: StepRecord, args: argparse.Namespace, paths: tra
         info = convert.convert_rank(paths.host, paths.device, out, record.rank, args.converter)
         record.et = {"path": str(out), "bytes": out.stat().st_size, "converter": args.converter, **info,
                      "seconds": round(time.perf_counter() - tick, 3)}
-        log.info("wrote %s (%s nodes%s)", out, info["nodes_written"], ", linked" if info["linked"] else "")
+        log.info("wrote %s with the %s converter", out, args.converter)
         for warning in info["warnings"]:
             log.info("%s: %s", out.name, warning)
 

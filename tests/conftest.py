@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from fixtures.reference import reference_convert
+from chakra_convert_fast.fixtures.reference import reference_convert
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_TRACES = ROOT.parent / "shared" / "traces"
+#: Copies of ../shared/traces (real traces nobody here wrote; provenance in its README).
+REAL_TRACES_DIR = Path(__file__).resolve().parent / "data" / "traces"
 
 
 def load_trace(path: Path) -> dict[str, Any]:
@@ -49,13 +50,6 @@ def oracle_bytes(input_path: Path, workdir: Path) -> bytes:
     out = workdir / (input_path.name + ".reference.et")
     reference_convert(input_path, out)
     return out.read_bytes()
-
-
-@pytest.fixture(scope="session")
-def shared_traces() -> Path:
-    if not SHARED_TRACES.is_dir():
-        pytest.fail(f"real traces not found at {SHARED_TRACES} (the repository's ../shared/traces)")
-    return SHARED_TRACES
 
 
 def read_et(path: Path) -> tuple[Any, list[Any]]:

@@ -9,17 +9,18 @@ from pathlib import Path
 
 from chakra.schema.protobuf import et_def_pb2 as pb
 
-from converter import convert
+from chakra_convert_fast.converter import convert
 
-from .conftest import SHARED_TRACES, oracle_bytes, read_et
+from .conftest import REAL_TRACES_DIR, oracle_bytes, read_et
 from .tracebuild import cyclic_nodes, trace
 
-MERGED = SHARED_TRACES / "cpu_gpt2_ddp2" / "rank0_merged_by_chakra_trace_link.json.gz"
+MERGED = REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_merged_by_chakra_trace_link.json.gz"
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "converter.cli", *args], capture_output=True, text=True, check=False, cwd=cwd
+        [sys.executable, "-m", "chakra_convert_fast.converter", *args],
+        capture_output=True, text=True, check=False, cwd=cwd
     )
 
 
@@ -47,7 +48,10 @@ def test_quiet_prints_nothing(tmp_path: Path) -> None:
 def test_help_explains_both_forms() -> None:
     done = run_cli("--help")
     assert done.returncode == 0
-    assert "byte-identical" in done.stdout and "PyTorch --input" in done.stdout and "--break-cycles" in done.stdout
+    assert "byte-identical" in done.stdout and "PyTorch --input" in done.stdout
+    assert all(command in done.stdout for command in ("convert", "link", "convert-all", "repair"))
+    done = run_cli("convert", "--help")
+    assert done.returncode == 0 and "--break-cycles" in done.stdout and "examples:" in done.stdout
 
 
 def test_break_cycles_writes_an_acyclic_trace_and_lists_removed_edges(tmp_path: Path) -> None:
@@ -64,7 +68,7 @@ def test_break_cycles_writes_an_acyclic_trace_and_lists_removed_edges(tmp_path: 
 
 
 def test_api_result_counts(tmp_path: Path) -> None:
-    result = convert(SHARED_TRACES / "resnet_ddp_synthetic_kineto" / "rank0_merged_by_chakra_trace_link.json.gz",
+    result = convert(REAL_TRACES_DIR / "resnet_ddp_synthetic_kineto" / "rank0_merged_by_chakra_trace_link.json.gz",
                      tmp_path / "o.et")
     _, nodes = read_et(tmp_path / "o.et")
     assert result.nodes_written == len(nodes) == 16_779

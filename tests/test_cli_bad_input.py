@@ -68,7 +68,8 @@ CASES: dict[str, tuple[Callable[[Path], None] | None, str]] = {
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "converter.cli", *args], capture_output=True, text=True, check=False)
+    return subprocess.run([sys.executable, "-m", "chakra_convert_fast.converter", *args],
+        capture_output=True, text=True, check=False)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -8,7 +8,12 @@ import sys
 import networkx as nx
 import pytest
 
-from converter.cycles import back_edges, break_cycles, cyclic_components, strongly_connected_components
+from chakra_convert_fast.converter.convert.cycles import (
+    back_edges,
+    break_cycles,
+    cyclic_components,
+    strongly_connected_components,
+)
 
 Graph = dict[int, list[int]]
 

@@ -20,7 +20,7 @@ def test_reversed_200k_chain_converts_without_recursion(tmp_path: Path) -> None:
     output = tmp_path / "chain.et"
     script = (
         "import sys; sys.setrecursionlimit(150)\n"
-        "from converter import convert\n"
+        "from chakra_convert_fast.converter import convert\n"
         f"r = convert({str(source)!r}, {str(output)!r})\n"
         "assert sys.getrecursionlimit() == 150\n"
         "print(r.nodes_written, r.dangling_removed)\n"

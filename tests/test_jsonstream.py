@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from converter import jsonstream
-from converter.errors import TraceFormatError
-from converter.jsonstream import JsonObjectStream
+from chakra_convert_fast.converter import jsonstream
+from chakra_convert_fast.converter.errors import TraceFormatError
+from chakra_convert_fast.converter.jsonstream import JsonObjectStream
 
 DOCUMENTS = {
     "metadata after nodes": '{"schema": "s", "nodes": [{"id": 1}, {"id": 2}], "finish_ts": 12345}',

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from converter import cli_link
-from converter.api_link import link
-from converter.kineto import KinetoEvent
-from converter.linker import _exclusive_durations
-from tests.pairgen import generate_pair
+from chakra_convert_fast.converter import cli
+from chakra_convert_fast.converter.api import link
+from chakra_convert_fast.converter.link.kineto import KinetoEvent
+from chakra_convert_fast.converter.link.linker import _exclusive_durations
+from tests.linkcases import edge_case_pair
 
-from .conftest import SHARED_TRACES, SHIM, load_trace, reference_link
+from .conftest import REAL_TRACES_DIR, SHIM, load_trace, reference_link
 
-TRACES = SHARED_TRACES
+TRACES = REAL_TRACES_DIR
 RESNET_HOST = TRACES / "host" / "resnet_et.json.gz"
 RESNET_DEVICE = TRACES / "resnet_ddp_synthetic_kineto" / "rank0_device_synthetic.json.gz"
 RESNET_MERGED = TRACES / "resnet_ddp_synthetic_kineto" / "rank0_merged_by_chakra_trace_link.json.gz"
@@ -63,7 +63,7 @@ def test_gpt2_shared_output_has_our_structure(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("layers", "shuffled", "seed"), [(60, False, 0), (60, True, 1), (200, True, 2)])
 def test_synthetic_pairs_match_reference(tmp_path: Path, layers: int, shuffled: bool, seed: int) -> None:
-    host, device = generate_pair(tmp_path, layers=layers, shuffled=shuffled, seed=seed, gz=False)
+    host, device = edge_case_pair(tmp_path, layers=layers, shuffled=shuffled, seed=seed, gz=False)
     result = link(host, device, tmp_path / "ours.json")
     assert result.stats.gpu_linked > 0
     assert load(tmp_path / "ours.json") == reference_link(host, device, tmp_path / "ref.json", tmp_path)
@@ -105,15 +105,15 @@ def test_exclusive_durations_match_reference_on_random_overlaps(seed: int) -> No
 
 # -- the command line and bad input ----------------------------------------------------------------
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = cli_link.main(args)
+    code = cli.main(args)
     out, err = capsys.readouterr()
     return code, out, err
 
 
 def test_cli_accepts_reference_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    host, device = generate_pair(tmp_path, layers=20)
+    host, device = edge_case_pair(tmp_path, layers=20)
     out = tmp_path / "merged.json"
-    code, stdout, _ = run_cli(
+    code, _, stderr = run_cli(
         [
             "link",
             "--rank",
@@ -127,7 +127,7 @@ def test_cli_accepts_reference_arguments(tmp_path: Path, capsys: pytest.CaptureF
         ],
         capsys,
     )
-    assert code == 0 and out.exists() and "linked" in stdout
+    assert code == 0 and out.exists() and "linked" in stderr
 
 
 def _write(path: Path, text: str) -> Path:
@@ -141,7 +141,7 @@ def _write(path: Path, text: str) -> Path:
 def test_bad_input_is_one_line_error_and_no_output(
     tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    host, device = generate_pair(tmp_path, layers=20, gz=False)
+    host, device = edge_case_pair(tmp_path, layers=20, gz=False)
     rank = "0"
     if case == "missing":
         host = tmp_path / "nope.json"
@@ -152,7 +152,7 @@ def test_bad_input_is_one_line_error_and_no_output(
     elif case == "no_events":
         device = _write(tmp_path / "k.json", json.dumps({"schemaVersion": 1, "distributedInfo": {"rank": 0}}))
     elif case == "other_run":
-        other_host, _ = generate_pair(tmp_path / "other", layers=20, seed=99, gz=False)
+        other_host, _ = edge_case_pair(tmp_path / "other", layers=20, seed=99, gz=False)
         doc = json.loads(other_host.read_text())
         for node in doc["nodes"]:
             node["name"] = node["name"] + "_x"
@@ -164,7 +164,7 @@ def test_bad_input_is_one_line_error_and_no_output(
     out = tmp_path / "out" / "merged.json"
     out.parent.mkdir()
     code, _, err = run_cli(
-        ["link", "--rank", rank, "--host", str(host), "--device", str(device), "-o", str(out)], capsys
+        ["link", "--rank", rank, "--host", str(host), "--device", str(device), str(out)], capsys
     )
     assert code != 0
     assert err.count("\n") == 1 and err.startswith("chakra-convert-fast: error: ")
@@ -173,7 +173,7 @@ def test_bad_input_is_one_line_error_and_no_output(
 
 
 def test_kineto_from_another_run_is_an_error_not_success(tmp_path: Path) -> None:
-    host, _ = generate_pair(tmp_path / "a", layers=20, gz=False)
+    host, _ = edge_case_pair(tmp_path / "a", layers=20, gz=False)
     doc = {
         "traceEvents": [
             {
@@ -195,7 +195,7 @@ def test_kineto_from_another_run_is_an_error_not_success(tmp_path: Path) -> None
 
 
 def test_partial_link_warns_with_counts(tmp_path: Path) -> None:
-    host, device = generate_pair(tmp_path, layers=30, gz=False)
+    host, device = edge_case_pair(tmp_path, layers=30, gz=False)
     doc = json.loads(device.read_text())
     doc["traceEvents"] = [
         e for i, e in enumerate(doc["traceEvents"]) if not (e.get("cat") == "cuda_runtime" and i % 2)
@@ -211,7 +211,7 @@ def test_convert_pair_writes_only_the_et_file(
 ) -> None:
     """In one process the merged nodes go straight to the converter: same bytes as converting the
     merged file, and no merged JSON on disk (a shuffled host trace takes the id-order path)."""
-    host, device = generate_pair(tmp_path / "in", layers=20, shuffled=shuffled)
+    host, device = edge_case_pair(tmp_path / "in", layers=20, shuffled=shuffled)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     code, _, err = run_cli(

@@ -7,40 +7,40 @@ from pathlib import Path
 
 import pytest
 
-import converter.api  # noqa: F401 - a missing dependency fails, never skips
-from converter import cli_link
-from converter.multirank import _rank_from_name, discover
-from tests.pairgen import generate_pair
+import chakra_convert_fast.converter.api  # noqa: F401 - a missing dependency fails, never skips
+from chakra_convert_fast.converter import cli
+from chakra_convert_fast.converter.ranks.discover import discover, rank_from_name
+from tests.linkcases import edge_case_pair
 
 
 def make_job(directory: Path, ranks: int = 4) -> None:
     for rank in range(ranks):
-        generate_pair(directory, layers=15, rank=rank, world=ranks)
+        edge_case_pair(directory, layers=15, rank=rank, world=ranks)
 
 
 def test_four_ranks_convert_with_comm_groups(tmp_path: Path, capsys) -> None:
     make_job(tmp_path / "job")
-    code = cli_link.main(["convert-all", str(tmp_path / "job"), "-o", str(tmp_path / "out"), "--jobs", "2"])
+    code = cli.main(["convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "--jobs", "2"])
     assert code == 0, capsys.readouterr().err
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert names == ["comm_group.json", "trace.0.et", "trace.1.et", "trace.2.et", "trace.3.et"]
     assert json.loads((tmp_path / "out" / "comm_group.json").read_text()) == {"0": [0, 1, 2, 3]}
-    assert "rank" in capsys.readouterr().out
+    assert "rank" in capsys.readouterr().err
 
 
 def test_failing_rank_does_not_stop_the_others(tmp_path: Path, capsys) -> None:
     make_job(tmp_path / "job")
     (tmp_path / "job" / "rank2_host.json.gz").write_bytes(b"\x1f\x8b not really gzip")
     (tmp_path / "job" / "rank3_device.json.gz").unlink()
-    code = cli_link.main(["convert-all", str(tmp_path / "job"), "-o", str(tmp_path / "out"), "-j", "2"])
+    code = cli.main(["convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "-j", "2"])
     captured = capsys.readouterr()
     assert code == 2, captured.err
     assert sorted(p.name for p in (tmp_path / "out").glob("*.et")) == ["trace.0.et", "trace.1.et"]
-    assert "FAILED" in captured.out and "no device (Kineto) trace" in captured.out
+    assert "FAILED" in captured.err and "no device (Kineto) trace" in captured.err
 
 
 def test_rank_comes_from_distributed_info_before_the_name(tmp_path: Path) -> None:
-    _, device = generate_pair(tmp_path, layers=3, rank=1, world=2)
+    _, device = edge_case_pair(tmp_path, layers=3, rank=1, world=2)
     device.rename(tmp_path / "kineto_7.json.gz")
     found = discover(str(tmp_path))
     assert list(found.devices) == [1] and list(found.hosts) == [1]
@@ -50,5 +50,5 @@ def test_rank_comes_from_distributed_info_before_the_name(tmp_path: Path) -> Non
     ("name", "rank"),
     [("rank3_host.json", 3), ("dlrm_eg_5.json", 5), ("kineto-rank-12.json.gz", 12), ("trace.json", None)],
 )
-def test_rank_from_name(name: str, rank: int | None) -> None:
-    assert _rank_from_name(name) == rank
+def testrank_from_name(name: str, rank: int | None) -> None:
+    assert rank_from_name(name) == rank

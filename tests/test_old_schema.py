@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from converter import TraceContentError, convert
-from converter.hosttrace import index_host_trace
-from converter.schema_compat import map_old_schema_node
+from chakra_convert_fast.converter import TraceContentError, convert
+from chakra_convert_fast.converter.link.hostindex import index_host_trace
+from chakra_convert_fast.converter.schema.compat import map_old_schema_node
 
-from .conftest import SHARED_TRACES, load_trace, oracle_bytes, read_et
+from .conftest import REAL_TRACES_DIR, load_trace, oracle_bytes, read_et
 
-TRACES = SHARED_TRACES
+TRACES = REAL_TRACES_DIR
 OLD = {
     "name": "aten::t",
     "id": 10,
@@ -66,7 +66,7 @@ def test_real_old_trace_indexes_like_a_new_one() -> None:
     index = index_host_trace(TRACES / "old_schema" / "linear_et.json.gz")
     with gzip.open(TRACES / "old_schema" / "linear_et.json.gz", "rt") as f:
         raw = json.load(f)
-    assert index.old_schema and index.node_count == len(raw["nodes"])
+    assert index.metadata["schema"] == "1.0.1" and index.node_count == len(raw["nodes"])
     assert set(index.ctrl_deps) <= {n["parent"] for n in raw["nodes"]}
     assert len(index.reachable_ids()) == len(raw["nodes"])
 

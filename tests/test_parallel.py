@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from converter import api, convert, parallel
-from converter.errors import TraceContentError
-from fixtures.generate import generate_merged, make_config
+from chakra_convert_fast.converter import ConvertOptions, convert
+from chakra_convert_fast.converter.convert import parallel
+from chakra_convert_fast.converter.errors import TraceContentError
+from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 
 from .tracebuild import op, trace, two_threads
 
@@ -21,7 +22,7 @@ def split_small_files(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def both_ways(source: Path, tmp_path: Path) -> tuple[bytes, bytes]:
     convert(source, tmp_path / "split.et")
-    convert(source, tmp_path / "single.et", use_second_core=False)
+    convert(source, tmp_path / "single.et", ConvertOptions(use_second_core=False))
     return (tmp_path / "split.et").read_bytes(), (tmp_path / "single.et").read_bytes()
 
 
@@ -82,4 +83,3 @@ def test_no_split_for_gzip(tmp_path: Path) -> None:
     config = make_config("gpt2", layers=1, ranks=2)
     source = generate_merged(tmp_path / "t.json.gz", config=config, seed=1).path
     assert parallel.find_split(str(source), 0) is None
-    assert api  # imported for monkeypatch targets

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from chakra.schema.protobuf import et_def_pb2 as pb
 
-from converter import convert
-from fixtures.generate import generate_merged, make_config
+from chakra_convert_fast.converter import convert
+from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 
 from .conftest import load_trace, oracle_bytes, read_et
 

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from converter import convert
+from chakra_convert_fast.converter import convert
+from chakra_convert_fast.converter.schema.host import SUPPORTED_SCHEMAS
 
-from .conftest import SHARED_TRACES, load_trace, oracle_bytes, reorder, write_trace
+from .conftest import REAL_TRACES_DIR, load_trace, oracle_bytes, reorder, write_trace
 
-#: Every trace in ../shared/traces whose schema the reference supports (the old 1.0.1 ones and the
-#: Kineto device traces are not Chakra host traces it can read).
+#: Every real trace (tests/data/traces, copied from ../shared/traces) whose schema the reference
+#: supports (the old 1.0.1 ones and the Kineto device traces are not Chakra host traces it can read).
 REAL_TRACES = [
     "host/chakra_1.0.2_host_2rank.json.gz",
     "host/resnet_1gpu_et.json.gz",
@@ -24,20 +25,18 @@ REAL_TRACES = [
 ]
 
 
-def test_the_list_covers_every_supported_real_trace(shared_traces: Path) -> None:
-    from converter.schema import SUPPORTED_SCHEMAS
-
+def test_the_list_covers_every_supported_real_trace() -> None:
     found = set()
-    for path in shared_traces.rglob("*.json.gz"):
+    for path in REAL_TRACES_DIR.rglob("*.json.gz"):
         trace = load_trace(path)
         if "nodes" in trace and trace.get("schema") in SUPPORTED_SCHEMAS:
-            found.add(str(path.relative_to(shared_traces)))
+            found.add(str(path.relative_to(REAL_TRACES_DIR)))
     assert found == set(REAL_TRACES)
 
 
 @pytest.mark.parametrize("name", REAL_TRACES)
-def test_real_trace_as_is(name: str, tmp_path: Path, shared_traces: Path) -> None:
-    source = shared_traces / name
+def test_real_trace_as_is(name: str, tmp_path: Path) -> None:
+    source = REAL_TRACES_DIR / name
     result = convert(source, tmp_path / "ours.et")
     assert (tmp_path / "ours.et").read_bytes() == oracle_bytes(source, tmp_path)
     assert result.nodes_written > 0
@@ -46,13 +45,13 @@ def test_real_trace_as_is(name: str, tmp_path: Path, shared_traces: Path) -> Non
 @pytest.mark.parametrize("order", ["reversed", "shuffled"])
 @pytest.mark.parametrize("name", REAL_TRACES)
 def test_real_trace_reordered(name: str, order: str, tmp_path: Path) -> None:
-    source = write_trace(reorder(load_trace(SHARED_TRACES / name), order), tmp_path / f"{order}.json")
+    source = write_trace(reorder(load_trace(REAL_TRACES_DIR / name), order), tmp_path / f"{order}.json")
     convert(source, tmp_path / "ours.et")
     assert (tmp_path / "ours.et").read_bytes() == oracle_bytes(source, tmp_path)
 
 
 def test_plain_and_gzipped_input_give_the_same_bytes(tmp_path: Path) -> None:
-    source = SHARED_TRACES / REAL_TRACES[0]
+    source = REAL_TRACES_DIR / REAL_TRACES[0]
     plain = write_trace(load_trace(source), tmp_path / "plain.json")
     convert(source, tmp_path / "a.et")
     convert(plain, tmp_path / "b.et")

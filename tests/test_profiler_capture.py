@@ -19,7 +19,11 @@ import pytest
 import torch  # noqa: F401 - a missing dependency fails, never skips
 import transformers  # noqa: F401
 
-from profiler import convert
+from chakra_convert_fast.converter import api
+from chakra_convert_fast.fixtures.reference import reference_convert
+from chakra_convert_fast.profiler import convert
+
+from .conftest import load_trace, reference_link
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,7 +95,7 @@ def done(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     tmp = tmp_path_factory.mktemp(run.name)
     argv = [str(tmp / "save") if a == "SAVE" else a for a in run.argv(tmp / "outputs")]
     proc = subprocess.run(
-        [sys.executable, "-m", "profiler.cli", *argv],
+        [sys.executable, "-m", "chakra_convert_fast.profiler.cli", *argv],
         cwd=tmp, env=offline_env(tmp), capture_output=True, text=True, timeout=600,
     )
     output = proc.stdout + proc.stderr
@@ -150,26 +154,28 @@ def test_rank0_logs_every_step(done: Done) -> None:
 
 
 def test_host_trace_converts_like_the_reference(done: Done, tmp_path: Path) -> None:
-    try:
-        from converter import convert as fast_convert
-    except ImportError as e:
-        pytest.fail(f"the project's converter is not importable yet (converter.convert): {e}")
     for rank in range(done.run.nproc):
         ours, theirs = tmp_path / f"fast.{rank}.et", tmp_path / f"reference.{rank}.et"
-        fast_convert(str(done.host(rank)), str(ours))
-        convert.convert_reference(done.host(rank), theirs)
+        api.convert(done.host(rank), ours)
+        reference_convert(done.host(rank), theirs)
         assert ours.read_bytes() == theirs.read_bytes(), f"rank {rank}: outputs differ"
+
+
+def test_both_converters_get_the_same_merged_input(done: Done, tmp_path: Path) -> None:
+    """--converter fast and --converter reference link first, so their outputs are comparable."""
+    for rank in range(done.run.nproc):
+        fast, ref = tmp_path / f"fast.{rank}.et", tmp_path / f"ref.{rank}.et"
+        convert.convert_rank(done.host(rank), done.device(rank), fast, rank, "fast")
+        info = convert.convert_rank(done.host(rank), done.device(rank), ref, rank, "reference")
+        assert Path(info["merged"]).is_file()
+        assert fast.read_bytes() == ref.read_bytes(), f"rank {rank}: outputs differ"
 
 
 def test_pairs_link_like_the_reference_linker(done: Done, tmp_path: Path) -> None:
     """Issue 4: on any pair the profiler produces, ``link`` writes chakra_trace_link's document."""
-    from converter.api_link import link
-
-    from .conftest import load_trace, reference_link
-
     for rank in range(done.run.nproc):
         ours = tmp_path / f"ours.{rank}.json"
-        link(done.host(rank), done.device(rank), ours, rank=rank)
+        api.link(done.host(rank), done.device(rank), ours, rank=rank)
         theirs = reference_link(done.host(rank), done.device(rank), tmp_path / f"ref.{rank}.json", tmp_path, rank)
         assert load_trace(ours) == theirs
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 import transformers  # noqa: F401 - a missing dependency fails, never skips
 
-from profiler import data, tokenizers
+from chakra_convert_fast.profiler import data, tokenizers
 
 pytestmark = pytest.mark.usefixtures("offline")
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 import transformers  # noqa: F401 - a missing dependency fails, never skips
 
-from profiler import models
+from chakra_convert_fast.profiler import models
 
 SPECIAL = {"bos": 0, "eos": 0, "pad": 0}
 

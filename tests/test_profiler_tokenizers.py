@@ -9,7 +9,7 @@ import pytest
 import tokenizers as hf_tokenizers  # noqa: F401 - a missing dependency fails, never skips
 import transformers  # noqa: F401 - a missing dependency fails, never skips
 
-from profiler import tokenizers
+from chakra_convert_fast.profiler import tokenizers
 
 pytestmark = pytest.mark.usefixtures("offline")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from profiler import tracing
+from chakra_convert_fast.profiler import tracing
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from converter import cli_link
-from converter.errors import TraceFormatError
-from converter.repair import repair
+from chakra_convert_fast.converter import cli
+from chakra_convert_fast.converter.errors import TraceFormatError
+from chakra_convert_fast.converter.repair import repair
 
 DOC = {
     "schema": "1.1.1-chakra.0.0.4",
@@ -50,19 +50,19 @@ def test_nothing_complete_is_an_error_and_writes_nothing(tmp_path: Path, text: s
 
 
 def test_link_refuses_concatenated_host_and_points_to_repair(tmp_path: Path, capsys) -> None:
-    from tests.pairgen import generate_pair
+    from tests.linkcases import edge_case_pair
 
-    host, device = generate_pair(tmp_path, layers=10, gz=False)
+    host, device = edge_case_pair(tmp_path, layers=10, gz=False)
     host.write_text(host.read_text() + host.read_text())
-    code = cli_link.main(
-        ["link", "--host", str(host), "--device", str(device), "-o", str(tmp_path / "m.json")]
+    code = cli.main(
+        ["link", "--host", str(host), "--device", str(device), str(tmp_path / "m.json")]
     )
     err = capsys.readouterr().err
     assert code != 0 and "repair" in err and err.count("\n") == 1
-    assert cli_link.main(["repair", str(host), str(tmp_path / "fixed.json")]) == 0
+    assert cli.main(["repair", str(host), str(tmp_path / "fixed.json")]) == 0
     fixed = tmp_path / "fixed.json"
     assert (
-        cli_link.main(["link", "--host", str(fixed), "--device", str(device), "-o", str(tmp_path / "m.json")])
+        cli.main(["link", "--host", str(fixed), "--device", str(device), str(tmp_path / "m.json")])
         == 0
     )
 
@@ -70,8 +70,8 @@ def test_link_refuses_concatenated_host_and_points_to_repair(tmp_path: Path, cap
 def test_repair_never_overwrites_its_input(tmp_path) -> None:
     import pytest
 
-    from converter.api_link import repair
-    from converter.errors import ConverterError
+    from chakra_convert_fast.converter.api import repair
+    from chakra_convert_fast.converter.errors import ConverterError
 
     source = tmp_path / "host.json"
     source.write_text('{"a": 1}{"a": 2}')

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from converter import convert
-from fixtures.generate import generate_merged, make_config
-from fixtures.reference import reference_convert
+from chakra_convert_fast.converter import ConvertOptions, convert
+from chakra_convert_fast.fixtures.generate import generate_merged, make_config
+from chakra_convert_fast.fixtures.reference import reference_convert
 
-from .conftest import SHARED_TRACES
+from .conftest import REAL_TRACES_DIR
 
 ISSUE = re.compile(r"Issuing (?:CPU|GPU) Node ID (\d+) \(.*?\) at (\d+)us")
 
@@ -50,8 +50,8 @@ def _generated(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     "source",
     [
-        lambda tmp: SHARED_TRACES / "cpu_gpt2_ddp2" / "rank0_merged_by_chakra_trace_link.json.gz",
-        lambda tmp: SHARED_TRACES / "host" / "chakra_1.0.2_host_2rank.json.gz",
+        lambda tmp: REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_merged_by_chakra_trace_link.json.gz",
+        lambda tmp: REAL_TRACES_DIR / "host" / "chakra_1.0.2_host_2rank.json.gz",
         _generated,
     ],
     ids=["gpt2-merged", "host-2rank", "generated-gpu-nccl"],
@@ -59,7 +59,7 @@ def _generated(tmp_path: Path) -> Path:
 def test_issue_times_match_the_reference(source, tmp_path: Path) -> None:
     path = source(tmp_path)
     expected = reference_issue_log(path, tmp_path)
-    result = convert(path, tmp_path / "ours.et", simulate=True)
+    result = convert(path, tmp_path / "ours.et", ConvertOptions(simulate=True))
     assert result.simulation is not None
     assert result.simulation.issued == expected
     assert len(expected) == result.nodes_written

@@ -1,4 +1,4 @@
-"""Small synthetic host + Kineto pairs for the linker tests and the link benchmark.
+"""Small synthetic host + Kineto pairs with the linker's edge cases, for the tests and the link benchmark.
 
 Each "layer" is a parent op on one of two threads with two children; one child launches a kernel
 (``cudaLaunchKernel`` + kernel on a stream), and every fifth layer an NCCL all-reduce. Gaps over
@@ -123,7 +123,7 @@ class _Builder:
         self.clock[tid] = ts + 30.0
 
 
-def generate_pair(
+def edge_case_pair(
     directory: str | Path,
     *,
     layers: int = 50,
@@ -202,4 +202,40 @@ def generate_pair(
     for path, doc in zip(paths, (host, device), strict=True):
         with gzip.open(path, "wt") if gz else open(path, "w") as f:
             json.dump(doc, f)
+    return paths
+
+
+def cyclic_pair(directory: str | Path) -> tuple[Path, Path]:
+    """A pair whose merged trace has a dependency cycle closed by inter-thread edges.
+
+    On thread 1, op P (id 15) has a child X (id 12), so X depends on P. The Kineto times put X
+    first (ts 10), C on thread 2 next (ts 50) and P after a gap (ts 2000): P depends on C, and C,
+    the first op of its thread, on X: X -> P -> C -> X.
+    """
+    host_nodes = [
+        {"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1},
+        {"id": 2, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1},
+        {"id": 3, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1},
+        {"id": 12, "name": "aten::x", "ctrl_deps": 15},
+        {"id": 13, "name": "aten::c", "ctrl_deps": 3},
+        {"id": 15, "name": "aten::p", "ctrl_deps": 2},
+    ]
+    tids = {1: 0, 2: 1, 3: 2, 12: 1, 13: 2, 15: 1}
+    for node in host_nodes:
+        node_id = node["id"]
+        node.update(inputs=_tensors(node_id), outputs=_tensors(node_id + 100), attrs=_attrs(node_id, tids[node_id]))
+    host = {"schema": SCHEMA, "pid": PID, "time": "2026-01-01 00:00:00", "start_ts": 1, "nodes": host_nodes,
+            "finish_ts": 2}
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": 10.0,
+         "args": {"External id": rf_id, "Record function id": rf_id}}
+        for name, rf_id, tid, ts in (("aten::x", 12, 101, 10.0), ("aten::c", 13, 102, 50.0), ("aten::p", 15, 101, 2e3))
+    ]
+    device = {"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 1},
+              "traceEvents": events}
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = (out / "rank0_host.json", out / "rank0_device.json")
+    for path, doc in zip(paths, (host, device), strict=True):
+        path.write_text(json.dumps(doc))
     return paths

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from . import fields as fld
-from . import nodes
-from .errors import TraceContentError, TraceFormatError, UnsupportedSchemaError
-from .jsonstream import JsonObjectStream
-from .schema import (
+from ..errors import TraceContentError, TraceFormatError, UnsupportedSchemaError
+from ..jsonstream import JsonObjectStream
+from ..schema.chakra import NodeType
+from ..schema.compat import is_old_schema_node, map_old_schema_node
+from ..schema.host import (
     ACCEPTED_SCHEMAS,
     METADATA_KEYS,
     OLD_SCHEMA,
@@ -26,30 +25,12 @@ from .schema import (
     effective_fields,
     unsupported_schema_message,
 )
-from .schema_compat import is_old_schema_node, map_old_schema_node
+from . import encode, nodes
+from .records import NodeRecord
 
 ProgressHook = Callable[[int, int], None]  # (bytes read, total bytes)
 _PROGRESS_EVERY = 2048
 _U64 = 1 << 64
-
-
-@dataclass(slots=True)
-class NodeRecord:
-    """What the graph and the writer need of one node; the rest of the JSON is dropped."""
-
-    id: int
-    parent: int  # ctrl_deps; -1 when it is not a non-negative integer
-    name: str
-    kind: nodes.OpKind
-    is_gpu: bool  # has a ``cat`` (the reference's is_gpu_op)
-    node_type: int  # Chakra NodeType; 0 for SendRecv kernels, resolved by the graph
-    inter_thread_dep: int  # 0 when absent
-    pg_name: Any
-    tail: bytes  # encoded duration, inputs, outputs, attrs
-    error: str | None  # why the node cannot be encoded, raised if it is converted
-    comm_size: int  # SendRecv kernels only (their comm attrs wait for their type)
-    duration: int
-    stream: Any
 
 
 class TraceReader:
@@ -107,6 +88,17 @@ class TraceReader:
     def _check_schema(self, schema: Any) -> None:
         if schema not in ACCEPTED_SCHEMAS:
             raise UnsupportedSchemaError(self.path, unsupported_schema_message(schema))
+
+    def merge_second_half(self, metadata: dict[str, Any], first_old_layout_node: int | None, offset: int) -> None:
+        """Take what another reader found after the split point: its top-level metadata and where
+        (counted from the split, which is node ``offset``) its first 1.0.1-layout node was."""
+        clash = set(metadata) & set(self.metadata)
+        if clash:
+            raise TraceFormatError(self.path, f"duplicate top-level key {sorted(clash)[0]!r}")
+        if self.first_old_layout_node is None and first_old_layout_node is not None:
+            self.first_old_layout_node = offset + first_old_layout_node
+        self.metadata.update(metadata)
+        self.seen_nodes = True
 
     def check_complete(self) -> None:
         """Every top-level key the output needs was present, and old-layout nodes (``parent``
@@ -180,12 +172,12 @@ class TraceReader:
 
     @staticmethod
     def _encode(record: NodeRecord, fields: dict[str, Any]) -> None:
-        record.duration = fld.duration_micros(record.name, fields["exclusive_dur"])
-        tail = fld.encode_tail(fields, record.name, record.is_gpu, record.duration)
-        if record.node_type == nodes.pb.COMM_COLL_NODE:
+        record.duration = encode.duration_micros(record.name, fields["exclusive_dur"])
+        tail = encode.tail(fields, record.name, record.is_gpu, record.duration)
+        if record.node_type == NodeType.COMM_COLL_NODE:
             comm_type = nodes.collective_comm_type(record.name)
             size = nodes.comm_size(fields["inputs"])
-            tail += fld.comm_attrs(record.node_type, comm_type, size, record.pg_name)
+            tail += encode.comm_attrs(record.node_type, comm_type, size, record.pg_name)
         elif record.node_type == 0:
             record.comm_size = nodes.comm_size(fields["inputs"])
         record.tail = tail

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ..io import GZIP_MAGIC
 from .graph import TraceGraph
 from .reader import TraceReader
 from .writer import TailSpill
@@ -55,7 +56,7 @@ def _find_split(path: str, min_bytes: int) -> SplitPoint | None:
     if size < min_bytes or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return None
     with open(path, "rb") as fh:
-        if fh.read(2) == b"\x1f\x8b":
+        if fh.read(2) == GZIP_MAGIC:
             return None
         start = int(size * SPLIT_FRACTION)
         fh.seek(start)
@@ -103,6 +104,7 @@ class SecondHalfReader:
         sender.close()
 
     def result(self) -> SecondHalf | None:
+        outcome: SecondHalf | None
         try:
             outcome = self._receiver.recv()
         except EOFError:

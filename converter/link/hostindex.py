@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import TraceContentError, TraceFormatError
-from .jsonstream import JsonObjectStream
-from .schema_compat import map_old_schema_node
+from ..errors import TraceContentError, TraceFormatError
+from ..jsonstream import JsonObjectStream
+from ..schema.compat import map_old_schema_node
 
 ROOT_ID = 1  # et_replay's root: the process node, id 1
 NO_CTRL_DEPS = object()  # marks a node without a ``ctrl_deps`` key (left untouched on output)
@@ -25,13 +25,12 @@ class HostIndex:
     """Per node, in file order: id, parent, ``rf_id`` and name; plus the top-level metadata."""
 
     path: str
-    ids: array = field(default_factory=lambda: array("Q"))
+    ids: array[int] = field(default_factory=lambda: array("Q"))
     ctrl_deps: list[Any] = field(default_factory=list)
     rf_ids: list[Any] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     ascending: bool = True
-    old_schema: bool = False
 
     @property
     def node_count(self) -> int:
@@ -85,7 +84,6 @@ def index_host_trace(path: str | os.PathLike[str]) -> HostIndex:
             _index_nodes(index, value)
     if not seen_nodes:
         raise TraceFormatError(index.path, "no 'nodes' array: not a Chakra host execution trace")
-    index.old_schema = index.metadata.get("schema") == "1.0.1"
     if not index.node_count:
         raise TraceContentError(index.path, "the host trace has no nodes")
     return index

@@ -9,17 +9,15 @@ each node's text goes to a spill file and is copied out in id order, so memory s
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import IO, Any
+from typing import Any
 
-from .hosttrace import NO_CTRL_DEPS, HostIndex, iter_host_nodes
+from ..io import atomic_text_output
+from .hostindex import NO_CTRL_DEPS, HostIndex, iter_host_nodes
 from .linker import LinkPlan
-from .writer import atomic_output
 
 _dumps = json.JSONEncoder().encode
 
@@ -36,7 +34,6 @@ class Renumbering:
             self.new_id[host_id] = next_id
             linked = plan.linked.get(host_id)
             next_id += 1 + (len(linked.gpu_ops) if linked else 0)
-        self.node_total = next_id
         self.fresh: dict[Any, int] = {}
         for position in order:
             parent = index.ctrl_deps[position]
@@ -145,20 +142,3 @@ def write_merged(index: HostIndex, plan: LinkPlan, output_path: str) -> None:
             else:
                 out.write(_dumps(value))
         out.write("\n}\n")
-
-
-@contextmanager
-def atomic_text_output(path: str) -> Iterator[IO[str]]:
-    """UTF-8 text on top of ``writer.atomic_output`` (gzip-compressed for ``.gz`` paths)."""
-    with atomic_output(path, compress=path.endswith(".gz")) as binary, _text(binary) as text:
-        yield text
-
-
-@contextmanager
-def _text(binary: IO[bytes]) -> Iterator[IO[str]]:
-    wrapper = io.TextIOWrapper(binary, encoding="utf-8")
-    try:
-        yield wrapper
-        wrapper.flush()
-    finally:
-        wrapper.detach()

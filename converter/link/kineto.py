@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import TraceFormatError
-from .jsonstream import JsonObjectStream
+from ..errors import TraceFormatError
+from ..jsonstream import JsonObjectStream
 
 CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation"})
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy"})
@@ -96,7 +96,6 @@ class KinetoTrace:
     process_start: Any = sys.maxsize
     process_end: Any = 0
     distributed_info: dict[str, Any] | None = None
-    event_count: int = 0
     pids: set[Any] = field(default_factory=set)
 
     def thread_order(self) -> list[Any]:
@@ -130,7 +129,6 @@ def _read_events(trace: KinetoTrace, events: Any) -> None:
     for index, event in enumerate(events):
         if not isinstance(event, dict):
             raise TraceFormatError(trace.path, f"traceEvents[{index}] is not a JSON object")
-        trace.event_count += 1
         _track_time(trace, event, index)
         cat = event.get("cat", "")
         if cat not in CPU_CATEGORIES and cat not in GPU_CATEGORIES and cat not in LAUNCH_CATEGORIES:

@@ -12,18 +12,27 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
-from chakra.schema.protobuf import et_def_pb2 as pb
+from ..schema.chakra import CollectiveCommType, NodeType
 
 ROOT_NAMES = frozenset({"[pytorch|profiler|execution_graph|thread]", "[pytorch|profiler|execution_trace|thread]"})
 SEND_RECV_KERNEL = "ncclDevKernel_SendRecv"
 RECORD_PARAM_COMMS = "record_param_comms"
 
-_COLLECTIVE_TYPES = (  # substring of the normalised kernel name -> type; first match wins
-    ("allreduce", pb.ALL_REDUCE),
-    ("alltoall", pb.ALL_TO_ALL),
-    ("allgather", pb.ALL_GATHER),
-    ("reducescatter", pb.REDUCE_SCATTER),
-    ("broadcast", pb.BROADCAST),
+# Plain ints: they are encoded as protobuf integers, which take ``int`` only.
+_COLLECTIVE_TYPES = tuple(  # substring of the normalised kernel name -> type; first match wins
+    (key, int(comm_type))
+    for key, comm_type in (
+        ("allreduce", CollectiveCommType.ALL_REDUCE),
+        ("alltoall", CollectiveCommType.ALL_TO_ALL),
+        ("allgather", CollectiveCommType.ALL_GATHER),
+        ("reducescatter", CollectiveCommType.REDUCE_SCATTER),
+        ("broadcast", CollectiveCommType.BROADCAST),
+    )
+)
+_ALL_TO_ALL = int(CollectiveCommType.ALL_TO_ALL)
+_METADATA, _COMP, _COLL, _SEND, _RECV = (
+    int(t) for t in (NodeType.METADATA_NODE, NodeType.COMP_NODE, NodeType.COMM_COLL_NODE,
+                     NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 )
 
 
@@ -44,13 +53,13 @@ def op_kind(name: str, cat: Any) -> OpKind:
 def chakra_type(name: str, cat: Any, kind: OpKind) -> int | None:
     """The Chakra NodeType, or None for SendRecv kernels whose type depends on their launcher."""
     if kind == OpKind.METADATA:
-        return pb.METADATA_NODE
+        return _METADATA
     if cat is not None:
         if SEND_RECV_KERNEL in name:
             return None
         if "ncclKernel" in name or "ncclDevKernel" in name:
-            return pb.COMM_COLL_NODE
-    return pb.COMP_NODE
+            return _COLL
+    return _COMP
 
 
 def send_recv_type(launcher_name: str, parent_name: str) -> int:
@@ -58,10 +67,10 @@ def send_recv_type(launcher_name: str, parent_name: str) -> int:
     ``record_param_comms``, else ``launcher_name``, the grandparent)."""
     keyword = launcher_name if parent_name == RECORD_PARAM_COMMS else parent_name
     if "send" in keyword:
-        return pb.COMM_SEND_NODE
+        return _SEND
     if "recv" in keyword:
-        return pb.COMM_RECV_NODE
-    return pb.COMM_COLL_NODE
+        return _RECV
+    return _COLL
 
 
 def collective_comm_type(name: str) -> int:
@@ -71,7 +80,7 @@ def collective_comm_type(name: str) -> int:
         if key in normalized:
             return comm_type
     if SEND_RECV_KERNEL in name:
-        return pb.ALL_TO_ALL
+        return _ALL_TO_ALL
     raise ValueError(f"kernel '{name}' is not a known collective (allreduce, alltoall, allgather, "
                      "reducescatter, broadcast)")
 

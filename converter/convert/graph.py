@@ -15,14 +15,23 @@ reproduces ``PyTorchConverter`` step by step, iteratively:
 from __future__ import annotations
 
 from array import array
-from typing import Any
+from typing import Any, NamedTuple
 
-from . import fields as fld
+from ..errors import TraceContentError
+from ..schema.chakra import NodeType
 from . import nodes
-from .errors import TraceContentError
-from .reader import NodeRecord
+from .records import NodeRecord
 
 _GPU = nodes.OpKind.GPU
+
+
+class SendRecv(NamedTuple):
+    """A SendRecv kernel's communication attributes, known once its launcher is."""
+
+    node_type: int
+    comm_type: int | None
+    comm_size: int
+    pg_name: Any
 
 
 class DepTable:
@@ -113,7 +122,7 @@ class TraceGraph:
         # set by build()
         self.order = array("l")  # converted rows, in the order the reference first converts them
         self.has_ctrl = bytearray()
-        self.comm_tails: dict[int, bytes] = {}
+        self.send_recv: dict[int, SendRecv] = {}  # resolved SendRecv kernels, by row
         self.deps = DepTable(0)
         self.final = bytearray()
         self.dangling_removed = 0
@@ -229,7 +238,7 @@ class TraceGraph:
                 fill[parent] += 1
         self._child_start, self._children = start, children
 
-    def children(self, row: int) -> array:
+    def children(self, row: int) -> array[int]:
         return self._children[self._child_start[row] : self._child_start[row + 1]]
 
     def _convert_in_reference_order(self) -> None:
@@ -275,11 +284,8 @@ class TraceGraph:
                 launcher_name = self.names[grandparent]
                 pg_name = self._pg_names.get(parent, pg_name)
             node_type = nodes.send_recv_type(launcher_name, parent_name)
-            comm_type = nodes.collective_comm_type(self.names[row]) if node_type == nodes.pb.COMM_COLL_NODE else None
-            try:
-                self.comm_tails[row] = fld.comm_attrs(node_type, comm_type, self._send_recv_sizes[row], pg_name)
-            except ValueError as exc:
-                raise self.fail(row, str(exc)) from None
+            comm_type = nodes.collective_comm_type(self.names[row]) if node_type == NodeType.COMM_COLL_NODE else None
+            self.send_recv[row] = SendRecv(node_type, comm_type, self._send_recv_sizes[row], pg_name)
             self.types[row] = node_type
 
     def roots(self) -> list[int]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import Any
 
-OLD_SCHEMA = "1.0.1"
 #: The layout the mapping produces (its node format; the ``schema`` string itself is left alone).
 MAPPED_LAYOUT = "1.0.2-chakra.0.0.4"
 

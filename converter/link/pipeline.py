@@ -1,7 +1,8 @@
-"""Typed entry points for host + device traces: ``link``, ``convert_pair``, ``convert_all``, ``repair``.
+"""Host trace + Kineto trace -> merged trace: index, read, plan, check, then write or stream.
 
 ``link`` is ``chakra_trace_link`` without et_replay or HTA, streaming and near-linear, and it refuses
-pairs that do not belong together (the reference links nothing and reports success).
+pairs that do not belong together (the reference links nothing and reports success);
+``link_items`` gives the merged trace as items for the converter instead of writing it.
 """
 
 from __future__ import annotations
@@ -12,26 +13,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import TraceContentError, TraceFormatError
-from .hosttrace import HostIndex, index_host_trace
+from ..errors import TraceContentError, TraceFormatError
+from ..io import refuse_overwriting_inputs
+from .hostindex import HostIndex, index_host_trace
 from .kineto import read_kineto
 from .linker import LinkPlan, LinkStats
 from .linker import link as plan_links
 from .merged import merged_items, write_merged
-from .multirank import MultiRankResult, convert_all
-from .repair import RepairResult, repair
-from .writer import refuse_overwriting_inputs
-
-__all__ = [
-    "LinkResult",
-    "MultiRankResult",
-    "PairResult",
-    "RepairResult",
-    "convert_all",
-    "convert_pair",
-    "link",
-    "repair",
-]
 
 _MISMATCH_SHARE = 0.5  # more matched ops with differing names than this share: another run
 
@@ -46,13 +34,6 @@ class LinkResult:
     stats: LinkStats
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class PairResult:
-    link: LinkResult
-    conversion: object  # converter.api.ConversionResult
-    merged_path: str | None  # kept merged JSON, if asked for
 
 
 def link(
@@ -98,16 +79,17 @@ def _plan(
     return result, index, plan
 
 
-def _link_items(
+def link_items(
     host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: str, *,
     rank: int | None, allow_mismatch: bool,
 ) -> tuple[LinkResult, Iterator[tuple[str, Any]]]:
-    """The link plan, and the merged trace as items (made during the host trace's second pass)."""
+    """The link plan, and the merged trace as items (made during the host trace's second pass);
+    spill files for an out-of-order host trace go next to ``target``."""
     result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch)
     return result, merged_items(index, plan, os.path.dirname(os.path.abspath(target)))
 
 
-def _check_rank(info: dict | None, rank: int | None, device: str) -> int | None:
+def _check_rank(info: dict[str, Any] | None, rank: int | None, device: str) -> int | None:
     found = info.get("rank") if info else None
     if rank is not None and isinstance(found, int) and found != rank:
         raise TraceFormatError(device, f"is the device trace of rank {found}, not of rank {rank}")
@@ -133,7 +115,7 @@ def check_pair(stats: LinkStats, host: str, device: str, allow_mismatch: bool = 
     return problems + _link_warnings(stats)
 
 
-def _pid_warning(metadata: dict, device_pids: set) -> list[str]:
+def _pid_warning(metadata: dict[str, Any], device_pids: set[Any]) -> list[str]:
     """Same program, other rank or run: the names agree, but the process id gives it away."""
     pid = metadata.get("pid")
     if pid is None or not device_pids or pid in device_pids:
@@ -155,32 +137,3 @@ def _link_warnings(stats: LinkStats) -> list[str]:
     if stats.gpu_unattached:
         warnings.append(f"{stats.gpu_unattached} device kernels were launched by CPU ops no host op matched")
     return warnings
-
-
-def convert_pair(
-    host_path: str | os.PathLike[str],
-    device_path: str | os.PathLike[str],
-    output_path: str | os.PathLike[str],
-    *,
-    rank: int | None = None,
-    keep_merged: str | os.PathLike[str] | None = None,
-    allow_mismatch: bool = False,
-    simulate: bool = False,
-    break_cycles: bool = False,
-) -> PairResult:
-    """Link and convert in one process. The merged nodes go straight into the converter; the
-    merged JSON is written only with ``keep_merged`` (then it is converted from that file)."""
-    from . import api  # the converter proper; imported late so linking works without it
-
-    target = os.fspath(output_path)
-    refuse_overwriting_inputs(target, os.fspath(host_path), os.fspath(device_path))
-    if keep_merged is not None:
-        merged = os.fspath(keep_merged)
-        linked = link(host_path, device_path, merged, rank=rank, allow_mismatch=allow_mismatch)
-        conversion = api.convert(merged, target, simulate=simulate, break_cycles=break_cycles)
-        return PairResult(linked, conversion, merged)
-    linked, items = _link_items(host_path, device_path, target, rank=rank, allow_mismatch=allow_mismatch)
-    conversion = api.convert_items(
-        items, target, source_name=linked.host_path, simulate=simulate, break_cycles=break_cycles
-    )
-    return PairResult(linked, conversion, None)

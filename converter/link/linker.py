@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .hosttrace import HostIndex
+from .hostindex import HostIndex
 from .kineto import PROFILER_STEP, KinetoEvent, KinetoTrace
 
 INTER_THREAD_GAP = 1000  # microseconds; a larger gap on a thread starts a new group
@@ -47,7 +47,6 @@ class LinkStats:
     host_ops: int = 0  # host ops under the root with a record-function id
     linked: int = 0
     name_mismatches: int = 0
-    device_cpu_ops: int = 0
     gpu_ops: int = 0
     gpu_without_launcher: int = 0  # no runtime launch or no CPU op around it
     gpu_unattached: int = 0  # launcher found, but no host op took it
@@ -71,7 +70,7 @@ def link(index: HostIndex, trace: KinetoTrace) -> LinkPlan:
     for ops in by_tid.values():
         _exclusive_durations(ops)
     _inter_thread_deps(by_tid)
-    stats = LinkStats(device_cpu_ops=len(trace.cpu_ops), gpu_ops=len(trace.gpu_ops))
+    stats = LinkStats(gpu_ops=len(trace.gpu_ops))
     gpu_by_ext = _group_gpu_ops(trace, stats) if trace.gpu_ops else {}
     linked = _link_host_ops(index, trace, gpu_by_ext, stats)
     stats.gpu_linked = sum(len(op.gpu_ops) for op in linked.values())

@@ -1,0 +1,1 @@
+"""Converting one trace: read (stream records, spill tails) -> graph -> cycles -> encode and write."""

@@ -1,0 +1,219 @@
+"""One trace converted: reader (records, spilled tails) -> graph -> cycles -> writer.
+
+``convert_file`` reads a JSON trace (a second process parses the second half of a large plain
+file); ``convert_items`` takes top-level ``(key, value)`` pairs made in memory, such as the
+linker's merged trace. Both run the same stages after reading and return a ``ConversionResult``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CycleReport, CyclicDependencyError
+from ..io import atomic_output, refuse_overwriting_inputs
+from . import cycles, parallel
+from .graph import TraceGraph
+from .reader import TraceReader
+from .records import NodeRecord
+from .simulate import SimulationInput, SimulationResult, simulate
+from .writer import Progress, TailSpill, write_metadata, write_nodes
+
+_CYCLE_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """How to convert; the defaults give the reference's output, byte for byte.
+
+    ``break_cycles`` removes the edges that close dependency cycles instead of failing;
+    ``allow_missing_parents`` accepts ``ctrl_deps`` that point at no node, as the reference does;
+    ``simulate`` runs the reference's simple execution model on the result; ``use_second_core``
+    lets a worker process parse the second half of a large plain-JSON file.
+    """
+
+    simulate: bool = False
+    break_cycles: bool = False
+    allow_missing_parents: bool = False
+    use_second_core: bool = True
+
+
+@dataclass(frozen=True)
+class RemovedEdge:
+    """A dependency dropped by ``break_cycles``: ``node`` no longer waits for ``dependency``."""
+
+    node_id: int
+    node_name: str
+    dependency_id: int
+    dependency_name: str
+    inter_thread: bool
+
+
+@dataclass(frozen=True)
+class ConversionResult:
+    input_path: str
+    output_path: str
+    nodes_read: int
+    nodes_written: int
+    dangling_removed: int
+    comm_nodes: int
+    data_deps: int
+    seconds: float
+    removed_edges: list[RemovedEdge] = field(default_factory=list)
+    simulation: SimulationResult | None = None
+
+
+def convert_file(
+    input_path: str, output_path: str, options: ConvertOptions, progress: Progress | None = None
+) -> ConversionResult:
+    """Convert the trace file ``input_path`` into ``output_path``; see ``ConvertOptions``.
+    Raises a ``ConverterError`` subclass on bad input; no output file is left behind then."""
+    refuse_overwriting_inputs(output_path, input_path)
+    split = parallel.find_split(input_path, parallel.MIN_SPLIT_BYTES) if options.use_second_core else None
+    reader = TraceReader(input_path, progress=_read_progress(progress, split))
+    worker: parallel.SecondHalfReader | None = None
+
+    def read(graph: TraceGraph, spill: TailSpill) -> None:
+        nonlocal worker
+        if split is not None:
+            worker = parallel.SecondHalfReader(input_path, split, spill.directory, options.simulate)
+        _collect(reader.records(split.char_offset if split else None), graph, spill)
+        if split is not None and worker is not None:
+            _second_half(reader, graph, spill, split, worker)
+
+    try:
+        return _run(reader, read, output_path, options, progress)
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+def convert_items(
+    items: Iterator[tuple[str, Any]], output_path: str, options: ConvertOptions, *, source_name: str
+) -> ConversionResult:
+    """Convert a trace given as top-level ``(key, value)`` pairs (``nodes``: an iterator of node
+    dicts); ``source_name`` names it in errors. Same output as those pairs written to a file."""
+    reader = TraceReader(source_name)
+    return _run(reader, lambda graph, spill: _collect(reader.records_from_items(items), graph, spill),
+                output_path, options, None)
+
+
+def _run(
+    reader: TraceReader, read: Callable[[TraceGraph, TailSpill], None], target: str, options: ConvertOptions,
+    progress: Progress | None,
+) -> ConversionResult:
+    """The stages after reading: graph, cycles, writing; ``read`` fills the graph and the spill."""
+    started = time.perf_counter()
+    graph = TraceGraph(reader.path, keep_simulation_fields=options.simulate)
+    spill = TailSpill(os.path.dirname(os.path.abspath(target)))
+    try:
+        with _gc_paused():
+            read(graph, spill)
+        reader.check_complete()
+        spill.finish_writing()
+        graph.build(options.allow_missing_parents)
+        removed = _check_cycles(graph, options.break_cycles)
+        with atomic_output(target) as out:
+            write_metadata(out, reader.path, reader.metadata)
+            written, comm, edges = write_nodes(out, graph, spill, progress)
+    finally:
+        spill.close()
+    return ConversionResult(
+        input_path=reader.path,
+        output_path=target,
+        nodes_read=len(graph),
+        nodes_written=written,
+        dangling_removed=graph.dangling_removed,
+        comm_nodes=comm,
+        data_deps=edges,
+        seconds=time.perf_counter() - started,
+        removed_edges=removed,
+        simulation=_simulate(graph) if options.simulate else None,
+    )
+
+
+def _read_progress(progress: Progress | None, split: parallel.SplitPoint | None) -> Callable[[int, int], None] | None:
+    """Bytes read by this process; with a split, out of its own half (the worker reads the other)."""
+    if progress is None:
+        return None
+    if split is None:
+        return lambda done, total: progress("read", done, total)
+    return lambda done, _total: progress("read", min(done, split.byte_offset), split.byte_offset)
+
+
+def _collect(records: Iterator[NodeRecord], graph: TraceGraph, spill: TailSpill) -> None:
+    for record in records:
+        graph.add(record)
+        spill.append(record.tail)
+
+
+def _second_half(reader: TraceReader, graph: TraceGraph, spill: TailSpill, split: parallel.SplitPoint,
+                 worker: parallel.SecondHalfReader) -> None:
+    """Take the worker's half if the split point was a real node boundary, else read on here."""
+    if not reader.stopped:
+        return  # the guess fell inside a value; this process has read everything
+    half = worker.result()
+    if half is None:  # the worker hit a problem: read that half here, to report it precisely
+        _collect(reader.records_from(split.byte_offset, first_position=len(graph)), graph, spill)
+        return
+    reader.merge_second_half(half.metadata, half.first_old_layout_node, len(graph))
+    graph.extend_rows(half.rows)
+    spill.append_exported(worker.spill_path, half.spill_offsets)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Reading allocates millions of short-lived acyclic objects; refcounting frees them all."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _check_cycles(graph: TraceGraph, break_them: bool) -> list[RemovedEdge]:
+    if not graph.has_forward_edges():
+        return []
+    size = len(graph)
+    components = cycles.cyclic_components(graph.final_rows(), graph.successors, size)
+    if not components:
+        return []
+    if not break_them:
+        raise CyclicDependencyError(graph.path, [_cycle_report(graph, c) for c in components])
+    edges = cycles.break_cycles(components, graph.successors, graph.is_inter_thread, size)
+    removed = [
+        RemovedEdge(graph.ids[u], graph.names[u], graph.ids[v], graph.names[v], graph.is_inter_thread(u, v))
+        for u, v in edges
+    ]
+    graph.remove_edges(edges)
+    return removed
+
+
+def _cycle_report(graph: TraceGraph, component: list[int]) -> CycleReport:
+    shown = sorted(component, key=graph.ids.__getitem__)[:_CYCLE_EXAMPLES]
+    return CycleReport(
+        size=len(component),
+        node_ids=tuple(graph.ids[r] for r in shown),
+        node_names=tuple(graph.names[r] for r in shown),
+    )
+
+
+def _simulate(graph: TraceGraph) -> SimulationResult:
+    rows = graph.final_rows()
+    position = {row: pos for pos, row in enumerate(rows)}
+    return simulate(
+        SimulationInput(
+            ids=[graph.ids[r] for r in rows],
+            deps=[[position[s] for s in graph.successors(r)] for r in rows],
+            is_gpu=[bool(graph.is_gpu[r]) for r in rows],
+            durations=[graph.durations[r] for r in rows],
+            streams=[graph.streams[r] for r in rows],
+        )
+    )

@@ -1,0 +1,149 @@
+"""Protobuf wire primitives: varints, field keys, and the ``AttributeProto`` values we write.
+
+Field numbers and wire types come from ``schema.chakra``. Type and range checks follow the
+protobuf runtime (int fields take only ``int``, never ``bool`` or ``float``; ``None`` leaves a
+oneof unset), so a value the reference cannot encode fails here too, with a readable message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..schema.chakra import ATTRIBUTE_FIELDS, NODE_FIELDS, tag
+
+_U64 = 1 << 64
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+SMALL = [bytes([v]) for v in range(0x80)] + [bytes([(v & 0x7F) | 0x80, v >> 7]) for v in range(0x80, 1 << 14)]
+
+
+def varint(value: int) -> bytes:
+    """Base-128 varint of a non-negative int below 2**64."""
+    if value < 16384:
+        return SMALL[value]
+    if value < 2097152:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
+    if value < 268435456:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, ((value >> 14) & 0x7F) | 0x80, value >> 21))
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def key(field: tuple[int, int]) -> bytes:
+    """The encoded key (tag) of a field."""
+    return varint(tag(field))
+
+
+def length_delimited(field_key: bytes, payload: bytes) -> bytes:
+    return field_key + varint(len(payload)) + payload
+
+
+def delimited_message(message: bytes) -> bytes:
+    """Length prefix + message, as the reference's ``encodeMessage`` writes each record."""
+    return varint(len(message)) + message
+
+
+def check_uint64(value: Any, what: str) -> int:
+    if type(value) is not int:
+        raise ValueError(f"{what} must be an integer, got {type(value).__name__} {value!r}")
+    if not 0 <= value < _U64:
+        raise ValueError(f"{what} is out of the uint64 range: {value}")
+    return value
+
+
+def check_int64(value: Any, what: str) -> int:
+    if type(value) is not int:
+        raise ValueError(f"{what} must be an integer, got {type(value).__name__} {value!r}")
+    if not _I64_MIN <= value <= _I64_MAX:
+        raise ValueError(f"{what} is out of the int64 range: {value}")
+    return value
+
+
+def utf8(value: str, what: str) -> bytes:
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{what} is not valid Unicode (lone surrogate escape?)") from exc
+
+
+class BoundedCache(dict[Any, bytes]):
+    """A dict that forgets everything past ``limit`` entries: a memo for repeated strings that
+    must not grow with adversarial input."""
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def remember(self, key: Any, value: bytes) -> bytes:
+        if len(self) >= self.limit:
+            self.clear()
+        self[key] = value
+        return value
+
+
+# -- attributes (Node.attr / GlobalMetadata.attr entries) ------------------------------------
+TAG_ATTR = key(NODE_FIELDS["attr"])
+_TAG_ATTR_NAME = key(ATTRIBUTE_FIELDS["name"])
+_TAG_INT64 = key(ATTRIBUTE_FIELDS["int64_val"])
+_TAG_UINT64 = key(ATTRIBUTE_FIELDS["uint64_val"])
+_TAG_STRING = key(ATTRIBUTE_FIELDS["string_val"])
+_TAG_BOOL = key(ATTRIBUTE_FIELDS["bool_val"])
+
+
+def attr_name(name: str) -> bytes:
+    """The ``name`` part of an attribute, shared by every value of that attribute."""
+    return length_delimited(_TAG_ATTR_NAME, name.encode("utf-8"))
+
+
+def attribute(name_part: bytes, value_part: bytes, field_key: bytes = TAG_ATTR) -> bytes:
+    """One attribute entry (a length-delimited ``AttributeProto``) under ``field_key``."""
+    return length_delimited(field_key, name_part + value_part)
+
+
+class Int64Attr:
+    """Encoder of one named int64 attribute; values below 2**14 come from a table (most of them)."""
+
+    __slots__ = ("_name_part", "_prefix", "_table", "what")
+
+    def __init__(self, name: str) -> None:
+        self.what = name
+        self._name_part = attr_name(name)
+        self._prefix = self._name_part + _TAG_INT64
+        self._table = [attribute(self._name_part, _TAG_INT64 + SMALL[v]) for v in range(1 << 14)]
+
+    def __call__(self, value: Any) -> bytes:
+        if type(value) is int and 0 <= value < 268435456:
+            if value < 16384:
+                return self._table[value]
+            body = self._prefix + varint(value)
+            return TAG_ATTR + SMALL[len(body)] + body
+        return int64_attr(self._name_part, value, self.what)
+
+
+def int64_attr(name_part: bytes, value: Any, what: str) -> bytes:
+    if value is None:
+        return attribute(name_part, b"")
+    value = check_int64(value, what)
+    return attribute(name_part, _TAG_INT64 + varint(value % _U64))
+
+
+def uint64_attr(name_part: bytes, value: Any, what: str, field_key: bytes = TAG_ATTR) -> bytes:
+    if value is None:
+        return attribute(name_part, b"", field_key)
+    value = check_uint64(value, what)
+    return attribute(name_part, _TAG_UINT64 + varint(value), field_key)
+
+
+def string_attr(name_part: bytes, value: Any, what: str, field_key: bytes = TAG_ATTR) -> bytes:
+    if value is None:
+        return attribute(name_part, b"", field_key)
+    if type(value) is not str:
+        raise ValueError(f"{what} must be a string, got {type(value).__name__} {value!r}")
+    return attribute(name_part, length_delimited(_TAG_STRING, utf8(value, what)), field_key)
+
+
+def bool_attr(name_part: bytes, value: bool) -> bytes:
+    return attribute(name_part, _TAG_BOOL + (b"\x01" if value else b"\x00"))

@@ -1,0 +1,1 @@
+"""Linking a host trace with its Kineto trace: host index + device events -> link plan -> merged nodes."""

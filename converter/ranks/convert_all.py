@@ -1,0 +1,127 @@
+"""``convert-all``: every rank of a job, host + device pairs found in one directory, in parallel.
+
+Writes ``OUTDIR/<prefix>.<rank>.et`` (the names ASTRA-sim's workload loader expects) and
+``OUTDIR/comm_group.json`` (``{"<process group name>": [ranks...]}``). One rank failing does
+not stop the others; each outcome is a row of the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from ..convert.pipeline import ConvertOptions
+from ..errors import ConverterError
+from ..io import atomic_text_output
+from .discover import FoundTraces, comm_groups, discover
+from .pair import convert_pair
+
+COMM_GROUP_FILE = "comm_group.json"
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    rank: int
+    host: str | None
+    device: str | None
+    output: str | None
+    ok: bool
+    message: str  # the error, or the warnings joined
+    nodes: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class MultiRankResult:
+    outcomes: list[RankOutcome]
+    comm_group_path: str | None
+    comm_groups: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        return sum(not o.ok for o in self.outcomes)
+
+
+@dataclass(frozen=True)
+class _Task:
+    rank: int
+    host: str
+    device: str
+    output: str
+
+
+def convert_all(
+    directory: str,
+    output_dir: str,
+    options: ConvertOptions,
+    *,
+    jobs: int | None = None,
+    prefix: str = "trace",
+    allow_mismatch: bool = False,
+    on_rank_done: Callable[[RankOutcome], None] | None = None,
+) -> MultiRankResult:
+    """Link and convert every rank found in ``directory``; see the module docstring.
+    ``on_rank_done`` is called with each rank's outcome as it finishes."""
+    found = discover(directory)
+    os.makedirs(output_dir, exist_ok=True)
+    tasks, outcomes = _plan(found, output_dir, prefix)
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks) or 1))
+    if tasks:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(_convert_rank, task, options, allow_mismatch) for task in tasks]
+            for future in as_completed(futures):
+                outcomes.append(future.result())
+                if on_rank_done is not None:
+                    on_rank_done(outcomes[-1])
+    outcomes.sort(key=lambda o: o.rank)
+    groups = comm_groups(found)
+    group_path = None
+    if groups:
+        group_path = os.path.join(output_dir, COMM_GROUP_FILE)
+        with atomic_text_output(group_path) as out:
+            out.write(json.dumps(groups, indent=2) + "\n")
+    return MultiRankResult(outcomes, group_path, groups)
+
+
+def _plan(found: FoundTraces, out_dir: str, prefix: str) -> tuple[list[_Task], list[RankOutcome]]:
+    tasks, failures = [], []
+    for rank in found.ranks():
+        hosts, devices = found.hosts.get(rank, []), found.devices.get(rank, [])
+        problem = _pair_problem(rank, hosts, devices)
+        if problem:
+            failures.append(RankOutcome(rank, _one(hosts), _one(devices), None, False, problem))
+        else:
+            tasks.append(_Task(rank, hosts[0], devices[0], os.path.join(out_dir, f"{prefix}.{rank}.et")))
+    return tasks, failures
+
+
+def _one(paths: list[str]) -> str | None:
+    return paths[0] if len(paths) == 1 else None
+
+
+def _pair_problem(rank: int, hosts: list[str], devices: list[str]) -> str | None:
+    for kind, paths in (("host", hosts), ("device (Kineto)", devices)):
+        if not paths:
+            return f"rank {rank}: no {kind} trace found"
+        if len(paths) > 1:
+            return (
+                f"rank {rank}: {len(paths)} {kind} traces found ({', '.join(map(os.path.basename, paths))})"
+            )
+    return None
+
+
+def _convert_rank(task: _Task, options: ConvertOptions, allow_mismatch: bool) -> RankOutcome:
+    """One worker's job; every failure becomes a row rather than an exception."""
+    try:
+        result = convert_pair(task.host, task.device, task.output, options, rank=task.rank,
+                              allow_mismatch=allow_mismatch)
+    except ConverterError as exc:
+        return RankOutcome(task.rank, task.host, task.device, None, False, str(exc))
+    except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
+        return RankOutcome(task.rank, task.host, task.device, None, False, f"internal error: {exc!r}")
+    link = result.link
+    return RankOutcome(task.rank, task.host, task.device, task.output, True, "; ".join(link.warnings),
+                       result.conversion.nodes_written, link.seconds + result.conversion.seconds)

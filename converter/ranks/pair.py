@@ -1,0 +1,38 @@
+"""One rank: its host and Kineto traces linked, and the merged nodes converted in one process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..convert.pipeline import ConversionResult, ConvertOptions, convert_file, convert_items
+from ..convert.writer import Progress
+from ..io import refuse_overwriting_inputs
+from ..link.pipeline import LinkResult, link, link_items
+
+
+@dataclass(frozen=True)
+class PairResult:
+    link: LinkResult
+    conversion: ConversionResult
+
+
+def convert_pair(
+    host_path: str,
+    device_path: str,
+    output_path: str,
+    options: ConvertOptions,
+    *,
+    rank: int | None = None,
+    keep_merged: str | None = None,
+    allow_mismatch: bool = False,
+    progress: Progress | None = None,
+) -> PairResult:
+    """Link and convert. The merged nodes go straight into the converter; the merged JSON is
+    written only with ``keep_merged`` (then it is converted from that file)."""
+    refuse_overwriting_inputs(output_path, host_path, device_path)
+    if keep_merged is not None:
+        linked = link(host_path, device_path, keep_merged, rank=rank, allow_mismatch=allow_mismatch)
+        return PairResult(linked, convert_file(keep_merged, output_path, options, progress))
+    linked, items = link_items(host_path, device_path, output_path, rank=rank, allow_mismatch=allow_mismatch)
+    return PairResult(linked, convert_items(items, output_path, options, source_name=linked.host_path))
+

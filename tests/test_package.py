@@ -1,0 +1,58 @@
+"""The installed package: one namespace of its own, and a light install (only tqdm at run time)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
+        check=True, capture_output=True, text=True,
+    )
+    (path,) = out.glob("chakra_convert_fast-*.whl")
+    return zipfile.ZipFile(path)
+
+
+def test_every_module_is_under_the_project_namespace(wheel: zipfile.ZipFile) -> None:
+    top = {name.split("/")[0] for name in wheel.namelist() if not name.split("/")[0].endswith(".dist-info")}
+    assert top == {"chakra_convert_fast"}
+    packaged = {name for name in wheel.namelist() if name.endswith(".py")}
+    for folder in ("converter", "profiler", "fixtures"):
+        for source in (ROOT / folder).rglob("*.py"):
+            assert f"chakra_convert_fast/{source.relative_to(ROOT).as_posix()}" in packaged, source
+
+
+def test_the_only_run_time_dependency_is_tqdm(wheel: zipfile.ZipFile) -> None:
+    metadata = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+    requires = re.findall(r"^Requires-Dist: (.+)$", wheel.read(metadata).decode(), re.M)
+    assert [r for r in requires if "extra ==" not in r] == ["tqdm>=4.60"]
+    assert not any(re.match(r"(mlc-chakra|protobuf|pandas|HolisticTraceAnalysis)\b", r) and "extra ==" not in r
+                   for r in requires)
+
+
+def test_the_converter_imports_nothing_outside_the_standard_library_but_tqdm() -> None:
+    code = (
+        "import sys; import chakra_convert_fast.converter.cli; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'chakra', 'google', 'pandas', 'torch', 'numpy'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_sources_use_the_installed_names() -> None:
+    """Inside the converter, imports are relative; elsewhere they use chakra_convert_fast.*."""
+    pattern = re.compile(r"^\s*(from|import) (converter|profiler|fixtures)\b", re.M)
+    offenders = [str(p) for folder in ("converter", "profiler", "fixtures", "tests", "bench")
+                 for p in (ROOT / folder).rglob("*.py") if pattern.search(p.read_text())]
+    assert offenders == []
