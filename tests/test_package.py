@@ -56,3 +56,22 @@ def test_sources_use_the_installed_names() -> None:
     offenders = [str(p) for folder in ("converter", "profiler", "fixtures", "tests", "bench")
                  for p in (ROOT / folder).rglob("*.py") if pattern.search(p.read_text())]
     assert offenders == []
+
+
+def test_the_readme_module_map_matches_the_folders() -> None:
+    """Every module of the converter package is in README's map, and the map names no other."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("    converter/\n", 1)[1].split("\n\n", 1)[0]
+    mapped: set[str] = set()
+    folder = ""
+    for line in block.splitlines():
+        name = line.split()[0]
+        if name.endswith("/"):
+            folder = name
+        elif name.endswith(".py"):
+            indent = len(line) - len(line.lstrip())
+            mapped.add(f"{folder}{name}" if indent > 6 else name)
+            folder = folder if indent > 6 else ""
+    modules = {p.relative_to(ROOT / "converter").as_posix() for p in (ROOT / "converter").rglob("*.py")
+               if p.name not in ("__init__.py", "__main__.py")}
+    assert mapped == modules
