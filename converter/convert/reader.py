@@ -26,7 +26,8 @@ from ..schema.host import (
     unsupported_schema_message,
 )
 from . import encode, nodes
-from .records import NodeRecord
+from .collectives import host_collective, is_host_op
+from .records import HostOp, NodeRecord
 
 ProgressHook = Callable[[int, int], None]  # (bytes read, total bytes)
 _PROGRESS_EVERY = 2048
@@ -36,8 +37,12 @@ _U64 = 1 << 64
 class TraceReader:
     """Reads one trace file; iterate ``records()``, then ``check_complete()`` and ``metadata``."""
 
-    def __init__(self, path: str | os.PathLike[str], progress: ProgressHook | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], progress: ProgressHook | None = None, *, astra_sim: bool = False
+    ) -> None:
+        """``astra_sim``: also read host-side collectives for ASTRA-sim (``HostOp.collective``)."""
         self.path = os.fspath(path)
+        self.astra_sim = astra_sim
         self.metadata: dict[str, Any] = {}
         self.seen_nodes = False
         self.stopped = False  # records(stop_at=...) ended at the split point
@@ -166,9 +171,18 @@ class TraceReader:
         )
         try:
             self._encode(record, fields)
+            if is_host_op(name):
+                record.host_op = self._host_op(record, fields)
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             record.error = str(exc) if isinstance(exc, ValueError) else f"malformed inputs: {exc!r}"
         return record
+
+    def _host_op(self, record: NodeRecord, fields: dict[str, Any]) -> HostOp:
+        collective = host_collective(record.name, fields["inputs"]) if self.astra_sim and not record.is_gpu else None
+        if collective is None:
+            return HostOp(fields["rf_id"], record.duration)
+        comm_tail = encode.tail(fields, record.name, True, 0)  # as a device op: is_cpu_op false
+        return HostOp(fields["rf_id"], record.duration, collective, comm_tail)
 
     @staticmethod
     def _encode(record: NodeRecord, fields: dict[str, Any]) -> None:

@@ -5,7 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .collectives import HostCollective
 from .nodes import OpKind
+
+
+@dataclass(frozen=True, slots=True)
+class HostOp:
+    """A ``c10d::`` or ``gloo:`` node: what pairs a host-side collective with its gloo work and,
+    under ``--astra-sim``, turns it into a communication node."""
+
+    rf_id: Any
+    duration: int
+    collective: HostCollective | None = None  # a c10d op ASTRA-sim simulates (--astra-sim only)
+    comm_tail: bytes = b""  # its tail as a communication node (not a CPU op), without duration
 
 
 @dataclass(slots=True)
@@ -25,3 +37,4 @@ class NodeRecord:
     comm_size: int  # SendRecv kernels only (their comm attrs wait for their type)
     duration: int
     stream: Any
+    host_op: HostOp | None = None  # c10d:: and gloo: nodes only

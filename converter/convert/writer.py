@@ -94,8 +94,8 @@ Progress = Callable[[str, int, int], None]
 
 def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: Progress | None) -> tuple[int, int, int]:
     """Write every kept node in id order; returns (nodes, comm nodes, data deps)."""
-    ids, names, types, deps, has_ctrl = graph.ids, graph.names, graph.types, graph.deps, graph.has_ctrl
-    send_recv = graph.send_recv
+    ids, names, types, deps = graph.ids, graph.names, graph.types, graph.deps
+    send_recv, overrides, zero_duration = graph.send_recv, graph.tail_overrides, graph.zero_duration
     rows = sorted(graph.final_rows(), key=ids.__getitem__)
     name_fields: dict[str, bytes] = {}
     comm = edges = 0
@@ -109,9 +109,11 @@ def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: P
         except ValueError as exc:
             raise graph.fail(row, str(exc)) from None
         node_deps = deps.ids(row) if deps.count[row] else ()
-        ctrl = (graph.parent_id(row),) if has_ctrl[row] else ()
-        head = encode.head(ids[row], name_field, types[row], ctrl, node_deps)
-        out.write(encode.node_record(head, spill.read(row), comm_tail))
+        head = encode.head(ids[row], name_field, types[row], graph.ctrl_deps(row), node_deps)
+        tail = overrides.get(row) or spill.read(row)
+        if row in zero_duration:
+            tail = encode.without_duration(tail)
+        out.write(encode.node_record(head, tail, comm_tail))
         edges += len(node_deps)
         comm += types[row] in COMM_NODE_TYPES
         if progress is not None and count % 8192 == 0:
