@@ -154,10 +154,13 @@ def _check_file(trace: EtTrace, rank: int, problems: list[Problem]) -> FileRepor
     if cycles:
         shown = ", ".join(str(trace.ids[c[0]]) for c in cycles[:_EXAMPLES])
         fail(f"{len(cycles)} dependency cycle(s) (through nodes {shown}): ASTRA-sim silently never runs them")
+    tally = _Tally()
     for row in sorted(trace.comm):
-        collective = _comm_node(trace, row, rank, fail)
+        collective = _comm_node(trace, row, rank, tally.add)
         if collective is not None:
             report.collectives.append(collective)
+    for message, fatal in tally.lines():
+        fail(message, fatal)
     host = sum(1 for row in range(size)
                if trace.types[row] == NodeType.COMP_NODE and trace.names[row] in HOST_COLLECTIVES)
     if host and any(name.startswith(WORKER_OP_PREFIX) for name in trace.names):  # gloo ran them, not NCCL kernels
@@ -172,14 +175,14 @@ def _comm_node(trace: EtTrace, row: int, rank: int, fail: Any) -> Collective | N
     if node_type not in (_COLL, _SEND, _RECV):
         return None
     if attrs.get("is_cpu_op"):
-        fail(f"{where}: a communication node marked is_cpu_op: ASTRA-sim stalls ('Comm node should not be on CPU')")
+        fail(where, "a communication node marked is_cpu_op: ASTRA-sim stalls ('Comm node should not be on CPU')")
     size = attrs.get("comm_size")
     if type(size) is not int or size < 0:
-        fail(f"{where}: comm_size {size!r} is not a byte count: ASTRA-sim stalls")
+        fail(where, f"comm_size {size!r} is not a byte count: ASTRA-sim stalls")
         size = 0
     pg_name = attrs.get("pg_name", "")
     if not isinstance(pg_name, str) or group_id(pg_name) is None:
-        fail(f"{where}: pg_name {pg_name!r} is not a decimal group id: ASTRA-sim stalls")
+        fail(where, f"pg_name {pg_name!r} is not a decimal group id: ASTRA-sim stalls")
         pg_name = str(pg_name)
     if node_type == _COLL:
         return _collective(attrs, node_id, where, size, pg_name, fail)
@@ -188,9 +191,9 @@ def _comm_node(trace: EtTrace, row: int, rank: int, fail: Any) -> Collective | N
     kind = "SEND" if node_type == _SEND else "RECV"
     if peer is None or tag is None:
         missing = "comm_dst" if node_type == _SEND else "comm_src"
-        fail(f"{where}: a {kind} without {missing if peer is None else 'comm_tag'}: ASTRA-sim stalls")
+        fail(where, f"a {kind} without {missing if peer is None else 'comm_tag'}: ASTRA-sim stalls")
     if own is not None and own != rank:
-        fail(f"{where}: a {kind} of rank {own} in rank {rank}'s file: ASTRA-sim aborts")
+        fail(where, f"a {kind} of rank {own} in rank {rank}'s file: ASTRA-sim aborts")
     return Collective(node_id, kind, size, pg_name, peer, tag)
 
 
@@ -201,10 +204,27 @@ def _collective(attrs: dict[str, Any], node_id: int, where: str, size: int, pg_n
     except ValueError:
         kind = f"comm_type {comm_type!r}"
     if comm_type in REPLAYED_COLLECTIVES:
-        fail(f"{where}: BROADCAST is replayed for its duration, not simulated on the network", False)
+        fail(where, "BROADCAST is replayed for its duration, not simulated on the network", False)
     elif comm_type not in SIMULATED_COLLECTIVES:
-        fail(f"{where}: {kind} is not a collective ASTRA-sim simulates: the rank stalls")
+        fail(where, f"{kind} is not a collective ASTRA-sim simulates: the rank stalls")
     return Collective(node_id, kind, size, pg_name)
+
+
+class _Tally:
+    """Problems of single nodes, one line per kind: the count and the first node."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, bool], list[Any]] = {}
+
+    def add(self, where: str, message: str, fatal: bool = True) -> None:
+        entry = self._seen.setdefault((message, fatal), [0, where])
+        entry[0] += 1
+
+    def lines(self) -> list[tuple[str, bool]]:
+        return [
+            (f"{where}: {message}" if count == 1 else f"{count} nodes ({where}, ...): {message}", fatal)
+            for (message, fatal), (count, where) in self._seen.items()
+        ]
 
 
 def _type_name(node_type: int) -> str:
