@@ -92,6 +92,16 @@ def test_cpu_capture_simulates_its_collectives(
     assert_simulates(prefix, run.nproc, groups, tmp_path)
 
 
+def test_every_gloo_op_simulates_with_sends_and_receives(simulator: Path, tmp_path: Path) -> None:
+    """All collectives ASTRA-sim simulates, broadcast, and send/recv pairs between ranks 0 and 1,
+    with the job's sub-groups in the communicator group file."""
+    converted = cli("convert-all", REAL_TRACES_DIR / "gloo_ops_np4", tmp_path / "et", "--astra-sim")
+    assert converted.returncode == 0, converted.stderr
+    prefix, groups = tmp_path / "et" / "trace", tmp_path / "et" / "comm_group.json"
+    assert comm_nodes(prefix, 4) == [{"collective": 14, "send": 1, "recv": 1}] * 2 + [{"collective": 14}] * 2
+    assert_simulates(prefix, 4, groups, tmp_path)
+
+
 def test_profiler_output_simulates_as_written(simulator: Path, captured: Callable[[Run], Done], tmp_path: Path) -> None:
     """``chakra-profile --convert`` writes .et files and the comm group file ASTRA-sim runs as they are."""
     done = captured(GPT2_2)
