@@ -17,10 +17,12 @@ from collections.abc import Callable
 
 from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.writer import Progress
+from .io import open_log  # the log file of the command line: appended to, never truncated
 from .link.pipeline import LinkResult
 from .link.pipeline import link as _link
 from .ranks.convert_all import MultiRankResult, RankOutcome
 from .ranks.convert_all import convert_all as _convert_all
+from .ranks.convert_all import uses_file as _convert_all_uses
 from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
 from .repair import RepairResult
@@ -41,8 +43,10 @@ __all__ = [
     "RepairResult",
     "convert",
     "convert_all",
+    "convert_all_uses",
     "convert_pair",
     "link",
+    "open_log",
     "repair",
 ]
 
@@ -93,3 +97,9 @@ def convert_all(
 def repair(input_path: PathArg, output_path: PathArg) -> RepairResult:
     """Keep the last complete JSON object of a file that holds several (``.gz`` output is gzipped)."""
     return _repair(os.fspath(input_path), os.fspath(output_path))
+
+
+def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, prefix: str = "trace") -> bool:
+    """Whether ``convert_all(directory, output_dir, prefix=prefix)`` could read or write ``path``
+    (a trace of the directory, an output): such a path cannot be a log file."""
+    return _convert_all_uses(os.fspath(path), os.fspath(directory), os.fspath(output_dir), prefix)

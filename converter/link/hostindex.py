@@ -101,8 +101,8 @@ def _index_nodes(index: HostIndex, nodes: Iterator[Any]) -> None:
         previous = node_id
         index.ids.append(node_id)
         index.ctrl_deps.append(node.get("ctrl_deps", NO_CTRL_DEPS))
-        index.rf_ids.append(_rf_id(node))
-        index.names.append(str(node.get("name", "")))
+        index.rf_ids.append(_rf_id(index.path, position, node))
+        index.names.append(_name(index.path, position, node))
 
 
 def _node_id(path: str, position: int, node: Any) -> int:
@@ -114,10 +114,24 @@ def _node_id(path: str, position: int, node: Any) -> int:
     return node_id
 
 
-def _rf_id(node: dict[str, Any]) -> Any:
+def _name(path: str, position: int, node: dict[str, Any]) -> str:
+    """The node's name: et_replay reads it from every node, and the converter needs a string."""
+    if "name" not in node:
+        raise TraceContentError(path, f"node #{position} (id {node['id']}): missing required field 'name'")
+    name = node["name"]
+    if not isinstance(name, str):
+        raise TraceContentError(path, f"node #{position} (id {node['id']}): name must be a string, got {name!r}")
+    return name
+
+
+def _rf_id(path: str, position: int, node: dict[str, Any]) -> Any:
     """The record-function id et_replay reads: the last ``rf_id`` entry of ``attrs``, as int."""
+    attrs = node.get("attrs") or ()
+    if not isinstance(attrs, list | tuple):
+        raise TraceContentError(path, f"node #{position} (id {node['id']}): malformed 'attrs' "
+                                      f"(a list of {{name, value}} entries expected), got {type(attrs).__name__}")
     found = None
-    for attr in node.get("attrs") or ():
+    for attr in attrs:
         if isinstance(attr, dict) and attr.get("name") == "rf_id":
             found = attr.get("value")
     try:

@@ -125,20 +125,57 @@ def _ts(event: KinetoEvent) -> Any:
     return event.ts
 
 
+#: Fields the linker uses, and the JSON types it can use them as (a missing field takes the
+#: reference's default; a value of another type makes the reference fail with a TypeError).
+#: Times are added and compared; ids and the pid are keys of tables; names are searched.
+_Check = tuple[tuple[str, tuple[type, ...], str], ...]
+_NUMBER = (int, float)
+_KEY = (int, float, str, bool, type(None))
+_TIMED: _Check = (("ts", _NUMBER, "a number"), ("dur", _NUMBER, "a number"))  # every event with a tid
+_EVERY: _Check = (("tid", _KEY, "a number or a string"), ("cat", _KEY, "a string"))
+_KEPT: _Check = (("name", (str,), "a string"), ("pid", _KEY, "a number or a string"))
+_ARGS: _Check = (("Record function id", _KEY, "a number or a string"), ("correlation", _KEY, "a number or a string"))
+_SHOWN = 60  # characters of a bad value shown in an error
+
+
 def _read_events(trace: KinetoTrace, events: Any) -> None:
     for index, event in enumerate(events):
         if not isinstance(event, dict):
             raise TraceFormatError(trace.path, f"traceEvents[{index}] is not a JSON object")
+        _check(trace.path, index, event, event, _EVERY if event.get("tid", 0) is None else _EVERY + _TIMED)
         _track_time(trace, event, index)
         cat = event.get("cat", "")
         if cat not in CPU_CATEGORIES and cat not in GPU_CATEGORIES and cat not in LAUNCH_CATEGORIES:
             continue
+        _check(trace.path, index, event, event, _KEPT)
         args = event.get("args") or {}
+        if not isinstance(args, dict):
+            raise TraceFormatError(trace.path, f"{_event_name(index, event)}: 'args' must be a JSON object, "
+                                               f"got {_shown(args)}")
+        _check(trace.path, index, event, args, _ARGS)
         try:
             kept = KinetoEvent(event, args)
         except (TypeError, ValueError) as exc:
-            raise TraceFormatError(trace.path, f"traceEvents[{index}]: bad 'External id': {exc}") from None
+            raise TraceFormatError(trace.path, f"{_event_name(index, event)}: bad 'External id': {exc}") from None
         _classify(trace, kept, event)
+
+
+def _check(path: str, index: int, event: dict[str, Any], values: dict[str, Any], fields: _Check) -> None:
+    for key, types, expected in fields:
+        if key in values and not isinstance(values[key], types):
+            raise TraceFormatError(
+                path, f"{_event_name(index, event)}: '{key}' must be {expected}, got {_shown(values[key])}"
+            )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+def _event_name(index: int, event: dict[str, Any]) -> str:
+    name = event.get("name")
+    return f"traceEvents[{index}] ({_shown(name)})" if isinstance(name, str) else f"traceEvents[{index}]"
 
 
 def _classify(trace: KinetoTrace, kept: KinetoEvent, event: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from ..errors import ConverterError
 from ..io import open_trace
 from ..jsonstream import JsonObjectStream
 
-_TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz")
 _SKIPPED_NAMES = ("merged", "linked")  # outputs of an earlier link: host-like, but not inputs
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
@@ -30,6 +30,8 @@ class FoundTraces:
     hosts: dict[int, list[str]] = field(default_factory=dict)
     devices: dict[int, list[str]] = field(default_factory=dict)
     dist_info: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: Why files that look like traces could not be read, by the rank in their name (or None).
+    unreadable: dict[int | None, list[str]] = field(default_factory=dict)
 
     def ranks(self) -> list[int]:
         return sorted(set(self.hosts) | set(self.devices))
@@ -43,12 +45,16 @@ def discover(directory: str) -> FoundTraces:
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
         if (
-            not name.endswith(_TRACE_SUFFIXES)
+            not name.endswith(TRACE_SUFFIXES)
             or any(s in name for s in _SKIPPED_NAMES)
             or not os.path.isfile(path)
         ):
             continue
-        kind = _sniff(path)
+        try:
+            kind = _sniff(path)
+        except ConverterError as exc:  # one corrupt file must not stop the other ranks
+            found.unreadable.setdefault(rank_from_name(name), []).append(str(exc))
+            continue
         if kind == "device":
             info = _distributed_info(path)
             rank = info.get("rank") if isinstance(info.get("rank"), int) else rank_from_name(name)
@@ -67,16 +73,26 @@ def comm_groups(found: FoundTraces) -> dict[str, list[int]]:
     groups: dict[str, set[int]] = {}
     for info in found.dist_info.values():
         world = info.get("world_size")
-        for pg in info.get("pg_config") or ():
-            if not isinstance(pg, dict) or "pg_name" not in pg:
-                continue
-            ranks = pg.get("ranks") or list(range(pg.get("pg_size") or world or 0))
-            groups.setdefault(str(pg["pg_name"]), set()).update(int(r) for r in ranks)
+        configs = info.get("pg_config")
+        for pg in configs if isinstance(configs, list) else ():
+            ranks = _group_ranks(pg, world)
+            if ranks is not None:
+                groups.setdefault(str(pg["pg_name"]), set()).update(ranks)
     return {name: sorted(ranks) for name, ranks in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
 
 
+def _group_ranks(pg: Any, world: Any) -> list[int] | None:
+    """A process group's ranks (all of them when it lists none), or None for a malformed entry."""
+    if not isinstance(pg, dict) or "pg_name" not in pg:
+        return None
+    ranks, size = pg.get("ranks"), pg.get("pg_size") or world or 0
+    if ranks:
+        return ranks if isinstance(ranks, list) and all(type(r) is int for r in ranks) else None
+    return list(range(size)) if type(size) is int and 0 <= size <= 1 << 20 else None
+
+
 def _natural(name: str) -> tuple[int, Any]:
-    return (0, int(name)) if name.isdigit() else (1, name)
+    return (0, int(name)) if name.isdecimal() and len(name) < 19 else (1, name)
 
 
 def rank_from_name(name: str) -> int | None:
@@ -87,12 +103,10 @@ def rank_from_name(name: str) -> int | None:
 
 
 def _sniff(path: str) -> str | None:
-    """'host', 'device' or None, from the first kilobytes of text."""
-    try:
-        with open_trace(path) as content:
-            head = content.read(1 << 16).decode("utf-8", errors="replace")
-    except (ConverterError, OSError, EOFError):
-        return None
+    r"""'host', 'device' or None, from the first kilobytes of text; the opener's errors (gzip's
+    included) are ``ConverterError``\ s."""
+    with open_trace(path) as content:
+        head = content.read(1 << 16).decode("utf-8", errors="replace")
     if '"traceEvents"' in head or '"schemaVersion"' in head or '"deviceProperties"' in head:
         return "device"
     if '"nodes"' in head or '"schema"' in head:
