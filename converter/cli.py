@@ -317,8 +317,8 @@ def _run_reference_form(args: argparse.Namespace, reporter: Reporter) -> int:
 
 
 def _run_link(args: argparse.Namespace, reporter: Reporter) -> int:
-    output = args.output or args.output_file
-    if not output or (args.output and args.output_file and args.output != args.output_file):
+    output = args.output if args.output is not None else args.output_file
+    if output is None or (args.output_file is not None and args.output_file != output):
         args.usage_error("give the merged output once: OUTPUT (or --output-file OUTPUT)")
     result = api.link(args.host, args.device, output, rank=args.rank, allow_mismatch=args.allow_mismatch)
     reporter.link(result)
