@@ -32,9 +32,10 @@ _CHUNK_BYTES = 1 << 20
 #: Refill before decoding when less than this is buffered: a value cut by the buffer's end makes
 #: the scanner fail, and building its JSONDecodeError counts the newlines of the whole buffer.
 _LOOKAHEAD = 1 << 16
-#: A decoding error this close to the buffer's end may only mean the value goes on in the next
-#: chunk (the longest token that can be cut and still fail before the end is ``-Infinity``);
-#: one further from it is an error in the file, reported without reading any more.
+#: A value that fails to decode, or that ends, this close to the buffer's end may go on in the
+#: next chunk (``-Infinit`` fails 8 characters before the end; ``1e+`` decodes as ``1``): the
+#: buffer is refilled and the value decoded again. An error further from the end is an error in
+#: the file, reported without reading any more.
 _CUT_MARGIN = 16
 _CONCATENATED_HINT = (
     "the file holds several concatenated JSON documents (seen when two ranks, or two saves of the "
@@ -57,14 +58,16 @@ class JsonObjectStream:
         stream_keys: frozenset[str] | set[str] = frozenset(),
         *,
         stop_at: int | None = None,
+        byte_range: tuple[int, int] | None = None,
     ):
         """``stop_at``: a character offset where a streamed array is cut off if an element
-        starts exactly there (a split point handed to another process); ``stopped`` tells."""
+        starts exactly there (a split point handed to another process); ``stopped`` tells.
+        ``byte_range``: read only those bytes of the file's content (one object among several)."""
         self.path = os.fspath(path)
         self.stream_keys = frozenset(stream_keys)
         self.stop_at = stop_at
         self.stopped = False
-        self._file: TraceFile = open_trace(self.path)
+        self._file: TraceFile = open_trace(self.path, byte_range)
         self.total_bytes = self._file.size
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
         self._decode = json.JSONDecoder().raw_decode
@@ -152,7 +155,7 @@ class JsonObjectStream:
             except RecursionError:  # the scanner recurses once per level of nesting
                 raise self._fail(self._at("JSON nested too deeply to read (arrays or objects inside "
                                           "each other, hundreds of levels)")) from None
-            if end == len(self._buf) and not self._eof:  # a bare number may go on in the next chunk
+            if end > len(self._buf) - _CUT_MARGIN and not self._eof:  # a number may go on ("1" of "1e+5")
                 self._fill()
                 continue
             self._pos = end
