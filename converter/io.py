@@ -57,9 +57,13 @@ def is_gzip(path: str) -> bool:
 
 class TraceFile:
     """An open trace: ``read`` gives its content, decompressed if the file starts with gzip's magic
-    bytes; ``position`` and ``size`` count the bytes of the file itself (for progress)."""
+    bytes; ``position`` and ``size`` count the bytes of the file itself (for progress).
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    With ``byte_range`` (start, end), only those bytes of the content are read, as if they were
+    the whole file (``size`` is then the range's length): one object among several.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], byte_range: tuple[int, int] | None = None) -> None:
         self.path = os.fspath(path)
         fd = _open_regular_file(self.path)
         self._raw = open(fd, "rb")  # noqa: SIM115 - closed by close()
@@ -69,6 +73,11 @@ class TraceFile:
         self._content: IO[bytes] = (
             cast(IO[bytes], gzip.GzipFile(fileobj=self._raw, mode="rb")) if self.gzipped else self._raw
         )
+        self._left = -1  # bytes left in the range; -1: no range
+        if byte_range is not None:
+            start, end = byte_range
+            self.seek(start)
+            self._left = self.size = end - start
 
     def __enter__(self) -> TraceFile:
         return self
@@ -77,10 +86,15 @@ class TraceFile:
         self.close()
 
     def read(self, size: int = -1) -> bytes:
+        if self._left >= 0:
+            size = self._left if size < 0 else min(size, self._left)
         try:
-            return self._content.read(size)
+            data = self._content.read(size)
         except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
             raise TraceFormatError(self.path, self._read_problem(exc)) from None
+        if self._left >= 0:
+            self._left -= len(data)
+        return data
 
     def seek(self, offset: int) -> None:
         """Go to ``offset`` in the content (a second process's start in a plain file)."""
@@ -112,9 +126,9 @@ class TraceFile:
         return f"cannot read: {_reason(exc)}"
 
 
-def open_trace(path: str | os.PathLike[str]) -> TraceFile:
+def open_trace(path: str | os.PathLike[str], byte_range: tuple[int, int] | None = None) -> TraceFile:
     """Open a trace for reading (use it in a ``with``); see ``TraceFile``."""
-    return TraceFile(path)
+    return TraceFile(path, byte_range)
 
 
 def check_input(path: str | os.PathLike[str]) -> None:

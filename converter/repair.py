@@ -7,11 +7,12 @@ braces counted, each run of ordinary bytes skipped by a simple character-class p
 input makes it backtrack), then copies the bytes of the last complete object. Nothing is parsed
 into objects, so memory stays at one chunk whatever the file size.
 
-An object counts as complete when its braces balance and it is made of JSON's characters: outside
-strings only blanks, brackets, commas, colons, numbers and the letters of ``true``, ``false``,
-``null``, ``NaN`` and ``Infinity``; inside strings no control character and only JSON's escapes.
-That rules out binary data and other encodings (UTF-16); the grammar itself is left to the
-converter and the linker, which read the repaired file.
+The scan finds candidates: objects whose braces balance and that are made of JSON's characters
+(outside strings only blanks, brackets, commas, colons, numbers and the letters of ``true``,
+``false``, ``null``, ``NaN`` and ``Infinity``; inside strings no control character and only
+JSON's escapes), which rules out binary data and other encodings (UTF-16) at once. The last
+candidate that is a trace (valid JSON, read by the converter's streaming reader, with a top-level
+``nodes`` or ``traceEvents`` array) is kept, so a repaired file always reads.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import IO
 
 from .errors import TraceFormatError
 from .io import TraceFile, atomic_text_output, check_input, check_output, open_trace
+from .jsonstream import JsonObjectStream
 
 _CHUNK = 1 << 20
 _OUTSIDE = rb"[ \t\n\r\[\],:0-9+\-.aefilnrstuyEIN]"  # what JSON allows outside strings but braces
@@ -35,6 +37,7 @@ _PLAIN = rb'[^"\\\x00-\x1f]'  # in a string: anything but its end, an escape, a 
 _SKIP = re.compile(rb"(?:" + _OUTSIDE + rb'+|"' + _PLAIN + rb'*(?:\\["\\/bfnrtu]' + _PLAIN + rb'*)*")*')
 _IN_STRING = re.compile(_PLAIN + rb"*")
 _ESCAPED = frozenset(b'"\\/bfnrtu')
+_TRACE_ARRAYS = frozenset({"nodes", "traceEvents"})  # a host/merged trace, a Kineto trace
 _OPEN, _CLOSE, _QUOTE, _BACKSLASH = b"{}\"\\"
 
 
@@ -55,7 +58,7 @@ class RepairResult:
     kept: Span
     dropped: list[Span] = field(default_factory=list)  # complete objects before the kept one
     trailing_bytes: int = 0  # an incomplete object (or garbage) after the kept one
-    malformed: int = 0  # balanced objects skipped because they are not JSON text
+    malformed: int = 0  # balanced objects skipped because they are not JSON traces
 
     def describe(self) -> str:
         parts = [f"kept object {len(self.dropped) + 1} ({self.kept.size} bytes)"]
@@ -65,7 +68,7 @@ class RepairResult:
         if self.trailing_bytes:
             parts.append(f"dropped {self.trailing_bytes} trailing bytes of an incomplete object")
         if self.malformed:
-            parts.append(f"skipped {self.malformed} malformed object(s)")
+            parts.append(f"skipped {self.malformed} object(s) that are not JSON traces")
         return "; ".join(parts)
 
 
@@ -78,13 +81,33 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
     with open_trace(source) as stream:
         while chunk := stream.read(_CHUNK):
             scanner.feed(chunk)
-    if not scanner.spans:
-        raise TraceFormatError(source, "holds no complete JSON object to keep")
-    kept = scanner.spans[-1]
+    candidates, malformed = scanner.spans, scanner.malformed
+    while candidates and not _is_trace(source, candidates[-1]):
+        candidates.pop()
+        malformed += 1
+    if not candidates:
+        raise TraceFormatError(source, "holds no complete JSON object to keep "
+                                       "(a trace: an object with a 'nodes' or 'traceEvents' array)")
+    kept = candidates[-1]
     with open_trace(source) as stream, atomic_text_output(target) as out:
         _copy_range(stream, out, kept)
-    return RepairResult(source, target.path, kept, scanner.spans[:-1], scanner.last_content - kept.end,
-                        scanner.malformed)
+    return RepairResult(source, target.path, kept, candidates[:-1], scanner.last_content - kept.end, malformed)
+
+
+def _is_trace(path: str, span: Span) -> bool:
+    """Whether the bytes of ``span`` are one JSON object with a ``nodes`` or ``traceEvents``
+    array: read as the converter reads a file, array elements one at a time."""
+    try:
+        with JsonObjectStream(path, _TRACE_ARRAYS, byte_range=(span.start, span.end)) as stream:
+            found = False
+            for key, value in stream.items():
+                if key in _TRACE_ARRAYS:
+                    found = True
+                    for _ in value:  # every element must decode
+                        pass
+            return found
+    except TraceFormatError:
+        return False
 
 
 class _Scanner:
