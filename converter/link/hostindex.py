@@ -100,7 +100,7 @@ def _index_nodes(index: HostIndex, nodes: Iterator[Any]) -> None:
         index.ascending = index.ascending and node_id > previous
         previous = node_id
         index.ids.append(node_id)
-        index.ctrl_deps.append(node.get("ctrl_deps", NO_CTRL_DEPS))
+        index.ctrl_deps.append(_parent(index.path, position, node))
         index.rf_ids.append(_rf_id(index.path, position, node))
         index.names.append(_name(index.path, position, node))
 
@@ -112,6 +112,17 @@ def _node_id(path: str, position: int, node: Any) -> int:
     if type(node_id) is not int or node_id < 0:
         raise TraceContentError(path, f"node #{position}: id must be a non-negative integer, got {node_id!r}")
     return node_id
+
+
+def _parent(path: str, position: int, node: dict[str, Any]) -> Any:
+    """``ctrl_deps`` as the linker keys tables with it: a JSON scalar (a parent id that is no node is
+    kept, and renumbered, as the reference does), or NO_CTRL_DEPS where the node has none."""
+    parent = node.get("ctrl_deps", NO_CTRL_DEPS)
+    if isinstance(parent, list | dict):
+        shown = repr(parent)
+        raise TraceContentError(path, f"node #{position} (id {node['id']}): ctrl_deps must be a node id, "
+                                      f"got {shown if len(shown) <= 60 else shown[:60] + '...'}")
+    return parent
 
 
 def _name(path: str, position: int, node: dict[str, Any]) -> str:

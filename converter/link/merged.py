@@ -40,11 +40,8 @@ class Renumbering:
                 next_id += 1
 
     def _lookup(self, original: Any) -> int | None:
-        try:
-            found = self.new_id.get(original)
-            return found if found is not None else self.fresh.get(original)
-        except TypeError:  # an unhashable ctrl_deps: left as it is
-            return None
+        found = self.new_id.get(original)  # ctrl_deps are JSON scalars (checked by the index)
+        return found if found is not None else self.fresh.get(original)
 
     def parent(self, original: Any) -> Any:
         found = self._lookup(original)
