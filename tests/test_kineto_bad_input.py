@@ -50,6 +50,7 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "ts a string (cpu op)": (set_field("cpu_op", "ts", "12.5"), "'ts' must be a number, got '12.5'"),
     "ts a string (metadata event)": (set_field("M", "ts", "x"), "'ts' must be a number"),
     "dur a string (kernel)": (set_field("kernel", "dur", "5"), "'dur' must be a number"),
+    "ts beyond a float": (set_field("cpu_op", "ts", 10**400), "'ts' must be a number, got 1000"),
     "dur null (launch)": (set_field("cuda_runtime", "dur", None), "'dur' must be a number, got None"),
     "tid a list": (set_field("cpu_op", "tid", [1]), "'tid' must be a number or a string"),
     "name a number": (set_field("cpu_op", "name", 7), "'name' must be a string"),

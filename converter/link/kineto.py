@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,16 +126,29 @@ def _ts(event: KinetoEvent) -> Any:
     return event.ts
 
 
-#: Fields the linker uses, and the JSON types it can use them as (a missing field takes the
-#: reference's default; a value of another type makes the reference fail with a TypeError).
-#: Times are added and compared; ids and the pid are keys of tables; names are searched.
-_Check = tuple[tuple[str, tuple[type, ...], str], ...]
-_NUMBER = (int, float)
-_KEY = (int, float, str, bool, type(None))
-_TIMED: _Check = (("ts", _NUMBER, "a number"), ("dur", _NUMBER, "a number"))  # every event with a tid
-_EVERY: _Check = (("tid", _KEY, "a number or a string"), ("cat", _KEY, "a string"))
-_KEPT: _Check = (("name", (str,), "a string"), ("pid", _KEY, "a number or a string"))
-_ARGS: _Check = (("Record function id", _KEY, "a number or a string"), ("correlation", _KEY, "a number or a string"))
+#: Fields the linker uses, and the JSON values it can use them as (a missing field takes the
+#: reference's default; another value makes the reference fail with a TypeError or an
+#: OverflowError). Times are added to each other; ids and the pid key tables; names are searched.
+_Check = tuple[tuple[str, Callable[[Any], bool], str], ...]
+
+
+def _is_time(value: Any) -> bool:
+    """A number, and one that mixes with floats (an integer beyond a float's range does not)."""
+    return isinstance(value, float) or (isinstance(value, int) and -_FLOAT_LIMIT < value < _FLOAT_LIMIT)
+
+
+def _is_key(value: Any) -> bool:
+    return isinstance(value, int | float | str | bool | None)
+
+
+_FLOAT_LIMIT = 1 << 1023
+_TIMED: _Check = (("ts", _is_time, "a number"), ("dur", _is_time, "a number"))  # every event with a tid
+_EVERY: _Check = (("tid", _is_key, "a number or a string"), ("cat", _is_key, "a string"))
+_KEPT: _Check = (("name", lambda v: isinstance(v, str), "a string"), ("pid", _is_key, "a number or a string"))
+_ARGS: _Check = (
+    ("Record function id", _is_key, "a number or a string"),
+    ("correlation", _is_key, "a number or a string"),
+)
 _SHOWN = 60  # characters of a bad value shown in an error
 
 
@@ -161,8 +175,8 @@ def _read_events(trace: KinetoTrace, events: Any) -> None:
 
 
 def _check(path: str, index: int, event: dict[str, Any], values: dict[str, Any], fields: _Check) -> None:
-    for key, types, expected in fields:
-        if key in values and not isinstance(values[key], types):
+    for key, valid, expected in fields:
+        if key in values and not valid(values[key]):
             raise TraceFormatError(
                 path, f"{_event_name(index, event)}: '{key}' must be {expected}, got {_shown(values[key])}"
             )
