@@ -173,7 +173,8 @@ def test_rank0_host_with_rank1_device_is_refused_by_link_and_convert(command: st
     (lambda node: node.update(name=7), "name must be a string, got 7"),
     (lambda node: node.update(attrs=5), "malformed 'attrs'"),
     (lambda node: node.update(ctrl_deps=[1, 2]), "ctrl_deps must be a node id, got [1, 2]"),
-], ids=["no name", "name not a string", "attrs not a list", "ctrl_deps a list"])
+    (lambda node: node.update(id=2**64), "id must be a non-negative integer"),
+], ids=["no name", "name not a string", "attrs not a list", "ctrl_deps a list", "id beyond uint64"])
 def test_a_malformed_host_node_is_refused_by_link_and_convert(
     command: str, change: Callable[[dict], object], problem: str, tmp_path: Path
 ) -> None:

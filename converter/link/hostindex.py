@@ -17,6 +17,7 @@ from ..jsonstream import JsonObjectStream
 from ..schema.compat import map_old_schema_node
 
 ROOT_ID = 1  # et_replay's root: the process node, id 1
+_U64 = 1 << 64
 NO_CTRL_DEPS = object()  # marks a node without a ``ctrl_deps`` key (left untouched on output)
 
 
@@ -109,8 +110,9 @@ def _node_id(path: str, position: int, node: Any) -> int:
     if not isinstance(node, dict):
         raise TraceContentError(path, f"node #{position} is a {type(node).__name__}, not a JSON object")
     node_id = node.get("id")
-    if type(node_id) is not int or node_id < 0:
-        raise TraceContentError(path, f"node #{position}: id must be a non-negative integer, got {node_id!r}")
+    if type(node_id) is not int or not 0 <= node_id < _U64:  # the ids of a Chakra trace are uint64
+        raise TraceContentError(path, f"node #{position}: id must be a non-negative integer below 2**64, "
+                                      f"got {node_id!r}")
     return node_id
 
 
