@@ -10,8 +10,9 @@ huge numbers and strings, gzip) and runs a command on the result. The contract, 
   stderr line through the command line). The only inputs the reference accepts and we refuse are
   its documented differences: ``ctrl_deps`` pointing at no node (then ``--allow-missing-parents``
   must give the reference's bytes), duplicate node ids (the reference keeps the last node of an
-  id, silently) and nesting too deep for Python's parser (the reference, run with a big stack,
-  reads it; ``chakra_converter`` itself dies with ``RecursionError``).
+  id, silently), a boolean id (``true`` is 1 to the reference) and nesting too deep for Python's
+  parser (the reference, run with a big stack, reads it; ``chakra_converter`` itself dies with
+  ``RecursionError``).
 * ``link`` and ``convert --host/--device``: the reference linker's document when it accepts the
   pair, except pairs we refuse as another rank or run, fields of a type the linker cannot use
   (where the reference mostly fails with a TypeError), duplicate node ids (the reference keeps
@@ -281,6 +282,7 @@ def reference_bytes(source: Path, folder: Path) -> bytes | None:
 MISSING_PARENT = "ctrl_deps points at no node"
 TOO_DEEP = "nested too deeply"
 DUPLICATE = "duplicate node id"  # the reference keeps the last node of an id, silently
+BOOLEAN_ID = ("id must be a non-negative integer, got True", "id must be a non-negative integer, got False")
 #: Pairs the reference links and we refuse: another rank or run, and fields of a type the linker
 #: cannot use (the reference fails on most of them with a TypeError, and lets a few through).
 LINK_REFUSALS = ("another rank or run", "different runs", "must be a", "malformed 'attrs'", "missing required field",
@@ -298,7 +300,7 @@ def check_convert(source: Path, folder: Path, *, split: bool = False) -> None:
     else:
         assert not out.exists()
         if expected is not None:
-            assert any(text in str(error) for text in (MISSING_PARENT, TOO_DEEP, DUPLICATE)), \
+            assert any(text in str(error) for text in (MISSING_PARENT, TOO_DEEP, DUPLICATE, *BOOLEAN_ID)), \
                 f"the reference accepts it: {error}"
             if MISSING_PARENT in str(error):
                 lenient = api.ConvertOptions(allow_missing_parents=True)
@@ -344,7 +346,8 @@ def test_fuzz_convert_command_line(mutation: Mutated) -> None:
         else:
             assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
             assert done.stderr.startswith(ERROR_PREFIX)
-            assert expected is None or any(t in done.stderr for t in (MISSING_PARENT, TOO_DEEP, DUPLICATE)), done.stderr
+            allowed = (MISSING_PARENT, TOO_DEEP, DUPLICATE, *BOOLEAN_ID)
+            assert expected is None or any(t in done.stderr for t in allowed), done.stderr
             assert sorted(os.listdir(folder)) == ["trace.json"]
 
 
