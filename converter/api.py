@@ -6,8 +6,9 @@
 * ``convert_all``: every rank found in a directory, in parallel processes;
 * ``repair``: the last complete JSON object of a host trace that holds several.
 
-Every function raises a ``ConverterError`` subclass on input it cannot handle and then leaves no
-output behind (``convert_all`` reports failing ranks in its result instead).
+Every function raises a ``ConverterError`` subclass on input it cannot handle or an output it
+cannot write (``OutputError``: checked before any work, and every ``OSError`` of writing) and then
+leaves no output behind (``convert_all`` reports failing ranks in its result instead).
 """
 
 from __future__ import annotations

@@ -162,12 +162,12 @@ def test_a_fifo_is_written_through_never_replaced(command: str, inputs: dict[str
         assert received == [expected]
 
 
-def test_dev_null_stays_a_device(inputs: dict[str, Path]) -> None:
-    for command in COMMANDS:
-        done = run_cli(*command_line(command, inputs, "/dev/null"))
-        assert done.returncode == 0, done.stderr
-        assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
-        assert not [n for n in os.listdir("/dev") if n.startswith((".null", ".chakra"))]
+@pytest.mark.parametrize("command", COMMANDS)
+def test_dev_null_stays_a_device(command: str, inputs: dict[str, Path]) -> None:
+    done = run_cli(*command_line(command, inputs, "/dev/null"))
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert not [n for n in os.listdir("/dev") if n.startswith((".null", ".chakra"))]
 
 
 def test_a_symbolic_link_is_followed_not_replaced(inputs: dict[str, Path], tmp_path: Path) -> None:
