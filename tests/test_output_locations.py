@@ -284,3 +284,16 @@ def test_system_errors_become_output_errors(
         _call(command, inputs, work / "out")
     assert "\n" not in str(raised.value)
     assert listing(work) == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_missing_input_is_reported_before_the_output_is_touched(command: str, inputs: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
+    """Inputs are checked first: nothing (not even a spill file) is created for a missing input."""
+    for path in inputs.values():
+        path.unlink()
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked").chmod(0o555)
+    done = run_cli(*command_line(command, inputs, tmp_path / "locked" / "out"), preexec_fn=obey_file_modes())
+    assert_one_error(done, "no such file")
+    assert listing(tmp_path / "locked") == []
