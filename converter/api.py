@@ -7,8 +7,9 @@
 * ``repair``: the last complete JSON object of a host trace that holds several;
 * ``check``: ``.et`` files (ours or anyone's) read back and checked against what ASTRA-sim accepts.
 
-Every function raises a ``ConverterError`` subclass on input it cannot handle and then leaves no
-output behind (``convert_all`` reports failing ranks in its result instead).
+Every function raises a ``ConverterError`` subclass on input it cannot handle or an output it
+cannot write (``OutputError``: checked before any work, and every ``OSError`` of writing) and then
+leaves no output behind (``convert_all`` reports failing ranks in its result instead).
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ from .check.rules import check as _check
 from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.writer import Progress
 from .errors import TraceFormatError
+from .io import open_log  # the log file of the command line: appended to, never truncated
 from .link.pipeline import LinkResult
 from .link.pipeline import link as _link
 from .ranks import commgroups
 from .ranks.commgroups import CommGroups
 from .ranks.convert_all import MultiRankResult, RankOutcome
 from .ranks.convert_all import convert_all as _convert_all
-from .ranks.discover import distributed_info
+from .ranks.convert_all import uses_file as _convert_all_uses
 from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
 from .repair import RepairResult
@@ -54,8 +56,10 @@ __all__ = [
     "check",
     "convert",
     "convert_all",
+    "convert_all_uses",
     "convert_pair",
     "link",
+    "open_log",
     "repair",
     "write_comm_groups",
 ]
@@ -106,10 +110,7 @@ def convert_all(
 
 def write_comm_groups(device_traces: Sequence[PathArg], output_path: PathArg) -> CommGroups:
     """Write ASTRA-sim's communicator group file for a job from its ranks' Kineto traces."""
-    infos = [distributed_info(os.fspath(path)) for path in device_traces]
-    groups = commgroups.from_distributed_info(infos)
-    commgroups.write(groups, os.fspath(output_path))
-    return groups
+    return commgroups.write_for_job([os.fspath(path) for path in device_traces], os.fspath(output_path))
 
 
 def repair(input_path: PathArg, output_path: PathArg) -> RepairResult:
@@ -135,3 +136,9 @@ def _read_comm_groups(path: str) -> dict[str, Any]:
     if not isinstance(groups, dict):
         raise TraceFormatError(path, 'not a communicator group file: expected {"<id>": [ranks], ...}')
     return groups
+
+
+def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, prefix: str = "trace") -> bool:
+    """Whether ``convert_all(directory, output_dir, prefix=prefix)`` could read or write ``path``
+    (a trace of the directory, an output): such a path cannot be a log file."""
+    return _convert_all_uses(os.fspath(path), os.fspath(directory), os.fspath(output_dir), prefix)

@@ -22,8 +22,9 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 
 from tqdm import tqdm
 
@@ -61,8 +62,30 @@ class _Terminated(BaseException):
         self.signum = signum
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    _ignore_stop_signals()  # a second signal must not cut the clean-up of the first short
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise _Terminated(signum)
+
+
+def _ignore_stop_signals() -> None:
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def _install_signal_handlers() -> dict[int, Any]:
+    """SIGINT, SIGTERM and SIGHUP unwind the command (outputs removed, workers stopped) and end it
+    with one line; a file-size limit (SIGXFSZ) makes the write fail with EFBIG, reported as an
+    error, instead of killing the process halfway through a file. Returns the handlers replaced."""
+    signums = [*_STOP_SIGNALS, *([signal.SIGXFSZ] if hasattr(signal, "SIGXFSZ") else [])]
+    previous: dict[int, Any] = {signum: signal.getsignal(signum) for signum in signums}
+    for signum in signums:
+        signal.signal(signum, _on_signal if signum in _STOP_SIGNALS else signal.SIG_IGN)
+    return previous
 
 
 # -- the grammar ----------------------------------------------------------------------------------
@@ -230,33 +253,60 @@ def _with_default_command(argv: list[str], commands: Sequence[str]) -> list[str]
 
 # -- running --------------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv), COMMANDS))
-    run: Callable[[argparse.Namespace, Reporter], int] = args.run
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _on_signal)
-    reporter = Reporter(args.log_level or ("WARNING" if args.quiet else "INFO"))
+    previous_handlers = _install_signal_handlers()
+    reporter: Reporter | None = None
     try:
-        reporter.open_log(args.log_filename, _files_named(args))
-        return run(args, reporter)
+        parser = build_parser()
+        args = parser.parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv), COMMANDS))
+        run: Callable[[argparse.Namespace, Reporter], int] = args.run
+        reporter = Reporter(args.log_level or ("WARNING" if args.quiet else "INFO"))
+        reporter.open_log(args.log_filename, _log_conflict(args, args.log_filename))
+        status = run(args, reporter)
+        return 1 if reporter.log_failed else status
     except ConverterError as exc:
-        reporter.error(str(exc))
-        return 1
+        return _fail(reporter, str(exc), 1)
     except KeyboardInterrupt:
-        reporter.error("interrupted; no output written")
-        return 130
+        return _fail(reporter, "interrupted; no output written", 130)
     except _Terminated as exc:
-        reporter.error(f"terminated by {signal.Signals(exc.signum).name}; no output written")
-        return 128 + exc.signum
+        return _fail(reporter, f"terminated by {signal.Signals(exc.signum).name}; no output written",
+                     128 + exc.signum)
     finally:
-        reporter.close()
+        _ignore_stop_signals()  # the command is over: nothing left to clean up
+        if reporter is not None:
+            reporter.close()
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, handler)
 
 
-def _files_named(args: argparse.Namespace) -> list[str]:
-    """Every file the command reads or writes, which a log file must not be."""
-    names = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged",
+def _fail(reporter: Reporter | None, message: str, status: int) -> int:
+    if reporter is None:  # before the options were read: plain stderr
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+    else:
+        reporter.error(message)
+    return status
+
+
+def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
+    """The file of the command that the log file would be (it must be none of them), if any."""
+    if not log:
+        return None
+    named = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged",
                                               "comm_groups")]
-    return [n for n in [*names, *getattr(args, "paths", []), *getattr(args, "files", [])] if n]
+    for name in [str(n) for n in [*named, *getattr(args, "paths", []), *getattr(args, "files", [])] if n]:
+        if _same_file(name, log):
+            return name
+    if args.command == "convert-all" and api.convert_all_uses(log, args.directory, args.outdir, args.prefix):
+        return "a trace or an output of convert-all"
+    return None
+
+
+def _same_file(one: str, other: str) -> bool:
+    if os.path.abspath(one) == os.path.abspath(other):
+        return True
+    try:
+        return os.path.samefile(one, other)
+    except (OSError, ValueError):
+        return False
 
 
 def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
@@ -289,8 +339,8 @@ def _run_reference_form(args: argparse.Namespace, reporter: Reporter) -> int:
 
 
 def _run_link(args: argparse.Namespace, reporter: Reporter) -> int:
-    output = args.output or args.output_file
-    if not output or (args.output and args.output_file and args.output != args.output_file):
+    output = args.output if args.output is not None else args.output_file
+    if output is None or (args.output_file is not None and args.output_file != output):
         args.usage_error("give the merged output once: OUTPUT (or --output-file OUTPUT)")
     result = api.link(args.host, args.device, output, rank=args.rank, allow_mismatch=args.allow_mismatch)
     reporter.link(result)
@@ -309,8 +359,9 @@ def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
         if o.ok and o.message:
             reporter.warning(f"rank {o.rank}: {o.message}")
     groups = result.comm_groups
-    reporter.info(f"communicator groups: {result.comm_group_path} {groups.groups} (the default group, every "
-                  "rank, needs no entry)")
+    if result.comm_group_path is not None:
+        reporter.info(f"communicator groups: {result.comm_group_path} {groups.groups} (the default group, "
+                      "every rank, needs no entry)")
     if groups.unusable:
         reporter.warning(f"process groups {groups.unusable} have names ASTRA-sim cannot use as group ids")
     if result.failed:
@@ -384,6 +435,22 @@ class _HumanFormatter(logging.Formatter):
         return message
 
 
+class _LogFile(logging.StreamHandler):  # type: ignore[type-arg]
+    """The ``--log-filename`` handler: a write that fails is kept in ``failure`` (for the reporter
+    to say once) instead of logging's own traceback on stderr."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream)
+        self.failure: BaseException | None = None
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self.failure = sys.exc_info()[1]
+
+    def close_stream(self) -> None:
+        with suppress(ConverterError, OSError, ValueError):
+            self.stream.close()
+
+
 class Reporter:
     """Messages for people: stderr, and the log file if asked for, filtered by level."""
 
@@ -395,45 +462,50 @@ class Reporter:
         console = logging.StreamHandler(sys.stderr)
         console.setFormatter(_HumanFormatter())
         self._logger.addHandler(console)
+        self._log_file: _LogFile | None = None
+        #: The log file could not be written (said once on stderr): the command then exits 1.
+        self.log_failed = False
 
     @property
     def shows_progress(self) -> bool:
         return self._logger.isEnabledFor(logging.INFO) and sys.stderr.isatty()
 
-    def open_log(self, path: str | None, files: Sequence[str]) -> None:
-        """Append messages to ``path`` too; it must not be one of the command's files, and it is
-        never truncated (a user's file is never lost)."""
+    def open_log(self, path: str | None, conflict: str | None) -> None:
+        """Append messages to ``path`` too; it must not be one of the command's files (``conflict``
+        names the one it is), and it is never truncated (a user's file is never lost)."""
         if not path:
             return
-        absolute = os.path.abspath(path)
-        for name in files:
-            same = os.path.abspath(name) == absolute or (
-                os.path.exists(name) and os.path.exists(path) and os.path.samefile(name, path)
-            )
-            if same:
-                raise ConverterError(f"{path}: the log file would overwrite {name}; choose another path")
-        if os.path.isdir(path):
-            raise ConverterError(f"{path}: the log file is a directory")
-        directory = os.path.dirname(absolute)
-        if not os.path.isdir(directory):
-            raise ConverterError(f"{path}: log directory {directory} does not exist")
-        handler = logging.FileHandler(path, mode="a", encoding="utf-8", delay=True)
-        handler.setFormatter(logging.Formatter("%(levelname)s [%(asctime)s] %(message)s"))
-        self._logger.addHandler(handler)
+        if conflict:
+            raise ConverterError(f"{path}: the log file would overwrite {conflict}; choose another path")
+        self._log_file = _LogFile(api.open_log(path))
+        self._log_file.setFormatter(logging.Formatter("%(levelname)s [%(asctime)s] %(message)s"))
+        self._logger.addHandler(self._log_file)
 
     def close(self) -> None:
         for handler in self._logger.handlers:
             handler.close()
         self._logger.handlers.clear()
+        if self._log_file is not None:
+            self._log_file.close_stream()
 
     def info(self, message: str) -> None:
-        self._logger.info(message)
+        self._log(logging.INFO, message)
 
     def warning(self, message: str) -> None:
-        self._logger.warning(message)
+        self._log(logging.WARNING, message)
 
     def error(self, message: str) -> None:
-        self._logger.error(message)
+        self._log(logging.ERROR, message)
+
+    def _log(self, level: int, message: str) -> None:
+        self._logger.log(level, message)
+        log_file = self._log_file
+        if log_file is not None and log_file.failure is not None:  # the log cannot be written: say so once
+            self._logger.removeHandler(log_file)
+            log_file.close_stream()
+            self._log_file = None
+            self.log_failed = True
+            self._logger.error(str(log_file.failure))
 
     def warn_slow_scanner(self) -> None:
         if not C_SCANNER:

@@ -8,6 +8,8 @@ line that names the file and the problem, so the CLI can print ``str(exc)`` and 
     │   └── UnsupportedSchemaError the trace's schema version is not one we convert
     ├── TraceContentError          the JSON is fine but the nodes are not (missing fields,
     │                              duplicate ids, dangling references, unencodable values)
+    ├── OutputError                the output cannot be written there: a missing or unwritable
+    │                              directory, a directory or read-only file in the way, a full disk
     └── CyclicDependencyError      the dependency graph has cycles; lists every one of them
 """
 
@@ -22,12 +24,13 @@ class ConverterError(Exception):
 
 
 class _FileProblem(ConverterError):
-    """A problem with one input file: ``path`` and ``problem``, shown as ``path: problem``."""
+    """A problem with one file: ``path`` and ``problem``, shown as ``path: problem`` (only the
+    problem when the path is empty)."""
 
     def __init__(self, path: str, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        super().__init__(f"{self.path}: {problem}" if self.path else problem)
 
 
 class TraceFormatError(_FileProblem):
@@ -40,6 +43,11 @@ class UnsupportedSchemaError(TraceFormatError):
 
 class TraceContentError(_FileProblem):
     """A node or a dependency is malformed: the trace parses but cannot be converted."""
+
+
+class OutputError(_FileProblem):
+    """An output (or its temporary data, or the log) cannot be written at ``path``: every
+    ``OSError`` of writing becomes one, raised where the file is written (``io``)."""
 
 
 @dataclass(frozen=True)

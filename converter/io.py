@@ -1,29 +1,51 @@
-"""Files in and out: the one opener of trace files and the one atomic-output helper.
+"""Files in and out: the one opener of trace files and the one place outputs are written.
 
-* ``open_trace`` opens a trace for reading; its content is decompressed when the file starts with
-  gzip's magic bytes, whatever its name. Problems opening it are ``TraceFormatError``\\ s.
-* ``atomic_output`` writes a file in the target's directory and renames it over the target only
-  when the block completes, so a failed run never leaves a partial output nor damages an
-  existing file; ``atomic_text_output`` is the same for UTF-8 text.
-* ``refuse_overwriting_inputs``: no command ever writes over one of its inputs.
+* ``open_trace`` opens a trace for reading (``TraceFile``); its content is decompressed when the
+  file starts with gzip's magic bytes, whatever its name. Only regular files are read (a pipe
+  cannot be read twice, and sniffing gzip would eat its first bytes). Every problem opening or
+  reading it, gzip's and the operating system's alike, is a ``TraceFormatError`` naming the file.
+* ``check_output`` says, before any work, whether an output can be written at a path, and how
+  (``OutputTarget``): a regular file (or a path that does not exist yet) is replaced atomically;
+  a character device (``/dev/null``, a terminal) or a FIFO is written in place, never replaced;
+  a directory, a block device, a socket, a read-only file or an input is refused.
+* ``atomic_output`` / ``atomic_text_output`` write an output: a temporary file in the target's
+  directory (unnamed where Linux's O_TMPFILE allows, so even SIGKILL leaves nothing), renamed
+  over the target only when the block completes, so a failed or interrupted run never leaves a
+  partial output nor damages an existing file.
+* ``SpillFile``: temporary data of a command, in an unnamed file the kernel frees on any exit.
+* ``open_log``: a log file, appended to, never truncated.
+
+Every ``OSError`` of writing (no such directory, permission, read-only file system, disk full,
+file too large) is an ``OutputError`` naming the file, raised where the bytes are written.
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import os
+import stat
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import IO, cast
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import IO, Any, cast
 
-from .errors import ConverterError, TraceFormatError
+from .errors import ConverterError, OutputError, TraceFormatError
 
 GZIP_MAGIC = b"\x1f\x8b"
 _BUFFER = 1 << 20
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_TMPFILE = getattr(os, "O_TMPFILE", 0)
+_PROC_FD = "/proc/self/fd"  # where an unnamed file can be given a name (linkat)
+#: Errors that mean "this path names no file" rather than "this file cannot be used".
+_MISSING = (errno.ENOENT, errno.ENOTDIR)
 
 
+# -- reading --------------------------------------------------------------------------------------
 def is_gzip(path: str) -> bool:
     """True if the file starts with gzip's magic bytes (False if it cannot be read)."""
     try:
@@ -33,82 +55,469 @@ def is_gzip(path: str) -> bool:
         return False
 
 
-def open_raw_and_content(path: str) -> tuple[IO[bytes], IO[bytes]]:
-    """(the file, its content): the content is decompressed if the file starts with gzip's magic
-    bytes. The caller closes both (they are one object for plain files)."""
-    if not os.path.exists(path):
-        raise TraceFormatError(path, "no such file")
-    if os.path.isdir(path):
-        raise TraceFormatError(path, "is a directory, not a trace file")
-    try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot open: {exc.strerror}") from exc
-    gzipped = raw.read(2) == GZIP_MAGIC
-    raw.seek(0)
-    return raw, (cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")) if gzipped else raw)
+class TraceFile:
+    """An open trace: ``read`` gives its content, decompressed if the file starts with gzip's magic
+    bytes; ``position`` and ``size`` count the bytes of the file itself (for progress).
 
-
-@contextmanager
-def open_trace(path: str) -> Iterator[IO[bytes]]:
-    """The file's content as bytes (gzip or not)."""
-    raw, content = open_raw_and_content(path)
-    try:
-        yield content
-    finally:
-        if content is not raw:
-            content.close()
-        raw.close()
-
-
-def refuse_overwriting_inputs(output: str, *inputs: str) -> None:
-    """Raise if ``output`` is one of the input files: a command never replaces its input."""
-    if not os.path.exists(output):
-        return
-    for source in inputs:
-        if os.path.exists(source) and os.path.samefile(source, output):
-            raise ConverterError(f"{output}: the output would overwrite the input {source}; choose another path")
-
-
-@contextmanager
-def atomic_output(path: str, compress: bool = False) -> Iterator[IO[bytes]]:
-    """A buffered file that replaces ``path`` only if the block completes without error.
-
-    It is written in the target directory (so the final rename is atomic) and removed on any
-    error. With ``compress`` the content is gzipped.
+    With ``byte_range`` (start, end), only those bytes of the content are read, as if they were
+    the whole file (``size`` is then the range's length): one object among several.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ConverterError(f"{path}: output directory {directory} does not exist")
-    fd, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+
+    def __init__(self, path: str | os.PathLike[str], byte_range: tuple[int, int] | None = None) -> None:
+        self.path = os.fspath(path)
+        fd = _open_regular_file(self.path)
+        self._raw = open(fd, "rb")  # noqa: SIM115 - closed by close()
+        self.size = os.fstat(fd).st_size
+        self.gzipped = self._read_raw(2) == GZIP_MAGIC
+        self._raw.seek(0)
+        self._content: IO[bytes] = (
+            cast(IO[bytes], gzip.GzipFile(fileobj=self._raw, mode="rb")) if self.gzipped else self._raw
+        )
+        self._left = -1  # bytes left in the range; -1: no range
+        if byte_range is not None:
+            start, end = byte_range
+            self.seek(start)
+            self._left = self.size = end - start
+
+    def __enter__(self) -> TraceFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def read(self, size: int = -1) -> bytes:
+        if self._left >= 0:
+            size = self._left if size < 0 else min(size, self._left)
+        try:
+            data = self._content.read(size)
+        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            raise TraceFormatError(self.path, self._read_problem(exc)) from None
+        if self._left >= 0:
+            self._left -= len(data)
+        return data
+
+    def seek(self, offset: int) -> None:
+        """Go to ``offset`` in the content (a second process's start in a plain file)."""
+        try:
+            self._content.seek(offset)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceFormatError(self.path, self._read_problem(exc)) from None
+
+    @property
+    def position(self) -> int:
+        """Bytes of the file read so far."""
+        return self._raw.tell()
+
+    def close(self) -> None:
+        if self._content is not self._raw:
+            self._content.close()
+        self._raw.close()
+
+    def _read_raw(self, size: int) -> bytes:
+        try:
+            return self._raw.read(size)
+        except OSError as exc:
+            self._raw.close()
+            raise TraceFormatError(self.path, self._read_problem(exc)) from None
+
+    def _read_problem(self, exc: BaseException) -> str:
+        if getattr(self, "gzipped", False):
+            return f"cannot read (corrupt or truncated gzip data?): {exc}"
+        return f"cannot read: {_reason(exc)}"
+
+
+def open_trace(path: str | os.PathLike[str], byte_range: tuple[int, int] | None = None) -> TraceFile:
+    """Open a trace for reading (use it in a ``with``); see ``TraceFile``."""
+    return TraceFile(path, byte_range)
+
+
+def check_input(path: str | os.PathLike[str]) -> None:
+    """Raise the ``TraceFormatError`` that opening ``path`` would, before any work starts."""
+    TraceFile(path).close()
+
+
+def _open_regular_file(path: str) -> int:
+    if not path:
+        raise TraceFormatError("", "the input path is empty")
     try:
-        with open(fd, "wb", buffering=_BUFFER) as raw:
-            if compress:
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as packed:
-                    yield packed  # type: ignore[misc]
-            else:
-                yield raw
-        os.chmod(temp_path, 0o666 & ~_umask())
-        os.replace(temp_path, path)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below)
+        fd = os.open(path, os.O_RDONLY | _CLOEXEC | _NONBLOCK)
+    except OSError as exc:
+        problem = "no such file" if exc.errno in _MISSING else f"cannot open: {_reason(exc)}"
+        raise TraceFormatError(path, problem) from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise TraceFormatError(path, f"cannot open: {exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise TraceFormatError(path, "is a directory, not a trace file")
+        raise TraceFormatError(path, f"is a {_kind(mode)}, not a regular file: save the trace to a file first")
+    os.set_blocking(fd, True)
+    return fd
+
+
+# -- where an output goes -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OutputTarget:
+    """Where an output goes: ``path`` as named (for messages), ``final`` the file that is replaced
+    (symbolic links resolved, so a link is followed, never replaced), or, for a character device
+    or a FIFO, ``write_through``: written in place."""
+
+    path: str
+    final: str
+    write_through: bool
+
+    @property
+    def work_dir(self) -> str:
+        """Where the command's temporary data goes: next to the output (the disk chosen for it),
+        or the system's temporary directory for a device or a FIFO."""
+        return tempfile.gettempdir() if self.write_through else os.path.dirname(self.final)
+
+
+def check_output(path: str | os.PathLike[str], *inputs: str | os.PathLike[str]) -> OutputTarget:
+    """How ``path`` will be written, or an error saying why it cannot be (call it before any work).
+
+    Refused: an empty path, one of ``inputs``, a directory, a block device or socket, an existing
+    file the user may not write (no write bit at all: root would otherwise replace it silently),
+    a missing directory, a directory where no file can be created.
+    """
+    path = os.fspath(path)
+    if not path:
+        raise OutputError("", "the output path is empty")
+    found = _stat(path, path)
+    if found is not None:
+        _refuse_inputs(path, found, inputs)
+        mode = found.st_mode
+        if stat.S_ISDIR(mode):
+            raise OutputError(path, "is a directory; name a file to write")
+        if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+            return OutputTarget(path, path, write_through=True)
+        if not stat.S_ISREG(mode):
+            raise OutputError(path, f"is a {_kind(mode)}, not a regular file; refusing to write to it")
+        if not _user_may_write(path, mode):
+            raise OutputError(path, "is read-only; make it writable or remove it to replace it")
+    final = os.path.realpath(path)
+    directory = os.path.dirname(final)
+    _check_directory(path, directory, "output directory")
+    _probe(path, directory)
+    return OutputTarget(path, final, write_through=False)
+
+
+def output_directory(path: str | os.PathLike[str]) -> bool:
+    """Make sure ``path`` is a directory outputs can be written in (created if missing, with its
+    parents); True if it was created."""
+    path = os.fspath(path)
+    if not path:
+        raise OutputError("", "the output directory path is empty")
+    existed = os.path.lexists(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError:
+        raise OutputError(path, "exists and is not a directory") from None
+    except OSError as exc:
+        raise OutputError(path, f"cannot create the output directory: {_reason(exc)}") from None
+    if not os.path.isdir(path):
+        raise OutputError(path, "is not a directory")
+    _probe(path, path)
+    return not existed
+
+
+def _refuse_inputs(path: str, found: os.stat_result, inputs: tuple[str | os.PathLike[str], ...]) -> None:
+    for source in inputs:
+        with suppress(OSError, ValueError):
+            other = os.stat(source)
+            if (other.st_dev, other.st_ino) == (found.st_dev, found.st_ino):
+                raise OutputError(path, f"the output would overwrite the input {os.fspath(source)}; "
+                                  "choose another path")
+
+
+def _user_may_write(path: str, mode: int) -> bool:
+    """Whether the user may write the file: some write bit must be set (``os.access`` says yes to
+    root for any file), and ``os.access`` must agree (for everyone else)."""
+    return bool(mode & 0o222) and os.access(path, os.W_OK)
+
+
+def _check_directory(path: str, directory: str, what: str) -> None:
+    found = _stat(directory, path)
+    if found is None:
+        raise OutputError(path, f"{what} {directory} does not exist")
+    if not stat.S_ISDIR(found.st_mode):
+        raise OutputError(path, f"{directory} is not a directory")
+
+
+def _probe(path: str, directory: str) -> None:
+    """Create and remove a file in ``directory``: the one truthful test that it is writable
+    (permissions, read-only file systems, exhausted inodes, quotas)."""
+    try:
+        fd = _unnamed_file(directory)
+        if fd is None:
+            fd, probe = tempfile.mkstemp(dir=directory, prefix=".chakra-probe-")
+            os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(path, f"cannot write in {directory}: {_reason(exc)}") from None
+    os.close(fd)
+
+
+def _stat(path: str, named: str) -> os.stat_result | None:
+    """``os.stat`` (links followed), None where nothing is there; other problems are errors."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        if exc.errno in _MISSING:
+            return None
+        raise OutputError(named, f"cannot use {path}: {_reason(exc)}") from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise OutputError(named, str(exc)) from None
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISFIFO, "FIFO"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISDIR, "directory")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def _reason(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
+
+
+# -- writing --------------------------------------------------------------------------------------
+class _Sink(io.RawIOBase):
+    """A file descriptor written with ``os.write``; every ``OSError`` becomes an ``OutputError``
+    naming ``path``. After ``abandon()`` writes are dropped: an output being discarded is not
+    written further (so closing the layers above it cannot fail again)."""
+
+    def __init__(self, fd: int, path: str, *, owns_fd: bool = True, what: str = "") -> None:
+        super().__init__()
+        self._fd = fd
+        self._path = path
+        self._owns_fd = owns_fd
+        self._what = f"cannot write {what}".rstrip()
+        self._abandoned = False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def write(self, data: Any) -> int:
+        if self._abandoned:
+            return len(data)
+        try:
+            return os.write(self._fd, data)
+        except OSError as exc:
+            raise OutputError(self._path, f"{self._what}: {_reason(exc)}") from None
+
+    def abandon(self) -> None:
+        self._abandoned = True
+
+    def close(self) -> None:
+        if not self.closed and self._owns_fd:
+            os.close(self._fd)
+        super().close()
+
+
+@contextmanager
+def atomic_output(output: str | os.PathLike[str] | OutputTarget, compress: bool = False) -> Iterator[IO[bytes]]:
+    """A buffered binary file that becomes the output only if the block completes (gzipped with
+    ``compress``); see ``check_output`` for what an output may be."""
+    with _output(output, compress, text=False) as out:
+        yield cast(IO[bytes], out)
+
+
+@contextmanager
+def atomic_text_output(output: str | os.PathLike[str] | OutputTarget) -> Iterator[IO[str]]:
+    """UTF-8 text through ``atomic_output`` (gzip-compressed for ``.gz`` paths)."""
+    target = output if isinstance(output, OutputTarget) else check_output(output)
+    with _output(target, target.path.endswith(".gz"), text=True) as out:
+        yield cast(IO[str], out)
+
+
+@contextmanager
+def _output(output: str | os.PathLike[str] | OutputTarget, compress: bool, text: bool) -> Iterator[IO[Any]]:
+    target = output if isinstance(output, OutputTarget) else check_output(output)
+    fd, temp = -1, ""
+    sink: _Sink | None = None
+    layers: list[IO[Any]] = []  # outermost first; closing one flushes it into the next
+    try:
+        if target.write_through:
+            fd = _open_in_place(target)
+        else:
+            fd, temp = _temporary(target)
+        sink = _Sink(fd, target.path, owns_fd=False)
+        layers.append(io.BufferedWriter(sink, _BUFFER))
+        if compress:
+            layers.insert(0, cast(IO[bytes], gzip.GzipFile(fileobj=layers[0], mode="wb", compresslevel=6)))
+        if text:
+            layers.insert(0, io.TextIOWrapper(cast(IO[bytes], layers[0]), encoding="utf-8"))
+        yield layers[0]
+        for layer in layers:
+            layer.close()
+        if not target.write_through:
+            _publish(fd, temp, target)
     except BaseException:
-        if os.path.exists(temp_path):
-            os.unlink(temp_path)
+        if sink is not None:
+            sink.abandon()  # what the layers still hold goes nowhere: closing them cannot fail
+            for layer in layers:
+                with suppress(OSError, ValueError, ConverterError):
+                    layer.close()
+        if temp:
+            with suppress(OSError):
+                os.unlink(temp)
+        raise
+    finally:
+        if fd >= 0:
+            with suppress(OSError):
+                os.close(fd)
+
+
+def _temporary(target: OutputTarget) -> tuple[int, str]:
+    """The file the output is written to before it replaces the target, and its name: none where
+    the system can make unnamed files (Linux's O_TMPFILE), so that even a killed process leaves
+    nothing behind; else a hidden ``.NAME.XXXX.tmp`` next to the target."""
+    directory, name = os.path.split(target.final)
+    try:
+        unnamed = _unnamed_file(directory)
+        if unnamed is not None:
+            return unnamed, ""
+        return tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OutputError(target.path, f"cannot write in {directory}: {_reason(exc)}") from None
+
+
+def _unnamed_file(directory: str) -> int | None:
+    """A new file in ``directory`` that has no name yet, or None where that is not supported."""
+    if not _TMPFILE or not os.path.isdir(_PROC_FD):
+        return None
+    try:
+        return os.open(directory, _TMPFILE | os.O_WRONLY | _CLOEXEC, 0o666 & ~_umask())
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):  # not on this file system
+            return None
         raise
 
 
-@contextmanager
-def atomic_text_output(path: str) -> Iterator[IO[str]]:
-    """UTF-8 text through ``atomic_output`` (gzip-compressed for ``.gz`` paths)."""
-    with atomic_output(path, compress=path.endswith(".gz")) as binary:
-        wrapper = io.TextIOWrapper(binary, encoding="utf-8")
-        try:
-            yield wrapper
-            wrapper.flush()
-        finally:
-            wrapper.detach()
+def _name_unnamed(fd: int, name: str) -> None:
+    """linkat(2) of /proc/self/fd/FD, following the link (``os.link`` calls plain link(2), which
+    does not, unless a directory descriptor is given)."""
+    proc = os.open(_PROC_FD, os.O_RDONLY | _CLOEXEC)
+    try:
+        os.link(str(fd), name, src_dir_fd=proc, follow_symlinks=True)
+    finally:
+        os.close(proc)
+
+
+def _publish(fd: int, temp: str, target: OutputTarget) -> None:
+    """Put the finished file in place of the target: name it if it has no name, then rename."""
+    directory, name = os.path.split(target.final)
+    named = ""
+    try:
+        if temp:
+            os.chmod(temp, 0o666 & ~_umask())
+        else:
+            named = temp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
+            _name_unnamed(fd, named)
+        os.replace(temp, target.final)
+    except BaseException as exc:
+        if named:
+            with suppress(OSError):
+                os.unlink(named)
+        if isinstance(exc, OSError):
+            raise OutputError(target.path, f"cannot write: {_reason(exc)}") from None
+        raise
+
+
+def _open_in_place(target: OutputTarget) -> int:
+    """A character device or FIFO opened for writing, neither created nor truncated."""
+    try:
+        # O_NONBLOCK: a FIFO nobody reads is an error (ENXIO), not a wait forever
+        fd = os.open(target.path, os.O_WRONLY | _CLOEXEC | _NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OutputError(target.path, "is a FIFO that no process is reading") from None
+        raise OutputError(target.path, f"cannot open: {_reason(exc)}") from None
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):  # replaced since it was checked
+        os.close(fd)
+        raise OutputError(target.path, "changed while the command ran; run it again")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# -- temporary data -------------------------------------------------------------------------------
+class SpillFile:
+    """A command's temporary data (encoded node tails, nodes waiting for their turn): an unnamed
+    file in ``directory`` that the kernel frees however the process ends, and that a forked worker
+    writes through the descriptor it inherits. Appends are buffered; reads are by offset. Every
+    problem creating, writing or reading it is an ``OutputError`` naming the directory."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory or "."
+        try:
+            self._file = tempfile.TemporaryFile(dir=self.directory, prefix=".chakra-tails-")  # noqa: SIM115
+        except OSError as exc:
+            raise OutputError(self.directory, f"cannot create temporary data: {_reason(exc)}") from None
+        sink = _Sink(self._file.fileno(), self.directory, owns_fd=False, what="temporary data")
+        self._writer = io.BufferedWriter(sink, _BUFFER)
+        #: Append bytes (the buffered writer's own method: this is on the hot path).
+        self.write: Callable[[bytes], int] = self._writer.write
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def pread(self, size: int, offset: int) -> bytes:
+        try:
+            return os.pread(self._file.fileno(), size, offset)
+        except OSError as exc:
+            raise OutputError(self.directory, f"cannot read temporary data: {_reason(exc)}") from None
+
+    def copy_from(self, other: SpillFile, size: int) -> None:
+        """Append the first ``size`` bytes of ``other`` (flushed by whoever wrote them)."""
+        offset = 0
+        while offset < size:
+            chunk = other.pread(min(_BUFFER, size - offset), offset)
+            if not chunk:
+                raise OutputError(other.directory, "temporary data ended early (removed or truncated?)")
+            self.write(chunk)
+            offset += len(chunk)
+
+    def close(self) -> None:
+        with suppress(OutputError):  # data nobody will read is not worth an error
+            self._writer.close()
+        self._file.close()
+
+
+# -- the log --------------------------------------------------------------------------------------
+def open_log(path: str) -> IO[str]:
+    """``path`` opened for appending UTF-8 lines (created if missing, never truncated): a regular
+    file the user may write, a character device, or a FIFO with a reader. Write problems are
+    ``OutputError``\\ s."""
+    found = _stat(path, path)
+    if found is not None:
+        mode = found.st_mode
+        if stat.S_ISDIR(mode):
+            raise OutputError(path, "the log file is a directory")
+        if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+            raise OutputError(path, f"the log file is a {_kind(mode)}; refusing to write to it")
+        if stat.S_ISREG(mode) and not _user_may_write(path, mode):
+            raise OutputError(path, "the log file is read-only")
+    else:
+        _check_directory(path, os.path.dirname(os.path.abspath(path)), "log directory")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _NONBLOCK, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OutputError(path, "the log file is a FIFO that no process is reading") from None
+        raise OutputError(path, f"cannot open the log file: {_reason(exc)}") from None
+    os.set_blocking(fd, True)
+    return io.TextIOWrapper(io.BufferedWriter(_Sink(fd, path, what="the log file")), encoding="utf-8",
+                            line_buffering=True)

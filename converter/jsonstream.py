@@ -18,12 +18,11 @@ import codecs
 import json
 import os
 import re
-import zlib
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 from .errors import TraceFormatError
-from .io import open_raw_and_content
+from .io import TraceFile, open_trace
 
 #: False where Python's json C accelerator is missing (some alternative builds): the pure-Python
 #: scanner then parses several times slower, and the CLI says so.
@@ -33,6 +32,11 @@ _CHUNK_BYTES = 1 << 20
 #: Refill before decoding when less than this is buffered: a value cut by the buffer's end makes
 #: the scanner fail, and building its JSONDecodeError counts the newlines of the whole buffer.
 _LOOKAHEAD = 1 << 16
+#: A value that fails to decode, or that ends, this close to the buffer's end may go on in the
+#: next chunk (``-Infinit`` fails 8 characters before the end; ``1e+`` decodes as ``1``): the
+#: buffer is refilled and the value decoded again. An error further from the end is an error in
+#: the file, reported without reading any more.
+_CUT_MARGIN = 16
 _CONCATENATED_HINT = (
     "the file holds several concatenated JSON documents (seen when two ranks, or two saves of the "
     "execution trace observer, write the same file); `chakra-convert-fast repair INPUT OUTPUT` keeps the "
@@ -54,15 +58,17 @@ class JsonObjectStream:
         stream_keys: frozenset[str] | set[str] = frozenset(),
         *,
         stop_at: int | None = None,
+        byte_range: tuple[int, int] | None = None,
     ):
         """``stop_at``: a character offset where a streamed array is cut off if an element
-        starts exactly there (a split point handed to another process); ``stopped`` tells."""
+        starts exactly there (a split point handed to another process); ``stopped`` tells.
+        ``byte_range``: read only those bytes of the file's content (one object among several)."""
         self.path = os.fspath(path)
         self.stream_keys = frozenset(stream_keys)
         self.stop_at = stop_at
         self.stopped = False
-        self._raw, self._text_source = self._open()
-        self.total_bytes = os.fstat(self._raw.fileno()).st_size
+        self._file: TraceFile = open_trace(self.path, byte_range)
+        self.total_bytes = self._file.size
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
         self._decode = json.JSONDecoder().raw_decode
         self._buf = ""
@@ -79,30 +85,19 @@ class JsonObjectStream:
         self.close()
 
     def close(self) -> None:
-        if self._text_source is not self._raw:
-            self._text_source.close()
-        self._raw.close()
+        self._file.close()
 
     @property
     def bytes_read(self) -> int:
-        return self._raw.tell()
+        return self._file.position
 
-    # -- opening and buffering ------------------------------------------------------------
+    # -- buffering ------------------------------------------------------------------------
     def _fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
 
-    def _open(self) -> tuple[IO[bytes], IO[bytes]]:
-        return open_raw_and_content(self.path)
-
-    def _read_bytes(self, size: int) -> bytes:
-        try:
-            return self._text_source.read(size)
-        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
-            raise self._fail(f"cannot read (corrupt or truncated gzip data?): {exc}") from exc
-
     def _fill(self) -> None:
         """Append the next chunk of text to the buffer, dropping what has been consumed."""
-        data = self._read_bytes(self._read_size)
+        data = self._file.read(self._read_size)
         final = not data
         try:
             text = self._decoder.decode(data, final)
@@ -141,7 +136,8 @@ class JsonObjectStream:
 
     # -- values ---------------------------------------------------------------------------
     def _value(self) -> Any:
-        """Decode one complete JSON value at the cursor, refilling the buffer as needed."""
+        """Decode one complete JSON value at the cursor, refilling the buffer only while the value
+        runs into the buffer's end."""
         failures = 0
         self._skip_ws()
         if len(self._buf) - self._pos < _LOOKAHEAD and not self._eof:
@@ -150,18 +146,26 @@ class JsonObjectStream:
             try:
                 value, end = self._decode(self._buf, self._pos)
             except json.JSONDecodeError as exc:
-                if self._eof:
+                if self._eof or not self._may_be_cut(exc):
                     raise self._decode_error(exc) from None
                 failures += 1
                 self._read_size = _CHUNK_BYTES << min(failures, 10)  # a huge value: read faster
                 self._fill()
                 continue
-            if end == len(self._buf) and not self._eof:  # a bare number may go on in the next chunk
+            except RecursionError:  # the scanner recurses once per level of nesting
+                raise self._fail(self._at("JSON nested too deeply to read (arrays or objects inside "
+                                          "each other, hundreds of levels)")) from None
+            if end > len(self._buf) - _CUT_MARGIN and not self._eof:  # a number may go on ("1" of "1e+5")
                 self._fill()
                 continue
             self._pos = end
             self._read_size = _CHUNK_BYTES
             return value
+
+    def _may_be_cut(self, exc: json.JSONDecodeError) -> bool:
+        """Whether the scanner failed only because the value goes on after the buffer's end: a
+        string open until the end, or a failure right at the end."""
+        return exc.msg.startswith("Unterminated") or exc.pos >= len(self._buf) - _CUT_MARGIN
 
     def _decode_error(self, exc: json.JSONDecodeError) -> TraceFormatError:
         if exc.pos >= len(self._buf) - 1 or exc.msg.startswith("Unterminated"):
@@ -207,14 +211,16 @@ class JsonObjectStream:
         if not self.stopped:
             self._check_end()
 
-    def items_from(self, byte_offset: int, key: str) -> Iterator[tuple[str, Any]]:
-        """Like ``items``, starting at ``byte_offset``: an element of the streamed array ``key``.
+    def items_from(self, byte_offset: int, key: str, char_offset: int) -> Iterator[tuple[str, Any]]:
+        """Like ``items``, starting at ``byte_offset`` (``char_offset`` characters into the text):
+        an element of the streamed array ``key``.
 
         The first pair is ``(key, rest of the array)``; the members after it follow. Used by a
-        second process that reads the second half of a large file.
+        second process that reads the second half of a large file; errors give positions in the
+        whole file.
         """
-        self._raw.seek(byte_offset)
-        self._base = 0
+        self._file.seek(byte_offset)
+        self._base = char_offset
         yield key, self._array()
         if self._close_member():
             yield from self._members(set())

@@ -2,9 +2,17 @@
 
 Seen when two ranks write the same file, or when the observer saves twice: ``{...}{...}``, perhaps
 with a torn object at the end. Readers refuse such files; ``repair`` finds the top-level object
-boundaries in one streaming pass (strings skipped by a regular expression, only braces counted in
-Python), then copies the bytes of the last complete object. Nothing is parsed into objects, so
-memory stays at one chunk whatever the file size.
+boundaries in one streaming, linear pass (a state machine over the bytes: in a string or not,
+braces counted, each run of ordinary bytes skipped by a simple character-class pattern, so no
+input makes it backtrack), then copies the bytes of the last complete object. Nothing is parsed
+into objects, so memory stays at one chunk whatever the file size.
+
+The scan finds candidates: objects whose braces balance and that are made of JSON's characters
+(outside strings only blanks, brackets, commas, colons, numbers and the letters of ``true``,
+``false``, ``null``, ``NaN`` and ``Infinity``; inside strings no control character and only
+JSON's escapes), which rules out binary data and other encodings (UTF-16) at once. The last
+candidate that is a trace (valid JSON, read by the converter's streaming reader, with a top-level
+``nodes`` or ``traceEvents`` array) is kept, so a repaired file always reads.
 """
 
 from __future__ import annotations
@@ -12,16 +20,25 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import zlib
 from dataclasses import dataclass, field
 from typing import IO
 
 from .errors import TraceFormatError
-from .io import atomic_text_output, open_trace, refuse_overwriting_inputs
+from .io import TraceFile, atomic_text_output, check_input, check_output, open_trace
+from .jsonstream import JsonObjectStream
 
 _CHUNK = 1 << 20
-# Everything up to the next brace, strings included; stops before a string cut by the chunk end.
-_SKIP = re.compile(rb'(?:[^{}"]+|"(?:[^"\\]+|\\.)*")*')
+_OUTSIDE = rb"[ \t\n\r\[\],:0-9+\-.aefilnrstuyEIN]"  # what JSON allows outside strings but braces
+_PLAIN = rb'[^"\\\x00-\x1f]'  # in a string: anything but its end, an escape, a control character
+#: What lies between braces: JSON's characters and whole, well-formed strings. Written so that
+#: there is one way to match (a string's plain runs are separated by escapes), hence no
+#: backtracking; it stops at a brace, at anything else, or at a string it cannot finish here
+#: (cut by the chunk's end, or malformed), which ``_Scanner`` then walks through by hand.
+_SKIP = re.compile(rb"(?:" + _OUTSIDE + rb'+|"' + _PLAIN + rb'*(?:\\["\\/bfnrtu]' + _PLAIN + rb'*)*")*')
+_IN_STRING = re.compile(_PLAIN + rb"*")
+_ESCAPED = frozenset(b'"\\/bfnrtu')
+_TRACE_ARRAYS = frozenset({"nodes", "traceEvents"})  # a host/merged trace, a Kineto trace
+_OPEN, _CLOSE, _QUOTE, _BACKSLASH = b"{}\"\\"
 
 
 @dataclass(frozen=True)
@@ -41,6 +58,7 @@ class RepairResult:
     kept: Span
     dropped: list[Span] = field(default_factory=list)  # complete objects before the kept one
     trailing_bytes: int = 0  # an incomplete object (or garbage) after the kept one
+    malformed: int = 0  # balanced objects skipped because they are not JSON traces
 
     def describe(self) -> str:
         parts = [f"kept object {len(self.dropped) + 1} ({self.kept.size} bytes)"]
@@ -49,70 +67,131 @@ class RepairResult:
             parts.append(f"dropped {len(self.dropped)} earlier complete object(s) ({sizes})")
         if self.trailing_bytes:
             parts.append(f"dropped {self.trailing_bytes} trailing bytes of an incomplete object")
+        if self.malformed:
+            parts.append(f"skipped {self.malformed} object(s) that are not JSON traces")
         return "; ".join(parts)
 
 
 def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str]) -> RepairResult:
     """Write the last complete top-level object of ``input_path`` to ``output_path`` (gzip if .gz)."""
-    source, target = os.fspath(input_path), os.fspath(output_path)
-    refuse_overwriting_inputs(target, source)
-    objects, end_of_last = _object_spans(source)
-    if not objects:
-        raise TraceFormatError(source, "holds no complete JSON object to keep")
-    kept = objects[-1]
+    source = os.fspath(input_path)
+    check_input(source)
+    target = check_output(output_path, source)
+    scanner = _Scanner()
+    with open_trace(source) as stream:
+        while chunk := stream.read(_CHUNK):
+            scanner.feed(chunk)
+    candidates, malformed = scanner.spans, scanner.malformed
+    while candidates and not _is_trace(source, candidates[-1]):
+        candidates.pop()
+        malformed += 1
+    if not candidates:
+        raise TraceFormatError(source, "holds no complete JSON object to keep "
+                                       "(a trace: an object with a 'nodes' or 'traceEvents' array)")
+    kept = candidates[-1]
     with open_trace(source) as stream, atomic_text_output(target) as out:
         _copy_range(stream, out, kept)
-    return RepairResult(source, target, kept, objects[:-1], end_of_last - kept.end)
+    return RepairResult(source, target.path, kept, candidates[:-1], scanner.last_content - kept.end, malformed)
 
 
-def _object_spans(path: str) -> tuple[list[Span], int]:
-    """Complete top-level objects, and the offset where non-blank content ends."""
-    spans: list[Span] = []
-    depth, start, base, last_content = 0, 0, 0, 0
-    buf = b""
-    with open_trace(path) as stream:
-        while True:
-            chunk = _read(stream, path)
-            buf += chunk
-            pos = 0
-            while pos < len(buf):
-                pos = _SKIP.match(buf, pos).end()  # type: ignore[union-attr]
-                if pos >= len(buf) or buf[pos] == ord('"'):  # the end, or a string cut by it
-                    break
-                if buf[pos] == ord("{"):
-                    if depth == 0:
-                        start = base + pos
-                    depth += 1
-                elif depth:
-                    depth -= 1
-                    if depth == 0:
-                        spans.append(Span(start, base + pos + 1))
-                pos += 1
-            if buf.strip():
-                last_content = base + len(buf.rstrip())
-            if not chunk:
-                return spans, last_content
-            base += pos
-            buf = buf[pos:]
-
-
-def _read(stream: IO[bytes], path: str) -> bytes:
+def _is_trace(path: str, span: Span) -> bool:
+    """Whether the bytes of ``span`` are one JSON object with a ``nodes`` or ``traceEvents``
+    array: read as the converter reads a file, array elements one at a time."""
     try:
-        return stream.read(_CHUNK)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise TraceFormatError(path, f"cannot read (corrupt gzip data?): {exc}") from exc
+        with JsonObjectStream(path, _TRACE_ARRAYS, byte_range=(span.start, span.end)) as stream:
+            found = False
+            for key, value in stream.items():
+                if key in _TRACE_ARRAYS:
+                    found = True
+                    for _ in value:  # every element must decode
+                        pass
+            return found
+    except TraceFormatError:
+        return False
 
 
-def _copy_range(stream: IO[bytes], out: IO[str], span: Span) -> None:
+class _Scanner:
+    """The top-level objects of a byte stream fed chunk by chunk; every state carries over the
+    chunks' boundaries (a string, an escape, an object may be cut anywhere)."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span] = []  # complete, well-formed objects
+        self.malformed = 0
+        self.last_content = 0  # where non-blank content ends
+        self._base = 0  # offset of the current chunk
+        self._depth = 0
+        self._start = 0
+        self._well_formed = True
+        self._in_string = False
+        self._escape = False  # the chunk ended right after a backslash
+
+    def feed(self, chunk: bytes) -> None:
+        pos, size = 0, len(chunk)
+        if self._escape:
+            self._escape = False
+            self._well_formed &= chunk[0] in _ESCAPED
+            pos = 1
+        while pos < size:
+            if self._in_string:
+                pos = _IN_STRING.match(chunk, pos).end()  # type: ignore[union-attr]
+                if pos == size:
+                    break
+                byte = chunk[pos]
+                if byte == _QUOTE:
+                    self._in_string = False
+                elif byte == _BACKSLASH:
+                    if pos + 1 == size:
+                        self._escape = True
+                    else:
+                        self._well_formed &= chunk[pos + 1] in _ESCAPED
+                        pos += 1
+                else:  # a control character: not allowed in a JSON string
+                    self._well_formed = False
+            else:
+                pos = _SKIP.match(chunk, pos).end()  # type: ignore[union-attr]
+                if pos == size:
+                    break
+                self._structural(chunk[pos], pos)
+            pos += 1
+        if chunk.strip():
+            self.last_content = self._base + len(chunk.rstrip())
+        self._base += size
+
+    def _structural(self, byte: int, pos: int) -> None:
+        if byte == _QUOTE:
+            self._in_string = True
+        elif byte == _OPEN:
+            if self._depth == 0:
+                self._start, self._well_formed = self._base + pos, True
+            self._depth += 1
+        elif byte == _CLOSE and self._depth:
+            self._depth -= 1
+            if self._depth == 0:
+                if self._well_formed:
+                    self.spans.append(Span(self._start, self._base + pos + 1))
+                else:
+                    self.malformed += 1
+        else:  # not JSON text (or a stray '}' between objects)
+            self._well_formed = False
+
+
+def _copy_range(stream: TraceFile, out: IO[str], span: Span) -> None:
+    """Copy the bytes of ``span``, which must be UTF-8 text, as found in the first pass."""
     skipped = 0
     while skipped < span.start:
-        skipped += len(stream.read(min(_CHUNK, span.start - skipped)))
+        data = stream.read(min(_CHUNK, span.start - skipped))
+        if not data:
+            raise TraceFormatError(stream.path, "changed while it was repaired (it is shorter now)")
+        skipped += len(data)
     decoder = codecs.getincrementaldecoder("utf-8")()
     left = span.size
-    while left > 0:
-        data = stream.read(min(_CHUNK, left))
-        if not data:
-            break
-        out.write(decoder.decode(data))
-        left -= len(data)
-    out.write(decoder.decode(b"", final=True))
+    try:
+        while left > 0:
+            data = stream.read(min(_CHUNK, left))
+            if not data:
+                raise TraceFormatError(stream.path, "changed while it was repaired (it is shorter now)")
+            out.write(decoder.decode(data))
+            left -= len(data)
+        out.write(decoder.decode(b"", final=True))
+    except UnicodeDecodeError:
+        raise TraceFormatError(stream.path, "the object to keep is not UTF-8 text (binary data?)") from None

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import REAL_TRACES_DIR
+from .linkcases import edge_case_pair
 from .tracebuild import cyclic_nodes, op, trace, two_threads
 
 GOOD = trace(two_threads())
@@ -126,3 +128,61 @@ def test_usage_error_exits_2(tmp_path: Path) -> None:
     done = run_cli(str(tmp_path / "only-one-argument.json"))
     assert done.returncode == 2
     assert "usage:" in done.stderr
+
+
+# -- the same bad input, whichever command reads it ------------------------------------------------
+GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
+
+
+def _deep_json(doc: dict) -> str:
+    """json.dumps recurses: the nested value (1,000 levels) is put in by hand."""
+    return json.dumps(doc).replace('"@deep@"', "[" * 1000 + "1" + "]" * 1000)
+
+
+@pytest.mark.parametrize("command", ["convert", "link", "pair"])
+def test_deeply_nested_json_is_one_line(command: str, tmp_path: Path) -> None:
+    host, device = edge_case_pair(tmp_path / "in", layers=3, gz=False)
+    doc = json.loads(host.read_text()) if command != "convert" else trace(two_threads())
+    doc["nodes"][-1]["attrs"].append({"name": "deep", "type": "string", "value": "@deep@"})
+    source = tmp_path / "in" / ("merged.json" if command == "convert" else host.name)
+    source.write_text(_deep_json(doc))
+    out = tmp_path / "out"
+    out.mkdir()
+    args = [str(source), str(out / "o.et")] if command == "convert" else [
+        "link" if command == "link" else "convert", "--host", str(source), "--device", str(device), str(out / "o")]
+    done = run_cli(*args)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(source) in lines[0] and "nested too deeply" in lines[0], lines
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["link", "convert"])
+def test_rank0_host_with_rank1_device_is_refused_by_link_and_convert(command: str, tmp_path: Path) -> None:
+    """The pair links into a graph with cycles: both commands refuse it, for the same reason."""
+    done = run_cli(command, "--host", str(GPT2 / "rank0_host.json.gz"), "--device", str(GPT2 / "rank1_device.json.gz"),
+                   str(tmp_path / "out"))
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "another rank or run" in done.stderr and "--allow-mismatch" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["link", "convert"])
+@pytest.mark.parametrize(("change", "problem"), [
+    (lambda node: node.pop("name"), "missing required field 'name'"),
+    (lambda node: node.update(name=7), "name must be a string, got 7"),
+    (lambda node: node.update(attrs=5), "malformed 'attrs'"),
+    (lambda node: node.update(ctrl_deps=[1, 2]), "ctrl_deps must be a node id, got [1, 2]"),
+    (lambda node: node.update(id=2**64), "id must be a non-negative integer"),
+], ids=["no name", "name not a string", "attrs not a list", "ctrl_deps a list", "id beyond uint64"])
+def test_a_malformed_host_node_is_refused_by_link_and_convert(
+    command: str, change: Callable[[dict], object], problem: str, tmp_path: Path
+) -> None:
+    host, device = edge_case_pair(tmp_path / "in", layers=3, gz=False)
+    doc = json.loads(host.read_text())
+    change(doc["nodes"][5])
+    host.write_text(json.dumps(doc))
+    done = run_cli(command, "--host", str(host), "--device", str(device), str(tmp_path / "out"))
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert str(host) in done.stderr and "node #5" in done.stderr and problem in done.stderr
+    assert not (tmp_path / "out").exists()

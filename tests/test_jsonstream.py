@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from chakra_convert_fast.converter import jsonstream
+from chakra_convert_fast.converter import convert, jsonstream
+from chakra_convert_fast.converter.convert import parallel
 from chakra_convert_fast.converter.errors import TraceFormatError
 from chakra_convert_fast.converter.jsonstream import JsonObjectStream
+
+from .tracebuild import op, trace, two_threads
 
 DOCUMENTS = {
     "metadata after nodes": '{"schema": "s", "nodes": [{"id": 1}, {"id": 2}], "finish_ts": 12345}',
@@ -91,3 +94,57 @@ def test_errors_name_the_problem(text: str, problem: str, tmp_path: Path) -> Non
     with pytest.raises(TraceFormatError, match=problem) as caught:
         stream_all(path)
     assert str(caught.value).startswith(str(path))
+
+
+# -- errors: found where they are, reported where they are -------------------------------------------
+def test_an_error_far_from_the_buffer_end_reads_no_further(tmp_path: Path) -> None:
+    """A syntax error near the start of a large file is reported from the first chunk: the reader
+    refills only while a value runs into the end of what it holds."""
+    filler = ", ".join(json.dumps({"id": i, "pad": "x" * 100}) for i in range(60_000))  # ~7 MB
+    text = '{"nodes": [{"id": 0, "bad": tru}, ' + filler + "]}"
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    stream = JsonObjectStream(path, {"nodes"})
+    try:
+        with pytest.raises(TraceFormatError, match=f"invalid JSON at character {text.index('tru')}: Expecting value"):
+            for _, value in stream.items():
+                list(value)
+        assert stream.bytes_read <= 2 * jsonstream._CHUNK_BYTES
+    finally:
+        stream.close()
+
+
+@pytest.mark.parametrize("cut", ["tru", "-Infinit", "1e+", '"\\u12', "nul", "[1, 2"])
+def test_a_value_cut_by_the_buffer_end_is_still_read(cut: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other side: a value the buffer's end cuts in the middle of a token is completed."""
+    monkeypatch.setattr(jsonstream, "_CHUNK_BYTES", 64)
+    monkeypatch.setattr(jsonstream, "_LOOKAHEAD", 0)
+    rest = {"tru": "e", "-Infinit": "y", "1e+": "5", '"\\u12': '34"', "nul": "l", "[1, 2": "]"}[cut]
+    for pad in range(40, 80):  # the cut falls at every offset around the 64-character chunk
+        text = '{"p": "' + "x" * pad + '", "nodes": [' + cut + rest + "]}"
+        path = tmp_path / "t.json"
+        path.write_text(text)
+        assert stream_all(path) == json.loads(text)
+
+
+def test_positions_after_the_two_process_split_are_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "MIN_SPLIT_BYTES", 0)
+    nodes = two_threads() + [op(100 + i, f"aten::é{i}", 2) for i in range(60)]  # characters != bytes
+    nodes[-3]["exclusive_dur"] = "@@@"
+    text = json.dumps(trace(nodes)).replace('"@@@"', "tru")
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    split = parallel.find_split(str(path), 0)
+    assert split is not None and split.char_offset < text.index("tru")
+    with pytest.raises(TraceFormatError, match=f"invalid JSON at character {text.index('tru')}:"):
+        convert(path, tmp_path / "o.et")
+    assert list(tmp_path.iterdir()) == [path]
+
+
+@pytest.mark.parametrize("opener", ["[", '{"a": '])
+def test_nesting_too_deep_is_an_error(opener: str, tmp_path: Path) -> None:
+    closer = "]" if opener == "[" else "}"
+    path = tmp_path / "deep.json"
+    path.write_text('{"nodes": [{"id": 1, "v": ' + opener * 5000 + "1" + closer * 5000 + "}]}")
+    with pytest.raises(TraceFormatError, match="nested too deeply"):
+        stream_all(path)

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-import chakra_convert_fast.converter.api  # noqa: F401 - a missing dependency fails, never skips
-from chakra_convert_fast.converter import cli
+from chakra_convert_fast.converter import api, cli
+from chakra_convert_fast.converter.ranks import convert_all
 from chakra_convert_fast.converter.ranks.discover import discover, rank_from_name
 from tests.linkcases import edge_case_pair
+
+from .clirun import run_cli
 
 
 def make_job(directory: Path, ranks: int = 4) -> None:
@@ -74,3 +79,33 @@ def test_profiler_output_folder_converts(tmp_path: Path) -> None:
     (tmp_path / "job" / "gpt2_tiny_np2_summary.json").write_text(json.dumps({"nodes": 3, "schema": "x", "ranks": []}))
     assert cli.main(["convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "-q"]) == 0
     assert sorted(p.name for p in (tmp_path / "out").glob("*.et")) == ["trace.0.et", "trace.1.et"]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda data: data[:10] + bytes(b ^ 0xFF for b in data[10:40]) + data[40:],  # zlib.error: invalid block
+     lambda data: data[: len(data) // 2],  # EOFError: truncated
+     lambda data: data[:-8] + b"\0" * 8],  # BadGzipFile: CRC check failed
+    ids=["corrupt deflate data", "truncated", "bad checksum"],
+)
+def test_a_corrupt_gzip_rank_fails_alone(damage: Callable[[bytes], bytes], tmp_path: Path) -> None:
+    make_job(tmp_path / "job", ranks=3)
+    device = tmp_path / "job" / "rank1_device.json.gz"
+    device.write_bytes(damage(device.read_bytes()))
+    done = run_cli("convert-all", tmp_path / "job", tmp_path / "out", "--jobs", "2")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    failed = [line for line in done.stderr.splitlines() if "FAILED" in line]
+    assert len(failed) == 1 and "rank 1" in failed[0] and "rank1_device.json.gz" in failed[0], done.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["comm_group.json", "trace.0.et", "trace.2.et"]
+
+
+def test_a_worker_that_dies_is_a_failed_rank_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_job(tmp_path / "job", ranks=2)
+
+    def die(task: object) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(convert_all, "_convert_rank", die)
+    result = api.convert_all(tmp_path / "job", tmp_path / "out", jobs=2)
+    assert [o.ok for o in result.outcomes] == [False, False]
+    assert all("worker process died" in o.message for o in result.outcomes)

@@ -13,15 +13,14 @@ split can cost time, never correctness.
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import re
-import tempfile
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any
 
-from ..io import GZIP_MAGIC
+from ..errors import TraceFormatError
+from ..io import SpillFile, TraceFile, open_trace
+from ..workers import Worker, fork_available
 from .graph import TraceGraph
 from .reader import TraceReader
 from .writer import TailSpill
@@ -45,34 +44,35 @@ class SplitPoint:
 def find_split(path: str, min_bytes: int = MIN_SPLIT_BYTES) -> SplitPoint | None:
     """A likely node boundary near the middle of a large uncompressed file, or None (also when
     the file cannot be read: the reader then reports that)."""
+    if (os.cpu_count() or 1) < 2 or not fork_available():
+        return None
     try:
-        return _find_split(path, min_bytes)
-    except OSError:
+        with open_trace(path) as trace:
+            return _find_split(trace, min_bytes)
+    except TraceFormatError:
         return None
 
 
-def _find_split(path: str, min_bytes: int) -> SplitPoint | None:
-    size = os.path.getsize(path)
-    if size < min_bytes or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+def _find_split(trace: TraceFile, min_bytes: int) -> SplitPoint | None:
+    if trace.size < min_bytes or trace.gzipped:
         return None
-    with open(path, "rb") as fh:
-        if fh.read(2) == GZIP_MAGIC:
-            return None
-        start = int(size * SPLIT_FRACTION)
-        fh.seek(start)
-        found = _BOUNDARY.search(fh.read(_SEARCH_WINDOW))
-        if found is None:
-            return None
-        byte_offset = start + found.group().rindex(b"{") + found.start()
-        fh.seek(0)
-        return SplitPoint(byte_offset, _characters_before(fh, byte_offset))
+    start = int(trace.size * SPLIT_FRACTION)
+    trace.seek(start)
+    found = _BOUNDARY.search(trace.read(_SEARCH_WINDOW))
+    if found is None:
+        return None
+    byte_offset = start + found.group().rindex(b"{") + found.start()
+    trace.seek(0)
+    return SplitPoint(byte_offset, _characters_before(trace, byte_offset))
 
 
-def _characters_before(fh: Any, end: int) -> int:
+def _characters_before(fh: TraceFile, end: int) -> int:
     """UTF-8 characters in the first ``end`` bytes: every byte that is not a continuation byte."""
     count = 0
     while end > 0:
         chunk = fh.read(min(end, 1 << 24))
+        if not chunk:  # the file shrank: the split is then checked (and dropped) by the first reader
+            break
         end -= len(chunk)
         count += len(chunk) if chunk.isascii() else len(chunk.translate(None, _CONTINUATION_BYTES))
     return count
@@ -83,65 +83,47 @@ class SecondHalf:
     """What the worker read: graph rows, their spilled tails, the metadata after the nodes."""
 
     rows: dict[str, Any]
-    spill_offsets: Any  # of the tails in the worker's spill file (SecondHalfReader.spill_path)
+    spill_offsets: Any  # of the tails in the worker's spill file (SecondHalfReader.spill)
     metadata: dict[str, Any]
     first_old_layout_node: int | None  # counted from the split
 
 
 class SecondHalfReader:
     """Runs the worker; ``result()`` is its SecondHalf, or None if it failed (then read it here).
-    ``close()`` must follow in every case."""
+    ``close()`` must follow in every case.
+
+    The worker writes its tails to ``spill``, an unnamed file made here that it inherits: however
+    either process ends, nothing is left on disk.
+    """
 
     def __init__(
         self, path: str, split: SplitPoint, spill_dir: str, keep_simulation_fields: bool, astra_sim: bool
     ) -> None:
-        context = multiprocessing.get_context("fork")
-        self._receiver, sender = context.Pipe(duplex=False)
-        fd, self.spill_path = tempfile.mkstemp(dir=spill_dir, prefix=".chakra-tails-")
-        os.close(fd)  # the worker writes it; we remove it whatever happens (close)
-        self._process = context.Process(
-            target=_work, args=(sender, path, split.byte_offset, self.spill_path, keep_simulation_fields, astra_sim),
-            daemon=True,
-        )
-        self._process.start()
-        sender.close()
+        self.spill = SpillFile(spill_dir)
+        try:
+            self._worker = Worker(_work, path, split, self.spill, keep_simulation_fields, astra_sim)
+        except BaseException:
+            self.spill.close()
+            raise
 
     def result(self) -> SecondHalf | None:
-        outcome: SecondHalf | None
-        try:
-            outcome = self._receiver.recv()
-        except EOFError:
-            outcome = None
-        self._process.join()
+        outcome: SecondHalf | None = self._worker.result()
         return outcome
 
     def close(self) -> None:
-        """Stop the worker if it still runs, and remove its spill file."""
-        if self._process.is_alive():
-            self._process.terminate()
-        self._process.join()
-        self._receiver.close()
-        if os.path.exists(self.spill_path):
-            os.unlink(self.spill_path)
+        """Stop the worker if it still runs, and drop its spilled tails."""
+        self._worker.stop()
+        self.spill.close()
 
 
-def _work(
-    sender: Connection, path: str, byte_offset: int, spill_path: str, keep_simulation_fields: bool, astra_sim: bool
-) -> None:
-    """Worker body: read from ``byte_offset`` to the end; send a SecondHalf, or None on any error
-    (the first process then reads that part itself and reports the error with node numbers)."""
+def _work(path: str, split: SplitPoint, spill: SpillFile, keep_simulation_fields: bool, astra_sim: bool) -> SecondHalf:
+    """Worker body: read from the split to the end. Any error makes the result None: the first
+    process then reads that part itself and reports the error with node numbers."""
     gc.disable()  # as in the first process: millions of short-lived acyclic objects
-    spill = TailSpill(os.path.dirname(spill_path), path=spill_path)
-    try:
-        graph = TraceGraph(path, keep_simulation_fields)
-        reader = TraceReader(path, astra_sim=astra_sim)
-        for record in reader.records_from(byte_offset):
-            graph.add(record)
-            spill.append(record.tail)
-        sender.send(SecondHalf(graph.export_rows(), spill.export(), reader.metadata,
-                               reader.first_old_layout_node))
-    except Exception:
-        sender.send(None)
-    finally:
-        spill.close()
-        sender.close()
+    tails = TailSpill(spill)
+    graph = TraceGraph(path, keep_simulation_fields)
+    reader = TraceReader(path, astra_sim=astra_sim)
+    for record in reader.records_from(split.byte_offset, split.char_offset):
+        graph.add(record)
+        tails.append(record.tail)
+    return SecondHalf(graph.export_rows(), tails.export(), reader.metadata, reader.first_old_layout_node)

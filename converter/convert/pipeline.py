@@ -8,7 +8,6 @@ linker's merged trace. Both run the same stages after reading and return a ``Con
 from __future__ import annotations
 
 import gc
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CycleReport, CyclicDependencyError
-from ..io import atomic_output, refuse_overwriting_inputs
+from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
 from . import astra, cycles, parallel
 from .astra import AstraChanges
 from .graph import TraceGraph
@@ -79,8 +78,10 @@ def convert_file(
     input_path: str, output_path: str, options: ConvertOptions, progress: Progress | None = None
 ) -> ConversionResult:
     """Convert the trace file ``input_path`` into ``output_path``; see ``ConvertOptions``.
-    Raises a ``ConverterError`` subclass on bad input; no output file is left behind then."""
-    refuse_overwriting_inputs(output_path, input_path)
+    Raises a ``ConverterError`` subclass on bad input or an output that cannot be written; no
+    output file is left behind then."""
+    check_input(input_path)
+    target = check_output(output_path, input_path)
     split = parallel.find_split(input_path, parallel.MIN_SPLIT_BYTES) if options.use_second_core else None
     reader = TraceReader(input_path, progress=_read_progress(progress, split), astra_sim=options.astra_sim)
     worker: parallel.SecondHalfReader | None = None
@@ -88,36 +89,37 @@ def convert_file(
     def read(graph: TraceGraph, spill: TailSpill) -> None:
         nonlocal worker
         if split is not None:
-            worker = parallel.SecondHalfReader(input_path, split, spill.directory, options.simulate, options.astra_sim)
+            worker = parallel.SecondHalfReader(input_path, split, target.work_dir, options.simulate, options.astra_sim)
         _collect(reader.records(split.char_offset if split else None), graph, spill)
         if split is not None and worker is not None:
             _second_half(reader, graph, spill, split, worker)
 
     try:
-        return _run(reader, read, output_path, options, progress)
+        return _run(reader, read, target, options, progress)
     finally:
         if worker is not None:
             worker.close()
 
 
 def convert_items(
-    items: Iterator[tuple[str, Any]], output_path: str, options: ConvertOptions, *, source_name: str
+    items: Iterator[tuple[str, Any]], target: OutputTarget, options: ConvertOptions, *, source_name: str
 ) -> ConversionResult:
     """Convert a trace given as top-level ``(key, value)`` pairs (``nodes``: an iterator of node
-    dicts); ``source_name`` names it in errors. Same output as those pairs written to a file."""
+    dicts) into ``target`` (see ``io.check_output``); ``source_name`` names it in errors. Same
+    output as those pairs written to a file."""
     reader = TraceReader(source_name, astra_sim=options.astra_sim)
     return _run(reader, lambda graph, spill: _collect(reader.records_from_items(items), graph, spill),
-                output_path, options, None)
+                target, options, None)
 
 
 def _run(
-    reader: TraceReader, read: Callable[[TraceGraph, TailSpill], None], target: str, options: ConvertOptions,
-    progress: Progress | None,
+    reader: TraceReader, read: Callable[[TraceGraph, TailSpill], None], target: OutputTarget,
+    options: ConvertOptions, progress: Progress | None,
 ) -> ConversionResult:
     """The stages after reading: graph, cycles, writing; ``read`` fills the graph and the spill."""
     started = time.perf_counter()
     graph = TraceGraph(reader.path, keep_simulation_fields=options.simulate)
-    spill = TailSpill(os.path.dirname(os.path.abspath(target)))
+    spill = TailSpill(SpillFile(target.work_dir))
     try:
         with _gc_paused():
             read(graph, spill)
@@ -134,7 +136,7 @@ def _run(
         spill.close()
     return ConversionResult(
         input_path=reader.path,
-        output_path=target,
+        output_path=target.path,
         nodes_read=len(graph),
         nodes_written=written,
         dangling_removed=graph.dangling_removed,
@@ -170,11 +172,11 @@ def _second_half(reader: TraceReader, graph: TraceGraph, spill: TailSpill, split
         return  # the guess fell inside a value; this process has read everything
     half = worker.result()
     if half is None:  # the worker hit a problem: read that half here, to report it precisely
-        _collect(reader.records_from(split.byte_offset, first_position=len(graph)), graph, spill)
+        _collect(reader.records_from(split.byte_offset, split.char_offset, len(graph)), graph, spill)
         return
     reader.merge_second_half(half.metadata, half.first_old_layout_node, len(graph))
     graph.extend_rows(half.rows)
-    spill.append_exported(worker.spill_path, half.spill_offsets)
+    spill.append_exported(worker.spill, half.spill_offsets)
 
 
 @contextmanager

@@ -56,11 +56,12 @@ class TraceReader:
             yield from self._consume(stream.items(), stream, 0)
             self.stopped = stream.stopped
 
-    def records_from(self, byte_offset: int, first_position: int = 0) -> Iterator[NodeRecord]:
-        """Records of the nodes from ``byte_offset`` (a node's first byte) on, then the metadata
-        after the array; ``first_position`` numbers them in error messages."""
+    def records_from(self, byte_offset: int, char_offset: int, first_position: int = 0) -> Iterator[NodeRecord]:
+        """Records of the nodes from ``byte_offset`` (a node's first byte, ``char_offset`` characters
+        into the file) on, then the metadata after the array; ``first_position`` numbers them in
+        error messages."""
         with JsonObjectStream(self.path, stream_keys={"nodes"}) as stream:
-            yield from self._consume(stream.items_from(byte_offset, "nodes"), stream, first_position)
+            yield from self._consume(stream.items_from(byte_offset, "nodes", char_offset), stream, first_position)
 
     def records_from_items(self, items: Iterator[tuple[str, Any]]) -> Iterator[NodeRecord]:
         """Records from top-level ``(key, value)`` pairs made in memory (``nodes``: an iterator of

@@ -1,65 +1,57 @@
 """Output: the spill file for pre-encoded node tails, and the ``.et`` records in id order.
 
 The tails of a large trace are about the size of the output (hundreds of MB), so they go to an
-unnamed temporary file next to the output as they are made, and are read back by offset when
-the nodes are written in id order, each behind its head (and communication attributes).
+unnamed temporary file next to the output as they are made (``io.SpillFile``), and are read back
+by offset when the nodes are written in id order, each behind its head (and communication
+attributes).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from array import array
 from collections.abc import Callable
 from typing import IO, Any
 
 from ..errors import TraceContentError
+from ..io import SpillFile
 from ..schema.chakra import COMM_NODE_TYPES
 from . import encode
 from .graph import TraceGraph
 
-_BUFFER = 1 << 20
+_READ_AHEAD = 1 << 20
 
 
 class TailSpill:
-    """Append-only store of byte strings, addressed by the order they were added.
+    """Append-only store of byte strings in a ``SpillFile``, addressed by the order they were added.
 
-    With ``path``, the store is that (existing, named) file, so another process can take it
-    (``export``); the caller owns and removes it.
+    A worker process fills its own (``export``), which this process then appends to its store
+    (``append_exported``).
     """
 
-    def __init__(self, directory: str, path: str = "") -> None:
-        directory = directory or "."
-        self.directory = directory
-        self.path = path
-        if path:
-            self._file: IO[bytes] = open(path, "w+b")  # noqa: SIM115 - closed by close()
-        else:
-            self._file = tempfile.TemporaryFile(dir=directory, prefix=".chakra-tails-")  # noqa: SIM115
-        self._writer = open(self._file.fileno(), "wb", buffering=_BUFFER, closefd=False)  # noqa: SIM115
+    def __init__(self, file: SpillFile) -> None:
+        self._file = file
+        self._write = file.write
         self._offsets = array("Q", [0])
         self._size = 0
         self._window = b""  # read-ahead: nodes are mostly requested in the order they were added
         self._window_start = 0
 
     def append(self, data: bytes) -> None:
-        self._writer.write(data)
+        self._write(data)
         self._size += len(data)
         self._offsets.append(self._size)
 
     def finish_writing(self) -> None:
-        self._writer.flush()
+        self._file.flush()
 
     def export(self) -> array[int]:
-        """Flush a named spill and return its offsets, for ``append_exported`` in another process."""
-        self._writer.flush()
+        """Flush the store and return its offsets, for ``append_exported`` in another process."""
+        self._file.flush()
         return self._offsets
 
-    def append_exported(self, path: str, offsets: array[int]) -> None:
-        """Append another process's exported tails, in their order, and delete its file."""
-        with open(path, "rb") as source:
-            shutil.copyfileobj(source, self._writer, _BUFFER)
+    def append_exported(self, file: SpillFile, offsets: array[int]) -> None:
+        """Append another process's exported tails (written to ``file``), in their order."""
+        self._file.copy_from(file, offsets[-1])
         base = self._size
         self._offsets.extend(base + offset for offset in offsets[1:])
         self._size = base + offsets[-1]
@@ -70,13 +62,12 @@ class TailSpill:
         if window_start <= start and end <= window_start + len(self._window):
             return self._window[start - window_start : end - window_start]
         if start == window_start + len(self._window):  # sequential: read ahead
-            self._window = os.pread(self._file.fileno(), max(end - start, _BUFFER), start)
+            self._window = self._file.pread(max(end - start, _READ_AHEAD), start)
             self._window_start = start
             return self._window[: end - start]
-        return os.pread(self._file.fileno(), end - start, start)
+        return self._file.pread(end - start, start)
 
     def close(self) -> None:
-        self._writer.close()
         self._file.close()
 
 

@@ -17,6 +17,7 @@ from ..jsonstream import JsonObjectStream
 from ..schema.compat import map_old_schema_node
 
 ROOT_ID = 1  # et_replay's root: the process node, id 1
+_U64 = 1 << 64
 NO_CTRL_DEPS = object()  # marks a node without a ``ctrl_deps`` key (left untouched on output)
 
 
@@ -100,24 +101,50 @@ def _index_nodes(index: HostIndex, nodes: Iterator[Any]) -> None:
         index.ascending = index.ascending and node_id > previous
         previous = node_id
         index.ids.append(node_id)
-        index.ctrl_deps.append(node.get("ctrl_deps", NO_CTRL_DEPS))
-        index.rf_ids.append(_rf_id(node))
-        index.names.append(str(node.get("name", "")))
+        index.ctrl_deps.append(_parent(index.path, position, node))
+        index.rf_ids.append(_rf_id(index.path, position, node))
+        index.names.append(_name(index.path, position, node))
 
 
 def _node_id(path: str, position: int, node: Any) -> int:
     if not isinstance(node, dict):
         raise TraceContentError(path, f"node #{position} is a {type(node).__name__}, not a JSON object")
     node_id = node.get("id")
-    if type(node_id) is not int or node_id < 0:
-        raise TraceContentError(path, f"node #{position}: id must be a non-negative integer, got {node_id!r}")
+    if type(node_id) is not int or not 0 <= node_id < _U64:  # the ids of a Chakra trace are uint64
+        raise TraceContentError(path, f"node #{position}: id must be a non-negative integer below 2**64, "
+                                      f"got {node_id!r}")
     return node_id
 
 
-def _rf_id(node: dict[str, Any]) -> Any:
+def _parent(path: str, position: int, node: dict[str, Any]) -> Any:
+    """``ctrl_deps`` as the linker keys tables with it: a JSON scalar (a parent id that is no node is
+    kept, and renumbered, as the reference does), or NO_CTRL_DEPS where the node has none."""
+    parent = node.get("ctrl_deps", NO_CTRL_DEPS)
+    if isinstance(parent, list | dict):
+        shown = repr(parent)
+        raise TraceContentError(path, f"node #{position} (id {node['id']}): ctrl_deps must be a node id, "
+                                      f"got {shown if len(shown) <= 60 else shown[:60] + '...'}")
+    return parent
+
+
+def _name(path: str, position: int, node: dict[str, Any]) -> str:
+    """The node's name: et_replay reads it from every node, and the converter needs a string."""
+    if "name" not in node:
+        raise TraceContentError(path, f"node #{position} (id {node['id']}): missing required field 'name'")
+    name = node["name"]
+    if not isinstance(name, str):
+        raise TraceContentError(path, f"node #{position} (id {node['id']}): name must be a string, got {name!r}")
+    return name
+
+
+def _rf_id(path: str, position: int, node: dict[str, Any]) -> Any:
     """The record-function id et_replay reads: the last ``rf_id`` entry of ``attrs``, as int."""
+    attrs = node.get("attrs") or ()
+    if not isinstance(attrs, list | tuple):
+        raise TraceContentError(path, f"node #{position} (id {node['id']}): malformed 'attrs' "
+                                      f"(a list of {{name, value}} entries expected), got {type(attrs).__name__}")
     found = None
-    for attr in node.get("attrs") or ():
+    for attr in attrs:
         if isinstance(attr, dict) and attr.get("name") == "rf_id":
             found = attr.get("value")
     try:

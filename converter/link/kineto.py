@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,20 +126,70 @@ def _ts(event: KinetoEvent) -> Any:
     return event.ts
 
 
+#: Fields the linker uses, and the JSON values it can use them as (a missing field takes the
+#: reference's default; another value makes the reference fail with a TypeError or an
+#: OverflowError). Times are added to each other; ids and the pid key tables; names are searched.
+_Check = tuple[tuple[str, Callable[[Any], bool], str], ...]
+
+
+def _is_time(value: Any) -> bool:
+    """A number, and one that mixes with floats (an integer beyond a float's range does not)."""
+    return isinstance(value, float) or (isinstance(value, int) and -_FLOAT_LIMIT < value < _FLOAT_LIMIT)
+
+
+def _is_key(value: Any) -> bool:
+    return isinstance(value, int | float | str | bool | None)
+
+
+_FLOAT_LIMIT = 1 << 1023
+_TIMED: _Check = (("ts", _is_time, "a number"), ("dur", _is_time, "a number"))  # every event with a tid
+_EVERY: _Check = (("tid", _is_key, "a number or a string"), ("cat", _is_key, "a string"))
+_KEPT: _Check = (("name", lambda v: isinstance(v, str), "a string"), ("pid", _is_key, "a number or a string"))
+_ARGS: _Check = (
+    ("Record function id", _is_key, "a number or a string"),
+    ("correlation", _is_key, "a number or a string"),
+)
+_SHOWN = 60  # characters of a bad value shown in an error
+
+
 def _read_events(trace: KinetoTrace, events: Any) -> None:
     for index, event in enumerate(events):
         if not isinstance(event, dict):
             raise TraceFormatError(trace.path, f"traceEvents[{index}] is not a JSON object")
+        _check(trace.path, index, event, event, _EVERY if event.get("tid", 0) is None else _EVERY + _TIMED)
         _track_time(trace, event, index)
         cat = event.get("cat", "")
         if cat not in CPU_CATEGORIES and cat not in GPU_CATEGORIES and cat not in LAUNCH_CATEGORIES:
             continue
+        _check(trace.path, index, event, event, _KEPT)
         args = event.get("args") or {}
+        if not isinstance(args, dict):
+            raise TraceFormatError(trace.path, f"{_event_name(index, event)}: 'args' must be a JSON object, "
+                                               f"got {_shown(args)}")
+        _check(trace.path, index, event, args, _ARGS)
         try:
             kept = KinetoEvent(event, args)
         except (TypeError, ValueError) as exc:
-            raise TraceFormatError(trace.path, f"traceEvents[{index}]: bad 'External id': {exc}") from None
+            raise TraceFormatError(trace.path, f"{_event_name(index, event)}: bad 'External id': {exc}") from None
         _classify(trace, kept, event)
+
+
+def _check(path: str, index: int, event: dict[str, Any], values: dict[str, Any], fields: _Check) -> None:
+    for key, valid, expected in fields:
+        if key in values and not valid(values[key]):
+            raise TraceFormatError(
+                path, f"{_event_name(index, event)}: '{key}' must be {expected}, got {_shown(values[key])}"
+            )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+def _event_name(index: int, event: dict[str, Any]) -> str:
+    name = event.get("name")
+    return f"traceEvents[{index}] ({_shown(name)})" if isinstance(name, str) else f"traceEvents[{index}]"
 
 
 def _classify(trace: KinetoTrace, kept: KinetoEvent, event: dict[str, Any]) -> None:

@@ -10,12 +10,10 @@ each node's text goes to a spill file and is copied out in id order, so memory s
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from ..io import atomic_text_output
+from ..io import OutputTarget, SpillFile, atomic_text_output
 from .hostindex import NO_CTRL_DEPS, HostIndex, iter_host_nodes
 from .linker import LinkPlan
 
@@ -42,11 +40,8 @@ class Renumbering:
                 next_id += 1
 
     def _lookup(self, original: Any) -> int | None:
-        try:
-            found = self.new_id.get(original)
-            return found if found is not None else self.fresh.get(original)
-        except TypeError:  # an unhashable ctrl_deps: left as it is
-            return None
+        found = self.new_id.get(original)  # ctrl_deps are JSON scalars (checked by the index)
+        return found if found is not None else self.fresh.get(original)
 
     def parent(self, original: Any) -> Any:
         found = self._lookup(original)
@@ -117,22 +112,26 @@ def _in_id_order(blocks: Iterator[list[dict[str, Any]]], index: HostIndex, spill
     for number, position in enumerate(index.sorted_positions()):
         rank[position] = number
     spans: list[tuple[int, int]] = [(0, 0)] * index.node_count
-    with tempfile.TemporaryFile(dir=spill_dir) as spill:
+    spill = SpillFile(spill_dir)
+    try:
+        end = 0
         for position, block in enumerate(blocks):
             data = _dumps(block).encode()
-            spans[rank[position]] = (spill.tell(), len(data))
+            spans[rank[position]] = (end, len(data))
             spill.write(data)
+            end += len(data)
+        spill.flush()
         for offset, size in spans:
-            spill.seek(offset)
-            yield from json.loads(spill.read(size))
+            yield from json.loads(spill.pread(size, offset))
+    finally:
+        spill.close()
 
 
-def write_merged(index: HostIndex, plan: LinkPlan, output_path: str) -> None:
+def write_merged(index: HostIndex, plan: LinkPlan, target: OutputTarget) -> None:
     """Write the merged trace; the output appears only once it is complete."""
-    spill_dir = os.path.dirname(os.path.abspath(output_path))
-    with atomic_text_output(output_path) as out:
+    with atomic_text_output(target) as out:
         out.write("{")
-        for number, (key, value) in enumerate(merged_items(index, plan, spill_dir)):
+        for number, (key, value) in enumerate(merged_items(index, plan, target.work_dir)):
             out.write(("," if number else "") + "\n" + _dumps(key) + ": ")
             if key == "nodes":
                 out.write("[\n")

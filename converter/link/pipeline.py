@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import TraceContentError, TraceFormatError
-from ..io import refuse_overwriting_inputs
+from ..io import OutputTarget, check_input, check_output
 from .hostindex import HostIndex, index_host_trace
 from .kineto import read_kineto
 from .linker import LinkPlan, LinkStats
@@ -51,10 +51,11 @@ def link(
     ``output_path`` None links and checks without writing.
     """
     started = time.perf_counter()
-    target = None if output_path is None else os.fspath(output_path)
-    if target is not None:
-        refuse_overwriting_inputs(target, os.fspath(host_path), os.fspath(device_path))
-    result, index, plan = _plan(host_path, device_path, target, rank, allow_mismatch)
+    host, device = os.fspath(host_path), os.fspath(device_path)
+    check_input(host)
+    check_input(device)
+    target = None if output_path is None else check_output(output_path, host, device)
+    result, index, plan = _plan(host, device, None if target is None else target.path, rank, allow_mismatch)
     if target is not None:
         write_merged(index, plan, target)
     return replace(result, seconds=time.perf_counter() - started)
@@ -71,7 +72,8 @@ def _plan(
     trace = read_kineto(device)
     trace_rank = _check_rank(trace.distributed_info, rank, device)
     plan = plan_links(index, trace)
-    warnings = check_pair(plan.stats, host, device, allow_mismatch) + _pid_warning(index.metadata, trace.pids)
+    warnings = check_pair(plan.stats, host, device, allow_mismatch)
+    warnings += _check_pid(index.metadata, trace.pids, host, allow_mismatch)
     written = index.node_count + plan.stats.gpu_linked
     result = LinkResult(
         host, device, target, trace_rank, written, plan.stats, warnings, time.perf_counter() - started
@@ -80,13 +82,13 @@ def _plan(
 
 
 def link_items(
-    host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: str, *,
+    host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: OutputTarget, *,
     rank: int | None, allow_mismatch: bool,
 ) -> tuple[LinkResult, Iterator[tuple[str, Any]]]:
     """The link plan, and the merged trace as items (made during the host trace's second pass);
-    spill files for an out-of-order host trace go next to ``target``."""
+    spill files for an out-of-order host trace go where ``target`` keeps its temporary data."""
     result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch)
-    return result, merged_items(index, plan, os.path.dirname(os.path.abspath(target)))
+    return result, merged_items(index, plan, target.work_dir)
 
 
 def _check_rank(info: dict[str, Any] | None, rank: int | None, device: str) -> int | None:
@@ -115,15 +117,21 @@ def check_pair(stats: LinkStats, host: str, device: str, allow_mismatch: bool = 
     return problems + _link_warnings(stats)
 
 
-def _pid_warning(metadata: dict[str, Any], device_pids: set[Any]) -> list[str]:
-    """Same program, other rank or run: the names agree, but the process id gives it away."""
+def _check_pid(metadata: dict[str, Any], device_pids: set[Any], host: str, allow_mismatch: bool) -> list[str]:
+    """Same program, other rank or run: the names agree, but the process id gives it away. Such a
+    pair links into a graph with cycles (each rank's collectives), which the converter refuses:
+    an error here too, unless ``allow_mismatch`` (then a warning)."""
     pid = metadata.get("pid")
-    if pid is None or not device_pids or pid in device_pids:
+    try:
+        if pid is None or not device_pids or pid in device_pids:
+            return []
+    except TypeError:  # an unhashable pid: nothing to compare
         return []
     shown = ", ".join(str(p) for p in sorted(device_pids, key=str)[:3])
-    return [
-        f"the host trace is from process {pid}, the device trace's CPU ops from {shown}: another rank or run?"
-    ]
+    problem = f"the host trace is from process {pid}, the device trace's CPU ops from {shown}: another rank or run"
+    if not allow_mismatch:
+        raise TraceContentError(host, f"{problem} (--allow-mismatch links them anyway)")
+    return [f"{problem}?"]
 
 
 def _link_warnings(stats: LinkStats) -> list[str]:

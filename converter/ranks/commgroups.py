@@ -10,12 +10,13 @@ other names are reported, since ASTRA-sim cannot use them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..io import atomic_text_output
+from ..io import OutputTarget, atomic_text_output, check_output
 from ..schema.astra import ALL_RANKS_GROUPS, group_id
+from .discover import distributed_info
 
 COMM_GROUP_FILE = "comm_group.json"
 
@@ -37,8 +38,9 @@ def from_distributed_info(infos: Iterable[dict[str, Any]]) -> CommGroups:
         for pg in info.get("pg_config") or ():
             if not isinstance(pg, dict) or "pg_name" not in pg:
                 continue
-            ranks = pg.get("ranks") or list(range(pg.get("pg_size") or world or 0))
-            members.setdefault(str(pg["pg_name"]), set()).update(int(r) for r in ranks if type(r) is int)
+            ranks = _group_ranks(pg, world)
+            if ranks is not None:
+                members.setdefault(str(pg["pg_name"]), set()).update(ranks)
     result = CommGroups()
     for name in sorted(members, key=lambda n: (group_id(n) is None, group_id(n) or 0, n)):
         if name in ALL_RANKS_GROUPS:
@@ -50,6 +52,23 @@ def from_distributed_info(infos: Iterable[dict[str, Any]]) -> CommGroups:
     return result
 
 
-def write(groups: CommGroups, path: str) -> None:
+def _group_ranks(pg: dict[str, Any], world: Any) -> list[int] | None:
+    """A process group's ranks (all of them when it lists none), or None for a malformed entry."""
+    ranks, size = pg.get("ranks"), pg.get("pg_size") or world or 0
+    if ranks:
+        return ranks if isinstance(ranks, list) and all(type(r) is int for r in ranks) else None
+    return list(range(size)) if type(size) is int and 0 <= size <= 1 << 20 else None
+
+
+def write(groups: CommGroups, path: str | OutputTarget) -> None:
     with atomic_text_output(path) as out:
         out.write(json.dumps(groups.groups, indent=2) + "\n")
+
+
+def write_for_job(device_traces: Sequence[str], output_path: str) -> CommGroups:
+    """The groups of a job's Kineto traces, written to ``output_path`` (checked first, never one of
+    the traces)."""
+    target = check_output(output_path, *device_traces)
+    groups = from_distributed_info(distributed_info(path) for path in device_traces)
+    write(groups, target)
+    return groups

@@ -1,7 +1,8 @@
 """``convert-all``: every rank of a job, host + device pairs found in one directory, in parallel.
 
 Writes ``OUTDIR/<prefix>.<rank>.et`` (the names ASTRA-sim's workload loader expects) and
-``OUTDIR/comm_group.json``, ASTRA-sim's ``--comm-group-configuration`` (``ranks/commgroups.py``).
+``OUTDIR/comm_group.json``, ASTRA-sim's ``--comm-group-configuration`` (``ranks/commgroups.py``),
+unless every rank failed (then nothing is written).
 One rank failing does not stop the others; each outcome is a row of the summary.
 """
 
@@ -9,14 +10,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import closing, suppress
 from dataclasses import dataclass, field
 
 from ..convert.pipeline import ConvertOptions
 from ..errors import ConverterError
+from ..io import check_output, output_directory
+from ..workers import run_all
 from . import commgroups
 from .commgroups import COMM_GROUP_FILE, CommGroups
-from .discover import FoundTraces, discover
+from .discover import TRACE_SUFFIXES, FoundTraces, discover
 from .pair import convert_pair
 
 
@@ -35,7 +38,7 @@ class RankOutcome:
 @dataclass(frozen=True)
 class MultiRankResult:
     outcomes: list[RankOutcome]
-    comm_group_path: str
+    comm_group_path: str | None  # None when every rank failed: nothing written
     comm_groups: CommGroups = field(default_factory=CommGroups)
 
     @property
@@ -49,6 +52,8 @@ class _Task:
     host: str
     device: str
     output: str
+    options: ConvertOptions
+    allow_mismatch: bool
 
 
 def convert_all(
@@ -62,34 +67,79 @@ def convert_all(
     on_rank_done: Callable[[RankOutcome], None] | None = None,
 ) -> MultiRankResult:
     """Link and convert every rank found in ``directory``; see the module docstring.
-    ``on_rank_done`` is called with each rank's outcome as it finishes."""
+    ``on_rank_done`` is called with each rank's outcome as it finishes. ``output_dir`` is created
+    if missing (and removed again if the command ends with nothing in it)."""
+    _check_prefix(prefix)
     found = discover(directory)
-    os.makedirs(output_dir, exist_ok=True)
-    tasks, outcomes = _plan(found, output_dir, prefix)
-    workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks) or 1))
-    if tasks:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_convert_rank, task, options, allow_mismatch) for task in tasks]
-            for future in as_completed(futures):
-                outcomes.append(future.result())
-                if on_rank_done is not None:
-                    on_rank_done(outcomes[-1])
-    outcomes.sort(key=lambda o: o.rank)
+    created = output_directory(output_dir)
+    try:
+        result = _convert_all(found, output_dir, options, jobs, prefix, allow_mismatch, on_rank_done)
+    finally:
+        if created:
+            with suppress(OSError):  # only succeeds if nothing was written there
+                os.rmdir(output_dir)
+    return result
+
+
+def _convert_all(
+    found: FoundTraces, output_dir: str, options: ConvertOptions, jobs: int | None, prefix: str,
+    allow_mismatch: bool, on_rank_done: Callable[[RankOutcome], None] | None,
+) -> MultiRankResult:
     groups = commgroups.from_distributed_info(found.dist_info.values())
-    group_path = os.path.join(output_dir, COMM_GROUP_FILE)
-    commgroups.write(groups, group_path)
-    return MultiRankResult(outcomes, group_path, groups)
+    group_target = check_output(os.path.join(output_dir, COMM_GROUP_FILE))
+    tasks, outcomes = _plan(found, output_dir, prefix, options, allow_mismatch)
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks) or 1))
+    with closing(run_all(_convert_rank, tasks, workers)) as finished:
+        for task, outcome in finished:
+            outcomes.append(outcome if outcome is not None else _died(task))
+            if on_rank_done is not None:
+                on_rank_done(outcomes[-1])
+    outcomes.sort(key=lambda o: o.rank)
+    if not any(o.ok for o in outcomes):
+        return MultiRankResult(outcomes, None, groups)
+    commgroups.write(groups, group_target)
+    return MultiRankResult(outcomes, group_target.path, groups)
 
 
-def _plan(found: FoundTraces, out_dir: str, prefix: str) -> tuple[list[_Task], list[RankOutcome]]:
+def uses_file(path: str, directory: str, output_dir: str, prefix: str) -> bool:
+    """Whether ``convert_all`` could read or write ``path``: a trace file of ``directory``, or an
+    output (``<prefix>.<rank>.et``, ``comm_group.json``) of ``output_dir``."""
+    folder, name = os.path.split(os.path.abspath(path))
+    if _same_directory(folder, directory) and name.endswith(TRACE_SUFFIXES):
+        return True
+    if not _same_directory(folder, output_dir):
+        return False
+    rank = name[len(prefix) + 1 : -len(".et")] if name.startswith(f"{prefix}.") and name.endswith(".et") else ""
+    return name == COMM_GROUP_FILE or rank.lstrip("-").isdigit()
+
+
+def _same_directory(one: str, other: str) -> bool:
+    if os.path.abspath(one) == os.path.abspath(other):
+        return True
+    try:
+        return os.path.samefile(one, other)
+    except (OSError, ValueError):
+        return False
+
+
+def _check_prefix(prefix: str) -> None:
+    if not prefix or prefix in (".", "..") or any(s and s in prefix for s in (os.sep, os.altsep, "\0")):
+        raise ConverterError(f"output prefix {prefix!r}: must be a plain file name (not empty, no '/')")
+
+
+def _plan(found: FoundTraces, out_dir: str, prefix: str, options: ConvertOptions,
+          allow_mismatch: bool) -> tuple[list[_Task], list[RankOutcome]]:
     tasks, failures = [], []
     for rank in found.ranks():
         hosts, devices = found.hosts.get(rank, []), found.devices.get(rank, [])
         problem = _pair_problem(rank, hosts, devices)
+        if problem and rank in found.unreadable:
+            problem = "; ".join([problem, *found.unreadable[rank]])
         if problem:
             failures.append(RankOutcome(rank, _one(hosts), _one(devices), None, False, problem))
         else:
-            tasks.append(_Task(rank, hosts[0], devices[0], os.path.join(out_dir, f"{prefix}.{rank}.et")))
+            output = os.path.join(out_dir, f"{prefix}.{rank}.et")
+            tasks.append(_Task(rank, hosts[0], devices[0], output, options, allow_mismatch))
     return tasks, failures
 
 
@@ -108,11 +158,16 @@ def _pair_problem(rank: int, hosts: list[str], devices: list[str]) -> str | None
     return None
 
 
-def _convert_rank(task: _Task, options: ConvertOptions, allow_mismatch: bool) -> RankOutcome:
+def _died(task: _Task) -> RankOutcome:
+    return RankOutcome(task.rank, task.host, task.device, None, False,
+                       f"rank {task.rank}: the worker process died (out of memory?) before it finished")
+
+
+def _convert_rank(task: _Task) -> RankOutcome:
     """One worker's job; every failure becomes a row rather than an exception."""
     try:
-        result = convert_pair(task.host, task.device, task.output, options, rank=task.rank,
-                              allow_mismatch=allow_mismatch)
+        result = convert_pair(task.host, task.device, task.output, task.options, rank=task.rank,
+                              allow_mismatch=task.allow_mismatch)
     except ConverterError as exc:
         return RankOutcome(task.rank, task.host, task.device, None, False, str(exc))
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such

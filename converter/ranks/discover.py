@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import ConverterError
 from ..jsonstream import JsonObjectStream
 
-_TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz")
 _SKIPPED_NAMES = ("merged", "linked")  # outputs of an earlier link: host-like, but not inputs
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
@@ -30,6 +30,8 @@ class FoundTraces:
     hosts: dict[int, list[str]] = field(default_factory=dict)
     devices: dict[int, list[str]] = field(default_factory=dict)
     dist_info: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: Why files that look like traces could not be read, by the rank in their name (or None).
+    unreadable: dict[int | None, list[str]] = field(default_factory=dict)
 
     def ranks(self) -> list[int]:
         return sorted(set(self.hosts) | set(self.devices))
@@ -43,12 +45,16 @@ def discover(directory: str) -> FoundTraces:
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
         if (
-            not name.endswith(_TRACE_SUFFIXES)
+            not name.endswith(TRACE_SUFFIXES)
             or any(s in name for s in _SKIPPED_NAMES)
             or not os.path.isfile(path)
         ):
             continue
-        kind, info = _sniff(path)
+        try:
+            kind, info = _sniff(path)
+        except ConverterError as exc:  # one corrupt file must not stop the other ranks
+            found.unreadable.setdefault(rank_from_name(name), []).append(str(exc))
+            continue
         if kind == "device":
             rank = info.get("rank") if isinstance(info.get("rank"), int) else rank_from_name(name)
             if rank is not None:
@@ -77,18 +83,16 @@ def distributed_info(path: str) -> dict[str, Any]:
 
 
 def _sniff(path: str) -> tuple[str | None, dict[str, Any]]:
-    """('host' | 'device' | None, the Kineto trace's distributedInfo) from its top-level keys,
-    read up to the big array (which is not decoded)."""
+    r"""('host' | 'device' | None, the Kineto trace's distributedInfo) from its top-level keys,
+    read up to the big array (which is not decoded). A file that cannot be read or parsed up to
+    there (a corrupt gzip, malformed JSON) raises ``ConverterError``\ s."""
     info: dict[str, Any] = {}
-    try:
-        with JsonObjectStream(path, stream_keys={"traceEvents", "nodes"}) as stream:
-            for key, value in stream.items():
-                if key == "distributedInfo" and isinstance(value, dict):
-                    info = value
-                elif key == "nodes":
-                    return "host", info
-                elif key == "traceEvents":  # Kineto writes distributedInfo before it
-                    return "device", info
-    except ConverterError:
-        return None, info
+    with JsonObjectStream(path, stream_keys={"traceEvents", "nodes"}) as stream:
+        for key, value in stream.items():
+            if key == "distributedInfo" and isinstance(value, dict):
+                info = value
+            elif key == "nodes":
+                return "host", info
+            elif key == "traceEvents":  # Kineto writes distributedInfo before it
+                return "device", info
     return None, info

@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 
 from ..convert.pipeline import ConversionResult, ConvertOptions, convert_file, convert_items
 from ..convert.writer import Progress
-from ..io import refuse_overwriting_inputs
+from ..errors import OutputError
+from ..io import check_input, check_output
 from ..link.pipeline import LinkResult, link, link_items
 
 
@@ -29,14 +30,19 @@ def convert_pair(
 ) -> PairResult:
     """Link and convert. The merged nodes go straight into the converter; the merged JSON is
     written only with ``keep_merged`` (then it is converted from that file)."""
-    refuse_overwriting_inputs(output_path, host_path, device_path)
+    check_input(host_path)
+    check_input(device_path)
+    target = check_output(output_path, host_path, device_path)
     if keep_merged is not None:
+        merged = check_output(keep_merged, host_path, device_path)
+        if merged.final == target.final:
+            raise OutputError(keep_merged, "the merged trace and the output would be the same file")
         linked = link(host_path, device_path, keep_merged, rank=rank, allow_mismatch=allow_mismatch)
         if options.rank is None and linked.rank is not None:
             options = replace(options, rank=linked.rank)
         return PairResult(linked, convert_file(keep_merged, output_path, options, progress))
-    linked, items = link_items(host_path, device_path, output_path, rank=rank, allow_mismatch=allow_mismatch)
+    linked, items = link_items(host_path, device_path, target, rank=rank, allow_mismatch=allow_mismatch)
     if options.rank is None and linked.rank is not None:  # the Kineto trace says which rank this is
         options = replace(options, rank=linked.rank)
-    return PairResult(linked, convert_items(items, output_path, options, source_name=linked.host_path))
+    return PairResult(linked, convert_items(items, target, options, source_name=linked.host_path))
 

@@ -1,0 +1,160 @@
+"""Worker processes: one function call each, quiet under signals, gone with their parent.
+
+A worker (the reader of a large file's second half, one rank of ``convert-all``) returns its
+function's result through a pipe. It leaves Ctrl-C to its parent, which stops it; SIGTERM and
+SIGHUP unwind it as ``SystemExit``, so its ``finally`` blocks remove its temporary files and no
+traceback is printed; and a thread watches the parent: when the parent dies, even by SIGKILL,
+the worker terminates itself within a second. Signals are held while a worker starts, so none
+reaches it before its own handlers are in place.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from multiprocessing.connection import Connection, wait
+from types import FrameType
+from typing import Any, Generic, TypeVar, cast
+
+from .errors import ConverterError
+
+Task = TypeVar("Task")
+
+#: The signals a worker handles itself, held while one starts.
+_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+_WATCH_SECONDS = 0.2  # how often a worker checks that its parent lives
+_GRACE_SECONDS = 5.0  # after asking itself to stop, how long a worker waits before it just exits
+_STOP_SECONDS = 5.0  # how long ``Worker.stop`` waits for SIGTERM before it sends SIGKILL
+
+
+def fork_available() -> bool:
+    """Whether workers can share open files with their parent (the ``fork`` start method)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+class Worker:
+    """``function(*args)`` in a child process; ``result()`` is its return value, or None if the
+    call raised or the process died. ``stop()`` must follow in every case."""
+
+    def __init__(self, function: Callable[..., Any], *args: Any) -> None:
+        context = multiprocessing.get_context("fork" if fork_available() else None)
+        try:
+            self.receiver, sender = context.Pipe(duplex=False)
+            with _signals_held():
+                self._process = context.Process(
+                    target=_run, args=(os.getpid(), self.receiver, sender, function, args), daemon=True
+                )
+                self._process.start()
+        except OSError as exc:  # no more processes or memory
+            raise ConverterError(f"cannot start a worker process: {exc.strerror or exc}") from None
+        sender.close()
+
+    def result(self) -> Any:
+        try:
+            outcome = self.receiver.recv()
+        except (EOFError, OSError):
+            outcome = None
+        self._process.join()
+        return outcome
+
+    def stop(self) -> None:
+        """Stop the process if it still runs (SIGTERM, then SIGKILL), and wait for it."""
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join(_STOP_SECONDS)
+            if self._process.is_alive():
+                self._process.kill()
+        self._process.join()
+        self.receiver.close()
+
+
+class _Running(Generic[Task]):
+    def __init__(self, task: Task, worker: Worker) -> None:
+        self.task = task
+        self.worker = worker
+
+
+def run_all(
+    function: Callable[[Task], Any], tasks: Sequence[Task], jobs: int
+) -> Generator[tuple[Task, Any], None, None]:
+    """``function(task)`` for every task, each in its own worker, at most ``jobs`` at once; yields
+    ``(task, result)`` as they finish (result None: the worker died). Closing the iterator early
+    (an error, a signal) stops every running worker; use it in ``contextlib.closing``."""
+    waiting = list(reversed(tasks))
+    running: dict[Connection, _Running[Task]] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                task = waiting.pop()
+                worker = Worker(function, task)
+                running[worker.receiver] = _Running(task, worker)
+            for ready in wait(list(running)):
+                done = running.pop(cast(Connection, ready))
+                outcome = done.worker.result()
+                done.worker.stop()
+                yield done.task, outcome
+    finally:
+        for left in running.values():
+            left.worker.stop()
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Termination signals wait (in this thread) until the block ends; a child forked inside
+    starts with them held too, and releases them once its own handlers are set."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _run(parent: int, receiver: Connection, sender: Connection, function: Callable[..., Any],
+         args: tuple[Any, ...]) -> None:
+    """The worker's body: its signal handling and parent watch, the call, the result sent back."""
+    _become_worker(parent)
+    receiver.close()  # the parent's end: holding it, a send to a dead parent would wait forever
+    try:
+        outcome = function(*args)
+    except Exception:  # the parent is told the call failed and reports it its own way
+        outcome = None
+    with suppress(OSError):  # the parent is gone: nobody to tell
+        sender.send(outcome)
+    sender.close()
+
+
+def _become_worker(parent: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _exit_on_signal)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+    threading.Thread(target=_watch_parent, args=(parent, os.getppid()), name="parent-watch", daemon=True).start()
+
+
+def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _watch_parent(parent: int, first_ppid: int) -> None:
+    """Wait until the parent is gone (this process re-parented, or ``parent`` no longer exists);
+    then unwind the worker with SIGTERM and, if that does not end it, exit."""
+    while os.getppid() == first_ppid and _exists(parent):
+        time.sleep(_WATCH_SECONDS)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(_GRACE_SECONDS)
+    os._exit(128 + signal.SIGTERM)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,91 @@
+"""Running the command line as a user does, and what every failure must look like.
+
+``run_cli`` runs ``python -m chakra_convert_fast.converter`` in its own session with a timeout: a
+hang fails the test (every process of the session is killed, workers included) instead of
+blocking the suite. ``assert_one_error`` is the contract of every failure: the exit status, one
+line on stderr that starts with the program's name, no traceback.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "chakra_convert_fast.converter"]
+ERROR_PREFIX = "chakra-convert-fast: error: "
+
+
+@dataclass(frozen=True)
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Hang(AssertionError):
+    """The command did not end within its time limit."""
+
+
+def run_cli(*args: str | Path, timeout: float = 120, preexec_fn: Callable[[], None] | None = None,
+            cwd: Path | None = None) -> Done:
+    with subprocess.Popen(
+        [*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, preexec_fn=preexec_fn, cwd=cwd,
+    ) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_session(process.pid)
+            out, err = process.communicate()
+            raise Hang(f"{' '.join(map(str, args))}: still running after {timeout} s; stderr: {err[-2000:]}") from None
+    return Done(process.returncode, out, err)
+
+
+def kill_session(pid: int) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def assert_one_error(done: Done, *expected: str, status: int = 1) -> str:
+    """The failure contract: ``status``, exactly one stderr line, the error prefix, no traceback;
+    the line contains every ``expected`` text. Returns the line."""
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == status, (done.returncode, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(ERROR_PREFIX), lines[0]
+    for text in expected:
+        assert text in lines[0], (text, lines[0])
+    return lines[0]
+
+
+def listing(directory: Path) -> list[str]:
+    """Every name in ``directory``, hidden ones included (temporary files start with a dot)."""
+    return sorted(os.listdir(directory))
+
+
+_PR_CAPBSET_DROP = 24
+_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
+
+
+def obey_file_modes() -> Callable[[], None] | None:
+    """A ``preexec_fn`` under which the child obeys file permission bits even as root (it loses
+    CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, staying uid 0 so it still reads the interpreter);
+    None for other users, who obey them anyway."""
+    if os.geteuid() != 0:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def drop() -> None:
+        for capability in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
+            if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+    return drop

@@ -1,0 +1,478 @@
+"""Fuzzing every command with mutated real traces (Hypothesis).
+
+Seeds are real traces of ``tests/data/traces`` cut to a few hundred nodes (closed under their
+parents). Each example applies one to three mutations (bytes flipped, inserted or cut off, a field
+given a value of another type, keys and nodes reordered, a value nested 5,000 levels deep,
+huge numbers and strings, gzip) and runs a command on the result. The contract, for every one:
+
+* ``convert``: the output is byte for byte the reference converter's when the reference accepts
+  the input; otherwise, and wherever we refuse, a ``ConverterError`` of one line (exit 1 with one
+  stderr line through the command line). The only inputs the reference accepts and we refuse are
+  its documented differences: ``ctrl_deps`` pointing at no node (then ``--allow-missing-parents``
+  must give the reference's bytes), duplicate node ids (the reference keeps the last node of an
+  id, silently), a boolean id (``true`` is 1 to the reference) and nesting too deep for Python's
+  parser (the reference, run with a big stack, reads it; ``chakra_converter`` itself dies with
+  ``RecursionError``).
+* ``link`` and ``convert --host/--device``: the reference linker's document when it accepts the
+  pair, except pairs we refuse as another rank or run, fields of a type the linker cannot use
+  (where the reference mostly fails with a TypeError), duplicate node ids (the reference keeps
+  the last node of an id) and nesting too deep; ``convert`` of a pair always gives the bytes of
+  ``link`` then ``convert``.
+* ``repair``: exit 0 with the last complete trace object of the file, or one error line.
+* ``convert-all``: the exit status is the number of failed ranks, each a row; the other ranks'
+  outputs are those of ``convert --host/--device``.
+* never a traceback, a hang (a watchdog ends the run) or a file left behind.
+
+Profiles: ``ci`` (the default) is derandomized (a fixed seed) with a bounded number of examples;
+``HYPOTHESIS_PROFILE=long`` draws random examples, 20 times as many (see README, Reliability).
+"""
+
+from __future__ import annotations
+
+import copy
+import faulthandler
+import gzip
+import hashlib
+import json
+import os
+import random
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chakra_convert_fast.converter import api
+from chakra_convert_fast.converter.convert import parallel
+from chakra_convert_fast.converter.errors import ConverterError
+from chakra_convert_fast.fixtures.reference import reference_convert
+
+from .clirun import ERROR_PREFIX, run_cli
+from .conftest import REAL_TRACES_DIR, load_trace, reference_link
+
+_COMMON = {
+    "deadline": None,
+    "database": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+}
+settings.register_profile("ci", derandomize=True, **_COMMON)
+settings.register_profile("long", derandomize=False, print_blob=True, **_COMMON)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+_SCALE = 20 if PROFILE == "long" else 1
+WATCHDOG_SECONDS = 120  # one example running longer than this is a hang: the run stops, tracebacks dumped
+
+
+def examples(count: int) -> settings:
+    """The active profile with ``count`` examples in CI (``_SCALE`` times as many in ``long``)."""
+    return settings(settings.get_profile(PROFILE), max_examples=count * _SCALE)
+
+
+# -- seeds: real traces, cut down ---------------------------------------------------------------------
+def _cut(doc: dict[str, Any], count: int) -> dict[str, Any]:
+    """The first ``count`` nodes by id whose parents are kept too, in file order; dependencies on
+    nodes left out are dropped."""
+    nodes = doc["nodes"]
+    ids = {n["id"] for n in nodes}
+    kept: set[int] = set()
+    for node in sorted(nodes, key=lambda n: n["id"]):
+        parent = node.get("ctrl_deps")
+        if parent in kept or parent == node["id"] or parent not in ids:
+            kept.add(node["id"])
+        if len(kept) == count:
+            break
+    cut = [copy.deepcopy(n) for n in nodes if n["id"] in kept]
+    for node in cut:
+        if node.get("inter_thread_dep") not in kept:
+            node["inter_thread_dep"] = None
+    return {**doc, "nodes": cut}
+
+
+TRACES = {
+    "1.0.2 host, 2 ranks": ("host/chakra_1.0.2_host_2rank.json.gz", 263),
+    "GPT-2 merged": ("cpu_gpt2_ddp2/rank0_merged_by_chakra_trace_link.json.gz", 160),
+    "ResNet merged, GPU + NCCL": ("resnet_ddp_synthetic_kineto/rank0_merged_by_chakra_trace_link.json.gz", 160),
+    "ResNet host": ("host/resnet_et.json.gz", 160),
+}
+GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
+
+
+@cache
+def seed(name: str) -> dict[str, Any]:
+    path, count = TRACES[name]
+    return _cut(load_trace(REAL_TRACES_DIR / path), count)
+
+
+@cache
+def pair_seed(rank: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A real host trace cut to its first 300 nodes, and its Kineto trace's events up to the
+    last one those nodes' record-function ids name (so that most of them link)."""
+    host = _cut(load_trace(GPT2 / f"rank{rank}_host.json.gz"), 300)
+    device = load_trace(GPT2 / f"rank{rank}_device.json.gz")
+    rf_ids = {a["value"] for n in host["nodes"] for a in n.get("attrs", ()) if a.get("name") == "rf_id"}
+    events = device["traceEvents"]
+    last = max(i for i, e in enumerate(events) if e.get("args", {}).get("Record function id") in rf_ids)
+    return host, {**device, "traceEvents": events[: last + 1]}
+
+
+# -- mutations --------------------------------------------------------------------------------------
+_DEEP = "@@deep@@"  # stands for a value nested too deeply for json.dumps (put in as text)
+#: Deeper than any recursion limit here: Hypothesis raises the limit by 2,000 while a test runs,
+#: so a command run in-process reads values a command-line run (limit 1,000) refuses.
+_DEPTH = 5000
+
+
+def scalars() -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.sampled_from([2**64, -(2**63) - 1, 10**30]),
+        st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
+        st.sampled_from(["", "x" * 100_000, "é\u2028\U0001f600", "1", "true"]),
+    )
+
+
+def values() -> st.SearchStrategy[Any]:
+    return st.recursive(scalars(), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.text(max_size=6), inner, max_size=3), max_leaves=6)
+
+
+class Mutated:
+    """A mutated trace: its bytes, and what was done (shown, with the bytes' digest, when an
+    example fails)."""
+
+    def __init__(self, data: bytes, steps: list[str] | None = None) -> None:
+        self.data = data
+        self.steps = steps or []
+
+    def __repr__(self) -> str:
+        return f"Mutated({len(self.data):,} bytes, sha1 {hashlib.sha1(self.data).hexdigest()[:12]}, {self.steps})"
+
+
+def _containers(doc: dict[str, Any], array: str) -> list[tuple[Any, Any]]:
+    """(container, key) pairs that can be changed: top-level keys, node/event fields, attrs."""
+    places: list[tuple[Any, Any]] = [(doc, key) for key in doc if key != array]
+    for node in doc.get(array, [])[:400]:
+        if isinstance(node, dict):
+            places += [(node, key) for key in node]
+            for attr in node.get("attrs", []) if isinstance(node.get("attrs"), list) else []:
+                if isinstance(attr, dict):
+                    places += [(attr, key) for key in attr]
+            for key in ("inputs", "outputs", "args"):
+                if isinstance(node.get(key), dict):
+                    places += [(node[key], k) for k in node[key]]
+    return places
+
+
+def _mutate_document(draw: st.DrawFn, doc: dict[str, Any], array: str, step: str) -> str:
+    places = _containers(doc, array)
+    if step == "swap a type" and places:
+        container, key = draw(st.sampled_from(places))
+        container[key] = draw(values())
+        return f"{key!r} = {container[key]!r}"[:200]
+    if step == "drop a key" and places:
+        container, key = draw(st.sampled_from(places))
+        del container[key]
+        return f"dropped {key!r}"
+    if step == "reorder keys":
+        shuffle = random.Random(draw(st.integers(0, 2**32))).shuffle
+        for container in [doc, *(n for n in doc.get(array, []) if isinstance(n, dict))]:
+            keys = list(container)
+            shuffle(keys)
+            items = [(k, container[k]) for k in keys]
+            container.clear()
+            container.update(items)
+        return "keys reordered"
+    if step == "reorder nodes" and isinstance(doc.get(array), list):
+        random.Random(draw(st.integers(0, 2**32))).shuffle(doc[array])
+        return "nodes reordered"
+    if step == "nest deeply" and places:
+        container, key = draw(st.sampled_from(places))
+        container[key] = _DEEP
+        return f"{key!r} nested"
+    if step == "huge value" and places:
+        container, key = draw(st.sampled_from(places))
+        container[key] = draw(st.sampled_from([10**400, 2**64, -(2**64), 1e308, "y" * 300_000, list(range(20_000))]))
+        return f"{key!r} huge"
+    if step == "duplicate a node" and doc.get(array):
+        doc[array].append(copy.deepcopy(draw(st.sampled_from(doc[array]))))
+        return "a node twice"
+    return "unchanged"
+
+
+def _mutate_bytes(draw: st.DrawFn, data: bytes, step: str) -> tuple[bytes, str]:
+    if not data:
+        return data, "empty"
+    position = draw(st.integers(0, len(data) - 1))
+    if step == "flip bytes":
+        flipped = bytearray(data)
+        for offset in draw(st.lists(st.integers(0, 64), min_size=1, max_size=4)):
+            flipped[min(position + offset, len(data) - 1)] ^= draw(st.integers(1, 255))
+        return bytes(flipped), f"bytes flipped at {position}"
+    if step == "insert bytes":
+        return data[:position] + draw(st.binary(min_size=1, max_size=8)) + data[position:], f"bytes in at {position}"
+    return data[:position], f"cut at {position}"
+
+
+DOCUMENT_STEPS = ("swap a type", "drop a key", "reorder keys", "reorder nodes", "nest deeply", "huge value",
+                  "duplicate a node")
+BYTE_STEPS = ("flip bytes", "insert bytes", "truncate")
+
+
+@st.composite
+def mutated(draw: st.DrawFn, doc: dict[str, Any], array: str = "nodes") -> Mutated:
+    doc = copy.deepcopy(doc)
+    steps = draw(st.lists(st.sampled_from(DOCUMENT_STEPS + BYTE_STEPS), min_size=1, max_size=3))
+    done = [_mutate_document(draw, doc, array, step) for step in steps if step in DOCUMENT_STEPS]
+    data = json.dumps(doc).replace(json.dumps(_DEEP), "[" * _DEPTH + "1" + "]" * _DEPTH).encode()
+    for step in (s for s in steps if s in BYTE_STEPS):
+        data, what = _mutate_bytes(draw, data, step)
+        done.append(what)
+    if draw(st.booleans()):
+        data = gzip.compress(data, compresslevel=1)
+        done.append("gzipped")
+    return Mutated(data, done)
+
+
+# -- the contract -----------------------------------------------------------------------------------
+@contextmanager
+def watchdog() -> Iterator[None]:
+    """A hang ends the run with every thread's traceback instead of blocking it for ever."""
+    faulthandler.dump_traceback_later(WATCHDOG_SECONDS, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+@contextmanager
+def workdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="fuzz-") as name:
+        yield Path(name)
+
+
+def attempt(call: Callable[[], object]) -> ConverterError | None:
+    """Run a command in-process: None if it succeeded, its error if it failed as it should (any
+    other exception fails the test)."""
+    try:
+        call()
+    except ConverterError as exc:
+        assert "\n" not in str(exc), str(exc)
+        return exc
+    return None
+
+
+def reference_bytes(source: Path, folder: Path) -> bytes | None:
+    """chakra_converter's output for ``source``, or None where it fails."""
+    out = folder / "reference.et"
+    try:
+        reference_convert(source, out)
+    except Exception:
+        if out.exists():  # the reference writes as it goes
+            out.unlink()
+        return None
+    data = out.read_bytes()
+    out.unlink()
+    return data
+
+
+#: Our errors for input the reference accepts: its documented differences (see module docstring).
+MISSING_PARENT = "ctrl_deps points at no node"
+TOO_DEEP = "nested too deeply"
+DUPLICATE = "duplicate node id"  # the reference keeps the last node of an id, silently
+BOOLEAN_ID = ("id must be a non-negative integer, got True", "id must be a non-negative integer, got False")
+#: Pairs the reference links and we refuse: another rank or run, and fields of a type the linker
+#: cannot use (the reference fails on most of them with a TypeError, and lets a few through).
+LINK_REFUSALS = ("another rank or run", "different runs", "must be a", "malformed 'attrs'", "missing required field",
+                 DUPLICATE, TOO_DEEP)
+
+
+def check_convert(source: Path, folder: Path, *, split: bool = False) -> None:
+    out = folder / "out.et"
+    with mock.patch.object(parallel, "MIN_SPLIT_BYTES", 0 if split else parallel.MIN_SPLIT_BYTES):
+        error = attempt(lambda: api.convert(source, out))
+    expected = reference_bytes(source, folder)
+    if error is None:
+        assert expected is None or out.read_bytes() == expected, "output differs from the reference's"
+        out.unlink()
+    else:
+        assert not out.exists()
+        if expected is not None:
+            assert any(text in str(error) for text in (MISSING_PARENT, TOO_DEEP, DUPLICATE, *BOOLEAN_ID)), \
+                f"the reference accepts it: {error}"
+            if MISSING_PARENT in str(error):
+                lenient = api.ConvertOptions(allow_missing_parents=True)
+                assert attempt(lambda: api.convert(source, out, lenient)) is None
+                assert out.read_bytes() == expected
+                out.unlink()
+    assert sorted(os.listdir(folder)) == [source.name]
+
+
+def write(folder: Path, name: str, mutation: Mutated) -> Path:
+    path = folder / name
+    path.write_bytes(mutation.data)
+    return path
+
+
+# -- convert ------------------------------------------------------------------------------------------
+@examples(300)
+@given(st.sampled_from(sorted(TRACES)).flatmap(lambda name: mutated(seed(name))))
+def test_fuzz_convert(mutation: Mutated) -> None:
+    with watchdog(), workdir() as folder:
+        check_convert(write(folder, "trace.json", mutation), folder)
+
+
+@examples(50)
+@given(st.sampled_from(sorted(TRACES)).flatmap(lambda name: mutated(seed(name))))
+def test_fuzz_convert_in_two_processes(mutation: Mutated) -> None:
+    """Any plain file is split between two processes: same bytes, same errors."""
+    with watchdog(), workdir() as folder:
+        check_convert(write(folder, "trace.json", mutation), folder, split=True)
+
+
+@examples(30)
+@given(st.sampled_from(sorted(TRACES)).flatmap(lambda name: mutated(seed(name))))
+def test_fuzz_convert_command_line(mutation: Mutated) -> None:
+    with watchdog(), workdir() as folder:
+        source = write(folder, "trace.json", mutation)
+        done = run_cli(source, folder / "out.et", timeout=WATCHDOG_SECONDS)
+        assert "Traceback" not in done.stderr, done.stderr
+        expected = reference_bytes(source, folder)
+        if done.returncode == 0:
+            assert expected is None or (folder / "out.et").read_bytes() == expected
+            assert sorted(os.listdir(folder)) == ["out.et", "trace.json"]
+        else:
+            assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+            assert done.stderr.startswith(ERROR_PREFIX)
+            allowed = (MISSING_PARENT, TOO_DEEP, DUPLICATE, *BOOLEAN_ID)
+            assert expected is None or any(t in done.stderr for t in allowed), done.stderr
+            assert sorted(os.listdir(folder)) == ["trace.json"]
+
+
+# -- link and convert --host/--device ----------------------------------------------------------------
+def _reference_merged(host: Path, device: Path, folder: Path) -> dict[str, Any] | None:
+    scratch = folder / "reference"
+    scratch.mkdir()
+    try:
+        return reference_link(host, device, scratch / "merged.json", scratch)
+    except (AssertionError, OSError, ValueError):  # it failed (reference_link asserts it exits 0)
+        return None
+    except RecursionError:  # it wrote a value nested too deeply to read back: nothing to compare
+        return None
+
+
+@st.composite
+def mutated_pair(draw: st.DrawFn) -> tuple[Mutated, Mutated]:
+    host, device = pair_seed(draw(st.sampled_from([0, 1])))
+    if draw(st.booleans()):
+        return draw(mutated(host)), Mutated(json.dumps(device).encode())
+    return Mutated(json.dumps(host).encode()), draw(mutated(device, "traceEvents"))
+
+
+@examples(60)
+@given(mutated_pair())
+def test_fuzz_link_and_convert_pair(pair: tuple[Mutated, Mutated]) -> None:
+    with watchdog(), workdir() as folder:
+        host, device = write(folder, "host.json", pair[0]), write(folder, "device.json", pair[1])
+        inputs = sorted(os.listdir(folder))
+        merged, out, pair_out = folder / "merged.json", folder / "linked.et", folder / "pair.et"
+        link_error = attempt(lambda: api.link(host, device, merged))
+        pair_error = attempt(lambda: api.convert_pair(host, device, pair_out))
+        expected = _reference_merged(host, device, folder)
+        if link_error is None:
+            ours = load_trace(merged)
+            assert expected is None or ours == expected, "merged document differs from the reference's"
+            assert (attempt(lambda: api.convert(merged, out)) is None) == (pair_error is None), pair_error
+            if pair_error is None:
+                assert pair_out.read_bytes() == out.read_bytes()
+        else:
+            assert pair_error is not None and not merged.exists() and not pair_out.exists()
+            assert expected is None or any(text in str(link_error) for text in LINK_REFUSALS), str(link_error)
+        for name in ("merged.json", "linked.et", "pair.et", "reference"):
+            if (folder / name).is_dir():
+                for child in (folder / name).iterdir():
+                    child.unlink()
+                (folder / name).rmdir()
+            elif (folder / name).exists():
+                (folder / name).unlink()
+        assert sorted(os.listdir(folder)) == inputs
+
+
+# -- repair ---------------------------------------------------------------------------------------
+@st.composite
+def concatenated(draw: st.DrawFn) -> tuple[bytes, dict[str, Any] | None]:
+    """Copies of a real host trace, some mutated, written one after the other, perhaps torn at the
+    end: the bytes, and the last copy that is a whole, valid trace (None if mutations may have
+    made the answer depend on where garbage closes a brace)."""
+    base = seed("1.0.2 host, 2 ranks")
+    pieces, last, exact = [], None, True
+    for _ in range(draw(st.integers(1, 3))):
+        if draw(st.booleans()):
+            doc = copy.deepcopy(base)
+            doc["pid"] = draw(st.integers(0, 10**6))
+            pieces.append(json.dumps(doc).encode())
+            last = doc
+        else:
+            mutation = draw(mutated(base))
+            data = gzip.decompress(mutation.data) if mutation.data[:2] == b"\x1f\x8b" else mutation.data
+            pieces.append(data)
+            exact = False
+        pieces.append(draw(st.sampled_from([b"", b"\n", b"  \r\n"])))
+    if draw(st.booleans()):
+        torn = json.dumps(base).encode()
+        pieces.append(torn[: draw(st.integers(1, len(torn) - 1))])
+    return b"".join(pieces), (last if exact else None)
+
+
+@examples(150)
+@given(concatenated(), st.booleans())
+def test_fuzz_repair(case: tuple[bytes, dict[str, Any] | None], gzipped: bool) -> None:
+    data, expected = case
+    with watchdog(), workdir() as folder:
+        source = folder / "host.json"
+        source.write_bytes(gzip.compress(data, compresslevel=1) if gzipped else data)
+        out = folder / "fixed.json"
+        error = attempt(lambda: api.repair(source, out))
+        if error is None:
+            kept = out.read_bytes()
+            document = json.loads(kept)
+            assert kept in data and ("nodes" in document or "traceEvents" in document)
+            if expected is not None:
+                assert document == expected
+            out.unlink()
+        else:
+            assert expected is None, f"a valid trace was not kept: {error}"
+            assert "holds no complete JSON object" in str(error)
+        assert sorted(os.listdir(folder)) == ["host.json"]
+
+
+# -- convert-all ------------------------------------------------------------------------------------
+@examples(8)
+@given(st.sampled_from(["host", "device"]), st.data())
+def test_fuzz_convert_all(which: str, data: st.DataObject) -> None:
+    with watchdog(), workdir() as folder:
+        job = folder / "job"
+        job.mkdir()
+        for rank in (0, 1):
+            host, device = pair_seed(rank)
+            (job / f"rank{rank}_host.json").write_text(json.dumps(host))
+            (job / f"rank{rank}_device.json").write_text(json.dumps(device))
+        broken = data.draw(mutated(pair_seed(1)[0 if which == "host" else 1], "nodes" if which == "host" else
+                                   "traceEvents"))
+        (job / f"rank1_{which}.json").write_bytes(broken.data)
+        done = run_cli("convert-all", job, folder / "out", "--jobs", "2", timeout=WATCHDOG_SECONDS)
+        assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+        failed = [line for line in done.stderr.splitlines() if " FAILED " in line]
+        assert done.returncode == len(failed), done.stderr
+        outputs = sorted(os.listdir(folder / "out")) if (folder / "out").exists() else []
+        assert not [name for name in outputs if name.startswith(".")]
+        for rank in (0, 1):
+            single = folder / f"single{rank}.et"
+            error = attempt(lambda rank=rank, single=single: api.convert_pair(
+                job / f"rank{rank}_host.json", job / f"rank{rank}_device.json", single, rank=rank))
+            if error is None:
+                assert (folder / "out" / f"trace.{rank}.et").read_bytes() == single.read_bytes()
+            else:
+                assert f"trace.{rank}.et" not in outputs

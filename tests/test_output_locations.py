@@ -1,0 +1,299 @@
+"""Where an output cannot go, every command says so in one line, before any work, and leaves the
+directory as it was; devices and FIFOs are written through, never replaced.
+
+Each command is run as a user runs it (``convert``, ``convert --host/--device``, ``link``, ``repair``,
+and ``convert-all`` for its output directory). Disk full and the file-size limit are real
+(``/dev/full``, ``RLIMIT_FSIZE``); a read-only file system and a full disk under a regular file
+cannot be made without mounting, so they are produced at the function level, by making the
+system calls fail with those errors.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import resource
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from chakra_convert_fast.converter import api
+from chakra_convert_fast.converter.errors import OutputError
+
+from .clirun import assert_one_error, listing, obey_file_modes, run_cli
+from .linkcases import edge_case_pair
+from .tracebuild import trace, two_threads
+
+COMMANDS = ("convert", "pair", "link", "repair")
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> dict[str, Path]:
+    """A merged trace, a host + device pair, all in ``in/`` (outputs go to ``work/``)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    merged = folder / "merged.json"
+    merged.write_text(json.dumps(trace(two_threads())))
+    host, device = edge_case_pair(folder, layers=3, gz=False)
+    (tmp_path / "work").mkdir()
+    return {"merged": merged, "host": host, "device": device}
+
+
+def command_line(command: str, inputs: dict[str, Path], output: str | Path) -> list[str | Path]:
+    if command == "convert":
+        return ["convert", inputs["merged"], output]
+    if command == "pair":
+        return ["convert", "--host", inputs["host"], "--device", inputs["device"], output]
+    if command == "link":
+        return ["link", "--host", inputs["host"], "--device", inputs["device"], output]
+    return ["repair", inputs["host"], output]
+
+
+def _missing_directory(work: Path) -> Path:
+    return work / "no" / "such" / "dir" / "out"
+
+
+def _directory(work: Path) -> Path:
+    (work / "adir").mkdir()
+    return work / "adir"
+
+
+def _read_only(work: Path) -> Path:
+    (work / "ro").write_text("keep me")
+    (work / "ro").chmod(0o444)
+    return work / "ro"
+
+
+def _parent_is_a_file(work: Path) -> Path:
+    (work / "afile").write_text("x")
+    return work / "afile" / "out"
+
+
+def _fifo_without_reader(work: Path) -> Path:
+    os.mkfifo(work / "fifo")
+    return work / "fifo"
+
+
+def _locked_directory(work: Path) -> Path:
+    (work / "locked").mkdir()
+    (work / "locked").chmod(0o555)
+    return work / "locked" / "out"
+
+
+def _limit_file_size() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256, 256))  # SIGXFSZ is the command's to handle
+
+
+#: case -> (makes the output path in ``work``, preexec_fn factory, what the one error line says)
+CASES: dict[str, tuple[Callable[[Path], Path | str], Callable[[], Callable[[], None] | None], str]] = {
+    "missing directory": (_missing_directory, lambda: None, "does not exist"),
+    "a directory": (_directory, lambda: None, "is a directory"),
+    "empty path": (lambda work: "", lambda: None, "the output path is empty"),
+    "read-only file": (_read_only, lambda: None, "is read-only"),
+    "parent is a file": (_parent_is_a_file, lambda: None, "is not a directory"),
+    "FIFO nobody reads": (_fifo_without_reader, lambda: None, "is a FIFO that no process is reading"),
+    "no permission": (_locked_directory, obey_file_modes, "Permission denied"),
+    "file-size limit (EFBIG)": (lambda work: work / "out", lambda: _limit_file_size, "File too large"),
+    "disk full (ENOSPC, /dev/full)": (lambda work: "/dev/full", lambda: None, "No space left on device"),
+}
+
+
+def _snapshot(work: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every entry of ``work``: its type bits and, for regular files, its content."""
+    found = {}
+    for name in listing(work):
+        mode = os.lstat(work / name).st_mode
+        found[name] = (stat.S_IFMT(mode), (work / name).read_bytes() if stat.S_ISREG(mode) else None)
+    return found
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_output_that_cannot_be_written(case: str, command: str, inputs: dict[str, Path], tmp_path: Path) -> None:
+    make, preexec, expected = CASES[case]
+    work = tmp_path / "work"
+    output = make(work)
+    before = _snapshot(work)
+    done = run_cli(*command_line(command, inputs, output), preexec_fn=preexec(), timeout=60)
+    assert_one_error(done, expected)
+    assert _snapshot(work) == before
+    assert listing(tmp_path / "in") == sorted(p.name for p in inputs.values())
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_output_that_is_an_input(command: str, inputs: dict[str, Path]) -> None:
+    victim = inputs["merged" if command == "convert" else "host"]
+    content = victim.read_bytes()
+    assert_one_error(run_cli(*command_line(command, inputs, victim)), "would overwrite the input")
+    assert victim.read_bytes() == content
+
+
+def _reader(fifo: Path, into: list[bytes]) -> threading.Thread:
+    def read() -> None:
+        with open(fifo, "rb") as fh:
+            into.append(fh.read())
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_fifo_is_written_through_never_replaced(command: str, inputs: dict[str, Path], tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    expected_done = run_cli(*command_line(command, inputs, work / "regular"))
+    assert expected_done.returncode == 0, expected_done.stderr
+    os.mkfifo(work / "fifo")
+    received: list[bytes] = []
+    reader = _reader(work / "fifo", received)
+    done = run_cli(*command_line(command, inputs, work / "fifo"), timeout=60)
+    reader.join(30)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISFIFO(os.lstat(work / "fifo").st_mode)
+    assert listing(work) == ["fifo", "regular"]
+    expected = (work / "regular").read_bytes()
+    if command == "link":  # the document, not its bytes: nothing else differs
+        assert json.loads(received[0]) == json.loads(expected)
+    else:
+        assert received == [expected]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_dev_null_stays_a_device(command: str, inputs: dict[str, Path]) -> None:
+    done = run_cli(*command_line(command, inputs, "/dev/null"))
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert not [n for n in os.listdir("/dev") if n.startswith((".null", ".chakra"))]
+
+
+def test_a_symbolic_link_is_followed_not_replaced(inputs: dict[str, Path], tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / "real.et").write_bytes(b"old")
+    (work / "link.et").symlink_to("real.et")
+    done = run_cli("convert", inputs["merged"], work / "link.et")
+    assert done.returncode == 0, done.stderr
+    assert (work / "link.et").is_symlink() and (work / "real.et").read_bytes() != b"old"
+    assert listing(work) == ["link.et", "real.et"]
+
+
+# -- convert-all's output directory -----------------------------------------------------------------
+@pytest.fixture
+def job(tmp_path: Path) -> Path:
+    for rank in range(2):
+        edge_case_pair(tmp_path / "job", layers=3, rank=rank, world=2)
+    return tmp_path / "job"
+
+
+@pytest.mark.parametrize(
+    ("make", "options", "expected"),
+    [
+        (lambda tmp: tmp / "a-file", [], "exists and is not a directory"),
+        (lambda tmp: tmp / "out", ["--prefix", "a/b"], "must be a plain file name"),
+        (lambda tmp: tmp / "out", ["--prefix", ""], "must be a plain file name"),
+        (lambda tmp: "", [], "the output directory path is empty"),
+    ],
+    ids=["OUTDIR is a file", "prefix with a slash", "empty prefix", "empty OUTDIR"],
+)
+def test_convert_all_output_directory(make: Callable[[Path], Path | str], options: list[str], expected: str,
+                                      job: Path, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("keep me")
+    before = listing(tmp_path)
+    done = run_cli("convert-all", job, make(tmp_path), *options)
+    assert_one_error(done, expected)
+    assert listing(tmp_path) == before and (tmp_path / "a-file").read_text() == "keep me"
+
+
+def test_convert_all_into_a_locked_directory(job: Path, tmp_path: Path) -> None:
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked").chmod(0o555)
+    done = run_cli("convert-all", job, tmp_path / "locked" / "out", preexec_fn=obey_file_modes())
+    assert_one_error(done, "Permission denied")
+    assert listing(tmp_path / "locked") == []
+
+
+def test_convert_all_leaves_no_directory_when_every_rank_fails(tmp_path: Path) -> None:
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "rank0_host.json").write_text('{"schema": "1.1.1-chakra.0.0.4", "nodes": [')
+    done = run_cli("convert-all", tmp_path / "job", tmp_path / "out")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# -- errors no test machine can produce for real: the system calls fail with them ---------------
+@pytest.fixture
+def failing_system_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[[str, int], None]]:
+    """``fail(call, errno)``: ``os.open`` creating a file, or ``os.write`` to a file, in ``work/``
+    raises that error (as a read-only file system or a full disk would)."""
+    work = str(tmp_path / "work")
+    real_open, real_write = os.open, os.write
+
+    def in_work(fd: int) -> bool:
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}").startswith(work)
+        except OSError:
+            return False
+
+    def fail(call: str, code: int) -> None:
+        error = OSError(code, os.strerror(code))
+
+        def fake_open(path: str | Path, flags: int, *args: int, **kwargs: int) -> int:
+            creates = flags & (os.O_CREAT | getattr(os, "O_TMPFILE", 0))
+            if call == "open" and creates and os.fspath(path).startswith(work):
+                raise error
+            return real_open(path, flags, *args, **kwargs)
+
+        def fake_write(fd: int, data: bytes) -> int:
+            if call == "write" and in_work(fd):
+                raise error
+            return real_write(fd, data)
+
+        monkeypatch.setattr(os, "open", fake_open)
+        monkeypatch.setattr(os, "write", fake_write)
+
+    yield fail
+
+
+def _call(command: str, inputs: dict[str, Path], output: Path) -> object:
+    if command == "convert":
+        return api.convert(inputs["merged"], output)
+    if command == "pair":
+        return api.convert_pair(inputs["host"], inputs["device"], output)
+    if command == "link":
+        return api.link(inputs["host"], inputs["device"], output)
+    return api.repair(inputs["host"], output)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(
+    ("call", "code"),
+    [("open", errno.EROFS), ("open", errno.EDQUOT), ("write", errno.ENOSPC), ("write", errno.EFBIG),
+     ("write", errno.EIO)],
+    ids=["read-only file system", "quota", "disk full", "file too large", "I/O error"],
+)
+def test_system_errors_become_output_errors(
+    command: str, call: str, code: int, inputs: dict[str, Path], tmp_path: Path,
+    failing_system_calls: Callable[[str, int], None],
+) -> None:
+    work = tmp_path / "work"
+    failing_system_calls(call, code)
+    with pytest.raises(OutputError, match=os.strerror(code)) as raised:
+        _call(command, inputs, work / "out")
+    assert "\n" not in str(raised.value)
+    assert listing(work) == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_missing_input_is_reported_before_the_output_is_touched(command: str, inputs: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
+    """Inputs are checked first: nothing (not even a spill file) is created for a missing input."""
+    for path in inputs.values():
+        path.unlink()
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked").chmod(0o555)
+    done = run_cli(*command_line(command, inputs, tmp_path / "locked" / "out"), preexec_fn=obey_file_modes())
+    assert_one_error(done, "no such file")
+    assert listing(tmp_path / "locked") == []

@@ -1,0 +1,223 @@
+"""Signals: SIGINT, SIGTERM and SIGHUP end every command with one line and 130/143/129, leaving no
+temporary file and no live child; after SIGKILL of a conversion, its worker exits by itself and
+its spill file was never visible.
+
+Each signal is sent at a known phase: the processes are stopped (SIGSTOP) once the phase is seen
+(the worker process started; the input open; the output being written, seen in ``/proc``), the
+signal is sent, and they are resumed, so the timing of the machine does not matter.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from pathlib import Path
+
+import psutil
+import pytest
+
+from .clirun import CLI, ERROR_PREFIX, kill_session, listing
+from .linkcases import edge_case_pair
+
+#: A plain-JSON trace this large is read by two processes (``parallel.MIN_SPLIT_BYTES``: 48 MB).
+SPLIT_NODES = 50_000
+MESSAGES = {
+    signal.SIGINT: "interrupted; no output written",
+    signal.SIGTERM: "terminated by SIGTERM; no output written",
+    signal.SIGHUP: "terminated by SIGHUP; no output written",
+}
+
+
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("big") / "big.json"
+    subprocess.run([sys.executable, "-m", "chakra_convert_fast.fixtures.generate", "--nodes", str(SPLIT_NODES),
+                    "--compact", "-o", str(path)], check=True, capture_output=True)
+    assert path.stat().st_size >= 48 << 20
+    return path
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return edge_case_pair(tmp_path_factory.mktemp("pair"), layers=3000, gz=False)
+
+
+# -- phases -----------------------------------------------------------------------------------
+def _open_files(pid: int) -> list[tuple[str, int]]:
+    """(what each descriptor of ``pid`` names, its access mode) from /proc."""
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                flags = int(info.read().split("flags:")[1].split()[0], 8)
+        except (OSError, IndexError):
+            continue
+        found.append((target, flags & os.O_ACCMODE))
+    return found
+
+
+def writing_into(directory: Path) -> Callable[[psutil.Process], bool]:
+    """The output is being written: a file in ``directory`` open for writing only (spill files
+    are open for reading and writing)."""
+    return lambda process: any(
+        target.startswith(f"{directory}/") and mode == os.O_WRONLY for target, mode in _open_files(process.pid)
+    )
+
+
+def reading(path: Path) -> Callable[[psutil.Process], bool]:
+    return lambda process: any(target == str(path) for target, _ in _open_files(process.pid))
+
+
+def has_worker(process: psutil.Process) -> bool:
+    return bool(process.children())
+
+
+Started = tuple[subprocess.Popen[str], list[psutil.Process]]
+
+
+@pytest.fixture(autouse=True)
+def no_process_left() -> Iterator[None]:
+    """Whatever a test asserts, every process it started is gone when it ends."""
+    yield
+    for process, group in _STARTED:
+        kill_session(process.pid)
+        for member in group:
+            with suppress(psutil.NoSuchProcess):
+                member.kill()
+        process.communicate()
+    _STARTED.clear()
+
+
+_STARTED: list[Started] = []
+
+
+def start(args: list[str | Path], phase: Callable[[psutil.Process], bool]) -> Started:
+    """Run the command until ``phase`` holds, then stop it and its children (SIGSTOP)."""
+    process = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    main = psutil.Process(process.pid)
+    _STARTED.append((process, [main]))
+    deadline = time.monotonic() + 120
+    try:
+        while not phase(main):
+            assert process.poll() is None, f"ended before the phase: {process.communicate()[1]}"
+            assert time.monotonic() < deadline, "the phase never came"
+            time.sleep(0.002)
+        group = [main, *main.children(recursive=True)]
+        _STARTED[-1] = (process, group)
+        for member in group:
+            member.suspend()
+    except BaseException:
+        kill_session(process.pid)
+        process.communicate()
+        raise
+    return process, group
+
+
+def signal_and_wait(process: subprocess.Popen[str], group: list[psutil.Process], signum: int) -> str:
+    os.kill(process.pid, signum)
+    for member in group:
+        member.resume()
+    try:
+        return process.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        kill_session(process.pid)
+        process.communicate()
+        raise AssertionError("the command did not end after the signal") from None
+
+
+def assert_no_live_child(group: list[psutil.Process], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    for child in group[1:]:
+        while _alive(child):
+            assert time.monotonic() < deadline, f"worker {child.pid} still alive"
+            time.sleep(0.05)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def assert_stopped_cleanly(done: subprocess.Popen[str], stderr: str, signum: int) -> None:
+    assert done.returncode == 128 + signum, stderr
+    assert stderr.splitlines() == [ERROR_PREFIX + MESSAGES[signal.Signals(signum)]], stderr
+
+
+# -- convert: two processes ---------------------------------------------------------------------
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize("phase", ["reading, worker running", "writing"])
+def test_convert_stops_cleanly(signum: int, phase: str, big_trace: Path, tmp_path: Path) -> None:
+    condition = has_worker if phase.startswith("reading") else writing_into(tmp_path)
+    process, group = start(["convert", big_trace, tmp_path / "out.et"], condition)
+    if phase.startswith("reading"):
+        assert len(group) == 2, "the worker process runs"
+    stderr = signal_and_wait(process, group, signum)
+    assert_stopped_cleanly(process, stderr, signum)
+    assert_no_live_child(group)
+    assert listing(tmp_path) == []
+
+
+def test_worker_exits_by_itself_when_the_conversion_is_killed(big_trace: Path, tmp_path: Path) -> None:
+    process, group = start(["convert", big_trace, tmp_path / "out.et"], has_worker)
+    assert len(group) == 2
+    assert listing(tmp_path) == [], "no spill file is ever visible"
+    os.kill(process.pid, signal.SIGKILL)
+    for member in group:
+        member.resume()
+    process.communicate(timeout=60)
+    try:
+        assert_no_live_child(group, within=5.0)
+    finally:
+        for child in group[1:]:
+            if _alive(child):
+                child.kill()
+    assert listing(tmp_path) == []
+
+
+def test_nothing_is_left_when_killed_while_writing(big_trace: Path, tmp_path: Path) -> None:
+    process, group = start(["convert", big_trace, tmp_path / "out.et"], writing_into(tmp_path))
+    os.kill(process.pid, signal.SIGKILL)
+    for member in group:
+        member.resume()
+    process.communicate(timeout=60)
+    assert listing(tmp_path) == []
+
+
+# -- link, convert --host/--device, convert-all ---------------------------------------------------
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+@pytest.mark.parametrize("command", ["link", "convert"])
+@pytest.mark.parametrize("phase", ["reading", "writing"])
+def test_pair_commands_stop_cleanly(signum: int, command: str, phase: str, pair: tuple[Path, Path],
+                                    tmp_path: Path) -> None:
+    host, device = pair
+    out = tmp_path / ("merged.json" if command == "link" else "out.et")
+    condition = reading(host) if phase == "reading" else writing_into(tmp_path)
+    process, group = start([command, "--host", host, "--device", device, out], condition)
+    stderr = signal_and_wait(process, group, signum)
+    assert_stopped_cleanly(process, stderr, signum)
+    assert listing(tmp_path) == []
+
+
+def test_convert_all_stops_its_ranks(tmp_path: Path) -> None:
+    for rank in range(2):
+        edge_case_pair(tmp_path / "job", layers=3000, rank=rank, world=2, gz=False)
+    out = tmp_path / "out"
+
+    def ranks_writing(process: psutil.Process) -> bool:
+        return any(writing_into(out)(child) for child in process.children())
+
+    process, group = start(["convert-all", tmp_path / "job", out, "--jobs", "2"], ranks_writing)
+    assert len(group) >= 2, "rank workers run"
+    stderr = signal_and_wait(process, group, signal.SIGTERM)
+    assert_stopped_cleanly(process, stderr, signal.SIGTERM)
+    assert_no_live_child(group)
+    assert not out.exists() or listing(out) == []
