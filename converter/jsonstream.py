@@ -10,6 +10,14 @@ grammar is exactly ``json.load``'s, so values (and their ``str()``) match the re
 
 Only top-level keys named in ``stream_keys`` are streamed; every other top-level value is decoded
 whole (they are small: schema, pid, timestamps, distributed info).
+
+A streamed array's elements may also be decoded many at a time by a ``batch`` decoder (the
+converter's ``nodesource``): from an element start this reader knows (the array's first element,
+or the end of the previous batch or element), it takes the text up to a likely element boundary
+(``}, {"id":``, the same guess as ``convert.parallel``'s split) and hands ``[`` + text + ``]`` to
+the decoder, which returns the elements (yielded together, as a ``DecodedRun``) or None. A batch
+is accepted only if that text is a sequence of complete values, so its end is a real boundary;
+if the decoder refuses, those elements are decoded here one by one, exactly as without it.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from .errors import TraceFormatError
@@ -33,6 +41,14 @@ _CHUNK_BYTES = 1 << 20
 #: Refill before decoding when less than this is buffered: a value cut by the buffer's end makes
 #: the scanner fail, and building its JSONDecodeError counts the newlines of the whole buffer.
 _LOOKAHEAD = 1 << 16
+#: A batch ends at the first likely element boundary this many characters after its start.
+BATCH_CHARS = 1 << 18
+_BOUNDARY = re.compile(r'\}\s*,\s*\{\s*"id"\s*:')
+#: After refused batches the next one waits (BATCH_CHARS << refusals in a row) / 4, up to this many.
+_BATCH_BACKOFF_LIMIT = 7
+_BLANK = " \t\n\r"
+#: Decodes ``[`` + a run of elements + ``]``, or returns None (then the elements are decoded here).
+BatchDecoder = Callable[[str], "list[Any] | None"]
 _CONCATENATED_HINT = (
     "the file holds several concatenated JSON documents (seen when two ranks, or two saves of the "
     "execution trace observer, write the same file); `chakra-convert-fast repair INPUT OUTPUT` keeps the "
@@ -40,11 +56,16 @@ _CONCATENATED_HINT = (
 )
 
 
+class DecodedRun(list[Any]):
+    """Elements of a streamed array decoded together by the batch decoder, yielded as one item."""
+
+
 class JsonObjectStream:
     """Iterate ``(key, value)`` over a file's top-level JSON object, streaming selected arrays.
 
-    For a key in ``stream_keys`` the value is an iterator over the array's elements; it must be
-    consumed before the next pair is requested (whatever is left is skipped, element by element).
+    For a key in ``stream_keys`` the value is an iterator over the array's elements (and over
+    ``DecodedRun`` lists of them, with a batch decoder); it must be consumed before the next pair is
+    requested (whatever is left is skipped).
     ``bytes_read``/``total_bytes`` follow the underlying file, for progress bars.
     """
 
@@ -54,9 +75,11 @@ class JsonObjectStream:
         stream_keys: frozenset[str] | set[str] = frozenset(),
         *,
         stop_at: int | None = None,
+        batch: BatchDecoder | None = None,
     ):
         """``stop_at``: a character offset where a streamed array is cut off if an element
-        starts exactly there (a split point handed to another process); ``stopped`` tells."""
+        starts exactly there (a split point handed to another process); ``stopped`` tells.
+        ``batch``: decodes runs of elements of streamed arrays (see the module docstring)."""
         self.path = os.fspath(path)
         self.stream_keys = frozenset(stream_keys)
         self.stop_at = stop_at
@@ -70,6 +93,9 @@ class JsonObjectStream:
         self._base = 0  # characters discarded before _buf[0], for absolute positions in errors
         self._eof = False
         self._read_size = _CHUNK_BYTES
+        self._batch = batch
+        self._batch_from = 0  # no batch before this character (after refusals)
+        self._batch_refusals = 0
 
     # -- context management ---------------------------------------------------------------
     def __enter__(self) -> JsonObjectStream:
@@ -182,7 +208,8 @@ class JsonObjectStream:
                         self.stopped = True
                         return
                     stop_at = self.stop_at = None  # the split point was inside a value: not a boundary
-            yield self._value()
+            batch = self._next_batch(stop_at) if self._batch is not None else None
+            yield self._value() if batch is None else batch
             found = self._peek()
             self._pos += 1
             if found == "]":
@@ -190,6 +217,48 @@ class JsonObjectStream:
             if found != ",":
                 self._pos -= 1
                 raise self._fail(self._unexpected(found, "expected ',' or ']' in an array"))
+
+    def _next_batch(self, stop_at: int | None) -> DecodedRun | None:
+        """The elements from the cursor (an element start) to a likely boundary, decoded by the
+        batch decoder, with the cursor moved past them; None to decode one element here."""
+        self._skip_ws()
+        if self._base + self._pos < self._batch_from:
+            return None
+        if len(self._buf) - self._pos < 2 * BATCH_CHARS and not self._eof:
+            self._fill()
+        end = self._batch_end(stop_at)
+        if end < 0:
+            return None
+        decoded = self._batch("[" + self._buf[self._pos : end] + "]")  # type: ignore[misc]
+        if decoded is None:  # decode these here; refused again and again, batch less and less
+            self._batch_refusals = min(self._batch_refusals + 1, _BATCH_BACKOFF_LIMIT)
+            self._batch_from = self._base + end + ((BATCH_CHARS << self._batch_refusals) >> 2)
+            return None
+        self._batch_refusals = 0
+        self._pos = end
+        return DecodedRun(decoded)
+
+    def _batch_end(self, stop_at: int | None) -> int:
+        """Where a batch from the cursor should end (just after an element's '}'), or -1: at
+        the first likely boundary ``BATCH_CHARS`` on, or at ``stop_at`` if that comes first."""
+        buf, pos = self._buf, self._pos
+        found = _BOUNDARY.search(buf, pos + BATCH_CHARS)
+        if stop_at is not None:
+            stop = stop_at - self._base
+            if stop <= len(buf) and (found is None or found.start() >= stop):
+                return self._element_end_before(stop)
+        return -1 if found is None else found.start() + 1
+
+    def _element_end_before(self, stop: int) -> int:
+        """Just after the '}' that precedes ``stop`` across a comma (and blank space), or -1."""
+        start = max(self._pos, stop - 256)
+        head = self._buf[start:stop].rstrip(_BLANK)
+        if not head.endswith(","):
+            return -1
+        head = head[:-1].rstrip(_BLANK)
+        if not head.endswith("}"):
+            return -1
+        return start + len(head)
 
     # -- the top-level object -------------------------------------------------------------
     def items(self) -> Iterator[tuple[str, Any]]:

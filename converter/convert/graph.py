@@ -15,12 +15,14 @@ reproduces ``PyTorchConverter`` step by step, iteratively:
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
+from itertools import compress
 from typing import Any, NamedTuple
 
 from ..errors import TraceContentError
 from ..schema.chakra import NodeType
 from . import nodes
-from .records import NodeRecord
+from .records import NodeRecord, RowBatch
 
 _GPU = nodes.OpKind.GPU
 
@@ -156,6 +158,40 @@ class TraceGraph:
         if self._keep_simulation:
             self.durations.append(rec.duration)
             self.streams.append(rec.stream)
+
+    def add_batch(self, batch: RowBatch) -> None:
+        """``add`` for many plain rows at once (no errors, no SendRecv kernels)."""
+        row = len(self.ids)
+        self._index_rows(batch.ids, row)
+        self.ids.extend(batch.ids)
+        self._parents.extend(batch.parents)
+        self._has_parent.extend(batch.has_parent)
+        interned = self._interned
+        self.names.extend([interned.setdefault(name, name) for name in batch.names])
+        self.kinds.extend(batch.kinds)
+        self.is_gpu.extend(batch.is_gpu)
+        self.types.extend(batch.types)
+        self._inter_thread.extend(batch.inter_thread_deps)
+        if batch.pg_names:
+            self._pg_names.update((row + i, value) for i, value in batch.pg_names.items())
+        if self._keep_simulation:
+            self.durations.extend(batch.durations)
+            self.streams.extend(batch.streams)
+
+    def _index_rows(self, ids: Sequence[int], first_row: int) -> None:
+        """Index rows ``first_row``... by id; raise for the first id seen before, as ``add`` does."""
+        index = self.index
+        size = len(index)
+        if index.keys().isdisjoint(ids):
+            index.update(zip(ids, range(first_row, first_row + len(ids)), strict=True))
+            if len(index) == size + len(ids):
+                return
+            for node_id in ids:  # an id twice in ``ids``: back to the index before them
+                index.pop(node_id, None)
+        for row, node_id in enumerate(ids, first_row):
+            previous = index.setdefault(node_id, row)
+            if previous != row:
+                raise TraceContentError(self.path, f"duplicate node id {node_id} (nodes #{previous} and #{row})")
 
     _COLUMNS = ("ids", "_parents", "_has_parent", "names", "kinds", "is_gpu", "types", "_inter_thread",
                 "durations", "streams")
@@ -357,6 +393,12 @@ class TraceGraph:
         """Rows that are written, in the order the reference's node map holds them."""
         final = self.final
         return [row for row in self.order if final[row]]
+
+    def rows_by_id(self) -> list[int]:
+        """Rows that are written, in id order (the output's order)."""
+        if self._ids_ascending:
+            return list(compress(range(len(self)), self.final))
+        return sorted(self.final_rows(), key=self.ids.__getitem__)
 
     def parent_id(self, row: int) -> int:
         return self.ids[self._parent_idx[row]]

@@ -24,7 +24,7 @@ from typing import Any
 from ..io import GZIP_MAGIC
 from .graph import TraceGraph
 from .reader import TraceReader
-from .writer import TailSpill
+from .writer import TailSpill, collect
 
 #: Below this size a second process costs more than it saves.
 MIN_SPLIT_BYTES = 48 << 20
@@ -130,9 +130,7 @@ def _work(sender: Connection, path: str, byte_offset: int, spill_path: str, keep
     try:
         graph = TraceGraph(path, keep_simulation_fields)
         reader = TraceReader(path)
-        for record in reader.records_from(byte_offset):
-            graph.add(record)
-            spill.append(record.tail)
+        collect(reader.records_from(byte_offset), graph, spill)
         sender.send(SecondHalf(graph.export_rows(), spill.export(), reader.metadata,
                                reader.first_old_layout_node))
     except Exception:

@@ -20,9 +20,8 @@ from ..io import atomic_output, refuse_overwriting_inputs
 from . import cycles, parallel
 from .graph import TraceGraph
 from .reader import TraceReader
-from .records import NodeRecord
 from .simulate import SimulationInput, SimulationResult, simulate
-from .writer import Progress, TailSpill, write_metadata, write_nodes
+from .writer import Progress, TailSpill, collect, write_metadata, write_nodes
 
 _CYCLE_EXAMPLES = 5
 
@@ -82,7 +81,7 @@ def convert_file(
         nonlocal worker
         if split is not None:
             worker = parallel.SecondHalfReader(input_path, split, spill.directory, options.simulate)
-        _collect(reader.records(split.char_offset if split else None), graph, spill)
+        collect(reader.records(split.char_offset if split else None), graph, spill)
         if split is not None and worker is not None:
             _second_half(reader, graph, spill, split, worker)
 
@@ -99,7 +98,7 @@ def convert_items(
     """Convert a trace given as top-level ``(key, value)`` pairs (``nodes``: an iterator of node
     dicts); ``source_name`` names it in errors. Same output as those pairs written to a file."""
     reader = TraceReader(source_name)
-    return _run(reader, lambda graph, spill: _collect(reader.records_from_items(items), graph, spill),
+    return _run(reader, lambda graph, spill: collect(reader.records_from_items(items), graph, spill),
                 output_path, options, None)
 
 
@@ -146,12 +145,6 @@ def _read_progress(progress: Progress | None, split: parallel.SplitPoint | None)
     return lambda done, _total: progress("read", min(done, split.byte_offset), split.byte_offset)
 
 
-def _collect(records: Iterator[NodeRecord], graph: TraceGraph, spill: TailSpill) -> None:
-    for record in records:
-        graph.add(record)
-        spill.append(record.tail)
-
-
 def _second_half(reader: TraceReader, graph: TraceGraph, spill: TailSpill, split: parallel.SplitPoint,
                  worker: parallel.SecondHalfReader) -> None:
     """Take the worker's half if the split point was a real node boundary, else read on here."""
@@ -159,7 +152,7 @@ def _second_half(reader: TraceReader, graph: TraceGraph, spill: TailSpill, split
         return  # the guess fell inside a value; this process has read everything
     half = worker.result()
     if half is None:  # the worker hit a problem: read that half here, to report it precisely
-        _collect(reader.records_from(split.byte_offset, first_position=len(graph)), graph, spill)
+        collect(reader.records_from(split.byte_offset, first_position=len(graph)), graph, spill)
         return
     reader.merge_second_half(half.metadata, half.first_old_layout_node, len(graph))
     graph.extend_rows(half.rows)

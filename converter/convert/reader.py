@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
+
+import msgspec
 
 from ..errors import TraceContentError, TraceFormatError, UnsupportedSchemaError
-from ..jsonstream import JsonObjectStream
+from ..jsonstream import DecodedRun, JsonObjectStream
 from ..schema.chakra import NodeType
 from ..schema.compat import is_old_schema_node, map_old_schema_node
 from ..schema.host import (
@@ -22,15 +24,20 @@ from ..schema.host import (
     METADATA_KEYS,
     OLD_SCHEMA,
     REQUIRED_NODE_KEYS,
+    attrs_touch_node_fields,
     effective_fields,
     unsupported_schema_message,
 )
-from . import encode, nodes
-from .records import NodeRecord
+from . import encode, nodes, nodesource
+from .nodesource import FastNode
+from .records import NodeRecord, RowBatch
+from .wire import BoundedCache
 
 ProgressHook = Callable[[int, int], None]  # (bytes read, total bytes)
+Row = NodeRecord | RowBatch  # what the reader yields: one node, or many plain ones
 _PROGRESS_EVERY = 2048
 _U64 = 1 << 64
+_COMP, _METADATA = int(NodeType.COMP_NODE), int(NodeType.METADATA_NODE)
 
 
 class TraceReader:
@@ -43,28 +50,30 @@ class TraceReader:
         self.stopped = False  # records(stop_at=...) ended at the split point
         self.first_old_layout_node: int | None = None  # position of the first 1.0.1-layout node
         self._progress = progress
+        self._fast = FastRecords()
 
-    def records(self, stop_at: int | None = None) -> Iterator[NodeRecord]:
+    def records(self, stop_at: int | None = None) -> Iterator[Row]:
         """All node records (then the metadata is complete), or those before character ``stop_at``
         when a node starts exactly there (``stopped`` is then True)."""
-        with JsonObjectStream(self.path, stream_keys={"nodes"}, stop_at=stop_at) as stream:
+        with JsonObjectStream(self.path, stream_keys={"nodes"}, stop_at=stop_at,
+                              batch=nodesource.decode_nodes) as stream:
             yield from self._consume(stream.items(), stream, 0)
             self.stopped = stream.stopped
 
-    def records_from(self, byte_offset: int, first_position: int = 0) -> Iterator[NodeRecord]:
+    def records_from(self, byte_offset: int, first_position: int = 0) -> Iterator[Row]:
         """Records of the nodes from ``byte_offset`` (a node's first byte) on, then the metadata
         after the array; ``first_position`` numbers them in error messages."""
-        with JsonObjectStream(self.path, stream_keys={"nodes"}) as stream:
+        with JsonObjectStream(self.path, stream_keys={"nodes"}, batch=nodesource.decode_nodes) as stream:
             yield from self._consume(stream.items_from(byte_offset, "nodes"), stream, first_position)
 
-    def records_from_items(self, items: Iterator[tuple[str, Any]]) -> Iterator[NodeRecord]:
+    def records_from_items(self, items: Iterator[tuple[str, Any]]) -> Iterator[Row]:
         """Records from top-level ``(key, value)`` pairs made in memory (``nodes``: an iterator of
         node dicts), e.g. the linker's merged trace, without writing it to a file."""
         yield from self._consume(items, None, 0)
 
     def _consume(
         self, items: Iterator[tuple[str, Any]], stream: JsonObjectStream | None, first: int
-    ) -> Iterator[NodeRecord]:
+    ) -> Iterator[Row]:
         for key, value in items:
             if key == "nodes":
                 self.seen_nodes = True
@@ -76,14 +85,39 @@ class TraceReader:
 
     def _node_records(
         self, elements: Iterator[Any], stream: JsonObjectStream | None, first: int
-    ) -> Iterator[NodeRecord]:
+    ) -> Iterator[Row]:
         progress = self._progress if stream is not None else None
-        for position, node in enumerate(elements, first):
-            yield self._record(position, node)
-            if progress is not None and position % _PROGRESS_EVERY == 0:
+        position = report_at = first
+        for element in elements:
+            if type(element) is DecodedRun:
+                yield from self._fast_rows(element, position)
+                position += len(element)
+            else:
+                yield self._record(position, element)
+                position += 1
+            if progress is not None and position >= report_at:
+                report_at = position + _PROGRESS_EVERY
                 progress(stream.bytes_read, stream.total_bytes)  # type: ignore[union-attr]
         if progress is not None:
             progress(stream.bytes_read, stream.total_bytes)  # type: ignore[union-attr]
+
+    def _fast_rows(self, run: list[FastNode], first: int) -> Iterator[Row]:
+        """Rows of nodes the fast decoder read: batches of plain ones, and a record made on the
+        exact path for any other (the batch before it is yielded first, so that errors come in
+        file order)."""
+        rows: list[tuple[Any, ...]] = []
+        plain_row = self._fast.row
+        for position, node in enumerate(run, first):
+            row = plain_row(node)
+            if row is not None:
+                rows.append(row)
+                continue
+            if rows:
+                yield _batch(rows)
+                rows = []
+            yield self._record(position, nodesource.as_dict(node))
+        if rows:
+            yield _batch(rows)
 
     def _check_schema(self, schema: Any) -> None:
         if schema not in ACCEPTED_SCHEMAS:
@@ -181,3 +215,151 @@ class TraceReader:
         elif record.node_type == 0:
             record.comm_size = nodes.comm_size(fields["inputs"])
         record.tail = tail
+
+
+class _Rest(NamedTuple):
+    """The attrs after seq_id, decoded once per distinct text: scope, tid, fw_tid, op_schema."""
+
+    scope: int
+    tid: int
+    fw_tid: int
+    op_schema: str
+    blocks: dict[tuple[bool, int | None], bytes]  # (is_gpu, stream) -> encoded attrs after seq_id
+
+
+class _Kind(NamedTuple):
+    """What a node's name and cat decide: its kind and Chakra type, and the name interned."""
+
+    name: str
+    kind: int
+    node_type: int  # COMP or METADATA (others take the exact path)
+    zero_duration: bool  # Optimizer.step
+
+
+_NOT_PLAIN = _Kind("", 0, 0, False)  # memo entry of a name/cat that takes the exact path
+
+
+def _batch(rows: list[tuple[Any, ...]]) -> RowBatch:
+    """The batch of rows made by ``FastRecords.row``."""
+    ids, parents, has_parent, names, kinds, is_gpu, types, itds, durations, streams, tails, pg_names = zip(
+        *rows, strict=True)
+    return RowBatch(ids, parents, has_parent, names, kinds, is_gpu, types, itds, durations, streams, tails,
+                    {i: value for i, value in enumerate(pg_names) if value != ""})
+
+
+class FastRecords:
+    """Rows of the nodes decoded by ``nodesource``, for the usual layout only: ``row`` returns
+    None for anything else (odd types, attrs that override node fields, communication nodes,
+    values the encoder refuses) and the reader then takes the exact path on the node as ``json``
+    decodes it. Raw parts are memoised by their bytes: equal bytes, equal values."""
+
+    def __init__(self) -> None:
+        self._io: dict[bytes, BoundedCache[bytes]] = {encode.TAG_INPUTS: BoundedCache(1 << 13),
+                                                      encode.TAG_OUTPUTS: BoundedCache(1 << 13)}
+        self._texts: BoundedCache[str | None] = BoundedCache()
+        self._rests: BoundedCache[_Rest | bool] = BoundedCache(1 << 12)  # False: not plain
+        self._kinds: BoundedCache[_Kind] = BoundedCache(1 << 12)
+        self._layouts = nodesource.AttrsLayouts()
+
+    def row(self, node: FastNode) -> tuple[Any, ...] | None:
+        """(id, parent, has parent, name, kind, is_gpu, type, inter_thread_dep, duration, stream,
+        tail, pg_name), or None if the node is not plain."""
+        node_id, name, cat = node.id, node.name, node.cat
+        if type(node_id) is not int or not 0 <= node_id < _U64 or type(name) is not str:
+            return None
+        if cat is not None and type(cat) is not str:
+            return None
+        leading = self._layouts.leading(node.attrs)
+        if leading is None:
+            return None
+        rest = self._rests.get(leading.rest)
+        if rest is None:
+            rest = self._rests.remember(leading.rest, self._rest(leading.rest))
+        kind = self._kinds.get((name, cat))
+        if kind is None:
+            kind = self._kinds.remember((name, cat), self._kind(name, cat))
+        if rest is False or rest is True or kind is _NOT_PLAIN:
+            return None
+        itd, stream, exclusive_dur = node.inter_thread_dep, node.stream, node.exclusive_dur
+        if itd and (type(itd) is not int or not 0 < itd < _U64):
+            return None
+        if stream is not None and type(stream) is not int:
+            return None
+        if type(exclusive_dur) is not float and type(exclusive_dur) is not int:
+            return None  # int() of a string or a bool: let the exact path judge
+        duration = 0 if kind.zero_duration else int(exclusive_dur)  # as encode.duration_micros
+        if not 0 <= duration < _U64:
+            return None
+        is_gpu = cat is not None
+        try:
+            block = rest.blocks.get((is_gpu, stream))
+            if block is None:
+                if len(rest.blocks) >= 64:
+                    rest.blocks.clear()
+                block = rest.blocks[(is_gpu, stream)] = encode.attrs_after_seq_id(
+                    rest.scope, rest.tid, rest.fw_tid, rest.op_schema, is_gpu, stream)
+            inputs = self._io_field(encode.TAG_INPUTS, node.inputs, "inputs")
+            outputs = self._io_field(encode.TAG_OUTPUTS, node.outputs, "outputs")
+            if inputs is None or outputs is None:
+                return None
+            tail = b"".join((encode.duration(duration), inputs, outputs,
+                             encode.leading_attrs(leading.rf_id, leading.fw_parent, leading.seq_id), block))
+        except ValueError:
+            return None
+        parent = node.ctrl_deps
+        has_parent = type(parent) is int and 0 <= parent < _U64
+        return (node_id, parent if has_parent else 0, has_parent, kind.name, kind.kind, is_gpu, kind.node_type,
+                itd or 0, duration, stream, tail, node.pg_name)
+
+    @staticmethod
+    def _rest(text: bytes) -> _Rest | bool:
+        """The attrs after seq_id, or False if they are not plain (the exact path tells why)."""
+        try:
+            entries = nodesource.rest_entries(text)
+            fields = {entry["name"]: entry["value"] for entry in entries}
+        except (ValueError, TypeError, KeyError):
+            return False
+        names = set(fields)
+        if attrs_touch_node_fields(names) or not names.isdisjoint(("rf_id", "fw_parent", "seq_id")):
+            return False
+        try:
+            scope, tid, fw_tid, op_schema = (fields[key] for key in ("scope", "tid", "fw_tid", "op_schema"))
+        except KeyError:
+            return False
+        if not (type(scope) is int and type(tid) is int and type(fw_tid) is int and type(op_schema) is str):
+            return False
+        return _Rest(scope, tid, fw_tid, op_schema, {})
+
+    @staticmethod
+    def _kind(name: str, cat: str | None) -> _Kind:
+        kind = nodes.op_kind(name, cat)
+        node_type = nodes.chakra_type(name, cat, kind)
+        if node_type is None or node_type not in (_COMP, _METADATA):
+            return _NOT_PLAIN
+        return _Kind(name, kind, node_type, "Optimizer.step" in name)
+
+    def _io_field(self, tag: bytes, raw: msgspec.Raw, what: str) -> bytes | None:
+        key = bytes(raw)
+        cache = self._io[tag]
+        found = cache.get(key)
+        if found is not None:
+            return found
+        io = nodesource.decode_io(raw)
+        if io is None:
+            return None
+        values = nodesource.value_text(io.values)
+        shapes, types = self._text(io.shapes), self._text(io.types)
+        if values is None or shapes is None or types is None:
+            return None
+        return cache.remember(key, encode.io_field(tag, values, shapes, types, what))
+
+    def _text(self, raw: msgspec.Raw) -> str | None:
+        """``str()`` of a raw shapes/types list (they repeat: memoised)."""
+        key = bytes(raw)
+        if key in self._texts:
+            return self._texts[key]
+        try:
+            text: str | None = str(nodesource.loads(key))
+        except ValueError:
+            text = None
+        return self._texts.remember(key, text)

@@ -11,15 +11,19 @@ import os
 import shutil
 import tempfile
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate, islice
 from typing import IO, Any
 
 from ..errors import TraceContentError
 from ..schema.chakra import COMM_NODE_TYPES
 from . import encode
 from .graph import TraceGraph
+from .records import NodeRecord, RowBatch
 
 _BUFFER = 1 << 20
+_WRITE_BATCH = 4096  # records joined per write
+_GAP = 1 << 16  # tails skipped ahead of the read-ahead window that still extend it
 
 
 class TailSpill:
@@ -48,6 +52,12 @@ class TailSpill:
         self._size += len(data)
         self._offsets.append(self._size)
 
+    def extend(self, items: Sequence[bytes]) -> None:
+        """``append`` each of ``items``."""
+        self._writer.write(b"".join(items))
+        self._offsets.extend(islice(accumulate(map(len, items), initial=self._size), 1, None))
+        self._size = self._offsets[-1]
+
     def finish_writing(self) -> None:
         self._writer.flush()
 
@@ -69,7 +79,7 @@ class TailSpill:
         window_start = self._window_start
         if window_start <= start and end <= window_start + len(self._window):
             return self._window[start - window_start : end - window_start]
-        if start == window_start + len(self._window):  # sequential: read ahead
+        if 0 <= start - (window_start + len(self._window)) < _GAP:  # forward (skipping dropped nodes): read ahead
             self._window = os.pread(self._file.fileno(), max(end - start, _BUFFER), start)
             self._window_start = start
             return self._window[: end - start]
@@ -78,6 +88,17 @@ class TailSpill:
     def close(self) -> None:
         self._writer.close()
         self._file.close()
+
+
+def collect(rows: Iterable[NodeRecord | RowBatch], graph: TraceGraph, spill: TailSpill) -> None:
+    """Each row (or batch of rows) the reader yields into the graph, its tail into the spill."""
+    for row in rows:
+        if type(row) is RowBatch:
+            graph.add_batch(row)
+            spill.extend(row.tails)
+        else:
+            graph.add(row)  # type: ignore[arg-type]
+            spill.append(row.tail)  # type: ignore[union-attr]
 
 
 def write_metadata(out: IO[bytes], path: str, metadata: dict[str, Any]) -> None:
@@ -95,27 +116,35 @@ Progress = Callable[[str, int, int], None]
 def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: Progress | None) -> tuple[int, int, int]:
     """Write every kept node in id order; returns (nodes, comm nodes, data deps)."""
     ids, names, types, deps, has_ctrl = graph.ids, graph.names, graph.types, graph.deps, graph.has_ctrl
-    send_recv = graph.send_recv
-    rows = sorted(graph.final_rows(), key=ids.__getitem__)
-    name_fields: dict[str, bytes] = {}
-    comm = edges = 0
+    send_recv, dep_count, parent_id = graph.send_recv, graph.deps.count, graph.parent_id
+    rows = graph.rows_by_id()
+    prefixes: dict[tuple[str, int], bytes] = {}
+    pending: list[bytes] = []
+    edges = 0
     for count, row in enumerate(rows):
-        name = names[row]
-        name_field = name_fields.get(name)
-        try:
-            if name_field is None:
-                name_field = name_fields[name] = encode.name_field(name, "name")
-            comm_tail = encode.comm_attrs(*send_recv[row]) if row in send_recv else b""
-        except ValueError as exc:
-            raise graph.fail(row, str(exc)) from None
-        node_deps = deps.ids(row) if deps.count[row] else ()
-        ctrl = (graph.parent_id(row),) if has_ctrl[row] else ()
-        head = encode.head(ids[row], name_field, types[row], ctrl, node_deps)
-        out.write(encode.node_record(head, spill.read(row), comm_tail))
+        node_type = types[row]
+        prefix = prefixes.get((names[row], node_type))
+        if prefix is None:
+            try:
+                prefix = prefixes[(names[row], node_type)] = encode.name_and_type(names[row], node_type)
+            except ValueError as exc:
+                raise graph.fail(row, str(exc)) from None
+        rest = spill.read(row)
+        if row in send_recv:
+            try:
+                rest += encode.comm_attrs(*send_recv[row])
+            except ValueError as exc:
+                raise graph.fail(row, str(exc)) from None
+        node_deps = deps.ids(row) if dep_count[row] else ()
         edges += len(node_deps)
-        comm += types[row] in COMM_NODE_TYPES
-        if progress is not None and count % 8192 == 0:
-            progress("write", count, len(rows))
+        pending.append(encode.delimited_node(ids[row], prefix, parent_id(row) if has_ctrl[row] else -1, node_deps,
+                                             rest))
+        if len(pending) == _WRITE_BATCH:
+            out.write(b"".join(pending))
+            pending.clear()
+            if progress is not None:
+                progress("write", count, len(rows))
+    out.write(b"".join(pending))
     if progress is not None:
         progress("write", len(rows), len(rows))
-    return len(rows), comm, edges
+    return len(rows), sum(types[row] in COMM_NODE_TYPES for row in rows), edges
