@@ -284,3 +284,29 @@ def test_runs_start_and_end_at_elements(tmp_path: Path, monkeypatch: pytest.Monk
     assert out == nodes
     assert '[{"id": 1, "x": [{"id": 2}]' in refused  # cut inside node 1, at '}, {"id": 3'
     assert accepted  # runs of whole nodes
+
+
+def random_list_text(rng: random.Random, depth: int = 0) -> str:
+    """Lists of integers and short strings, with random blank space (what ``value_text`` writes
+    without decoding, and its near misses)."""
+    items = []
+    for _ in range(rng.randint(0, 5)):
+        kind = rng.random()
+        if kind < 0.4:
+            items.append(str(rng.choice([0, -1, 7, -(2**63), 2**64, rng.randint(-(10**20), 10**20)])))
+        elif kind < 0.7:
+            items.append(json.dumps("".join(rng.choice("ab:0-_<>()é ,'\"\\\x7f") for _ in range(rng.randint(0, 5)))))
+        elif kind < 0.75:
+            items.append(rng.choice(["-0", "0.5", "true", "null", "1e5", "{}"]))
+        elif depth < 3:
+            items.append(random_list_text(rng, depth + 1))
+    blank = lambda: rng.choice(["", "", " ", "\n    ", "\t"])  # noqa: E731
+    return "[" + blank() + ("," + blank()).join(items) + blank() + "]"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_lists_are_written_like_str(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(500):
+        raw = random_list_text(rng)
+        assert nodesource.value_text(raw.encode()) == str(json.loads(raw)), raw

@@ -63,10 +63,12 @@ def delimited_node(node_id: int, name_and_type_fields: bytes, ctrl_dep: int, dat
         ctrl = varint(ctrl_dep)
         message += TAG_CTRL + SMALL[len(ctrl)] + ctrl
     if data_deps:
-        data = b"".join(map(varint, data_deps))
-        message += TAG_DATA + varint(len(data)) + data
-    message += rest
-    return varint(len(message)) + message
+        data = varint(data_deps[0]) if len(data_deps) == 1 else b"".join(map(varint, data_deps))
+        message = b"".join((message, TAG_DATA, varint(len(data)), data, rest))
+    else:
+        message += rest
+    size = len(message)
+    return (SMALL[size] if size < 16384 else varint(size)) + message
 
 
 # -- tail: duration, inputs, outputs, attrs ------------------------------------------------------
@@ -108,18 +110,29 @@ def io_info(field_tag: bytes, io: Any, what: str) -> bytes:
 
 def io_field(field_tag: bytes, values: str, shapes: str, types: str, what: str) -> bytes:
     """The ``inputs``/``outputs`` field from the ``str()`` of its three lists."""
-    encoded = wire.utf8(values, what) if values else b""  # tensor ids make these unique: not cached
-    payload = (
-        (_TAG_IO_VALUES + varint(len(encoded)) + encoded if values else b"")
-        + _io_field(_TAG_IO_SHAPES, shapes, what)
-        + _io_field(_TAG_IO_TYPES, types, what)
-    )
+    return io_field_with(field_tag, values, shapes_and_types(shapes, types, what), what)
+
+
+def shapes_and_types(shapes: str, types: str, what: str) -> bytes:
+    """The shapes and types parts of an ``inputs``/``outputs`` field (they repeat a lot)."""
+    return _io_field(_TAG_IO_SHAPES, shapes, what) + _io_field(_TAG_IO_TYPES, types, what)
+
+
+def io_field_with(field_tag: bytes, values: str, shapes_and_types_part: bytes, what: str) -> bytes:
+    """The ``inputs``/``outputs`` field from the ``str()`` of its values and its encoded rest."""
+    if values:
+        encoded = wire.utf8(values, what)  # tensor ids make these unique: not cached
+        payload = _TAG_IO_VALUES + varint(len(encoded)) + encoded + shapes_and_types_part
+    else:
+        payload = shapes_and_types_part
     return field_tag + varint(len(payload)) + payload
 
 
 #: (attribute, encoder) in the order the reference appends them.
 _INT_ATTRS = tuple(wire.Int64Attr(name) for name in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid"))
 _RF_ID, _FW_PARENT, _SEQ_ID, _SCOPE, _TID, _FW_TID = _INT_ATTRS
+#: Encoders of rf_id, fw_parent and seq_id, the attrs that change from node to node.
+LEADING_ATTRS = (_RF_ID, _FW_PARENT, _SEQ_ID)
 _OP_SCHEMA = wire.attr_name("op_schema")
 _OP_SCHEMA_CACHE: BoundedCache[bytes] = BoundedCache()  # op_schema value -> encoded attr; a few hundred distinct ones
 _IS_CPU_OP = wire.attr_name("is_cpu_op")
@@ -168,11 +181,6 @@ def _cacheable(key: tuple[Any, ...]) -> bool:
 def _attrs_after_rf_id(values: tuple[Any, ...]) -> bytes:
     fw_parent, seq_id, *rest = values
     return _FW_PARENT(fw_parent) + _SEQ_ID(seq_id) + attrs_after_seq_id(*rest)
-
-
-def leading_attrs(rf_id: Any, fw_parent: Any, seq_id: Any) -> bytes:
-    """The rf_id, fw_parent and seq_id attrs (they change from node to node)."""
-    return _RF_ID(rf_id) + _FW_PARENT(fw_parent) + _SEQ_ID(seq_id)
 
 
 def attrs_after_seq_id(scope: Any, tid: Any, fw_tid: Any, op_schema: Any, is_gpu: bool, stream: Any) -> bytes:

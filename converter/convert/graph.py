@@ -166,8 +166,7 @@ class TraceGraph:
         self.ids.extend(batch.ids)
         self._parents.extend(batch.parents)
         self._has_parent.extend(batch.has_parent)
-        interned = self._interned
-        self.names.extend([interned.setdefault(name, name) for name in batch.names])
+        self.names.extend(batch.names)  # interned by the reader
         self.kinds.extend(batch.kinds)
         self.is_gpu.extend(batch.is_gpu)
         self.types.extend(batch.types)
@@ -283,20 +282,24 @@ class TraceGraph:
         has_ctrl = bytearray(size)
         order = array("l")
         kinds, is_gpu, parent_idx = self.kinds, self.is_gpu, self._parent_idx
-
-        def convert(row: int) -> None:
+        child_start, children = self._child_start, self._children
+        for row in range(size):
+            if kinds[row] == _GPU:
+                continue
+            # convert(row), then each GPU child; a node keeps ctrl_deps if its parent came first
             parent = parent_idx[row]
             has_ctrl[row] = parent >= 0 and first[parent] >= 0
             if first[row] < 0:
                 first[row] = len(order)
                 order.append(row)
-
-        for row in range(size):
-            if kinds[row] != _GPU:
-                convert(row)
-                for child in self.children(row):
+            low, high = child_start[row], child_start[row + 1]
+            if low < high:
+                for child in children[low:high]:
                     if is_gpu[child]:
-                        convert(child)
+                        has_ctrl[child] = first[row] >= 0  # its parent is this row, converted now
+                        if first[child] < 0:
+                            first[child] = len(order)
+                            order.append(child)
         self.order, self.has_ctrl, self._first = order, has_ctrl, first
 
     def _check_converted(self) -> None:
@@ -333,8 +336,11 @@ class TraceGraph:
         Also marks each dependency target as referenced (for dangling removal) and counts edges
         that point at an equal or larger id (without them the graph is trivially acyclic).
         """
-        ids, kinds, inter_thread, deps, first = self.ids, self.kinds, self._inter_thread, self.deps, self._first
-        stamp, ascending = self._stamp, self._ids_ascending
+        ids, kinds, inter_thread, first = self.ids, self.kinds, self._inter_thread, self._first
+        stamp, ascending, referenced = self._stamp, self._ids_ascending, self._referenced
+        count, add, has = self.deps.count, self.deps.add, self.deps.has
+        child_start, children = self._child_start, self._children
+        forward = 0
         stack = [root]
         last_cpu = last_any = -1
         while stack:
@@ -342,30 +348,37 @@ class TraceGraph:
             if stamp[row] == root_number:
                 continue
             stamp[row] = root_number
+            row_id = ids[row]
             if kinds[row] == _GPU:
-                if last_any >= 0 and not deps.has(row, ids[last_any]):
-                    self._add_dep(row, last_any, False)
+                if last_any >= 0:
+                    target_id = ids[last_any]
+                    if not (count[row] and has(row, target_id)):
+                        add(row, target_id, False)
+                        referenced[last_any] = 1
+                        forward += target_id >= row_id
                 last_any = last_cpu
             else:
                 itd = inter_thread[row]
-                if itd and not deps.has(row, itd):
-                    self._add_dep(row, self._dependency_row(row, itd), True)
-                if last_cpu >= 0 and not deps.has(row, ids[last_cpu]):
-                    self._add_dep(row, last_cpu, False)
+                if itd and not (count[row] and has(row, itd)):
+                    referenced[self._dependency_row(row, itd)] = 1
+                    add(row, itd, True)
+                    forward += itd >= row_id
+                if last_cpu >= 0:
+                    target_id = ids[last_cpu]
+                    if not (count[row] and has(row, target_id)):
+                        add(row, target_id, False)
+                        referenced[last_cpu] = 1
+                        forward += target_id >= row_id
                 last_cpu = last_any = row
-            kids = [c for c in self.children(row) if first[c] >= 0 and stamp[c] != root_number]
-            if kids:
-                if not ascending:
-                    kids.sort(key=ids.__getitem__)
-                kids.reverse()
+            low, high = child_start[row], child_start[row + 1]
+            if low < high:
+                kids = [c for c in children[low:high] if first[c] >= 0 and stamp[c] != root_number]
+                if len(kids) > 1:
+                    if not ascending:
+                        kids.sort(key=ids.__getitem__)
+                    kids.reverse()
                 stack.extend(kids)
-
-    def _add_dep(self, row: int, target: int, inter_thread: bool) -> None:
-        target_id = self.ids[target]
-        self.deps.add(row, target_id, inter_thread)
-        self._referenced[target] = 1
-        if target_id >= self.ids[row]:
-            self.forward_edges += 1
+        self.forward_edges += forward
 
     def _dependency_row(self, row: int, dep_id: int) -> int:
         """The row of an ``inter_thread_dep`` target; it must exist and be converted (the reference

@@ -31,7 +31,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -93,10 +93,25 @@ def decode_io(raw: msgspec.Raw) -> RawIO | None:
 
 def value_text(raw: msgspec.Raw | bytes) -> str | None:
     """``str()`` of the decoded JSON value, or None where msgspec refuses it (NaN, ...)."""
+    text = bytes(raw)
+    if text[:1] == b"[":
+        parts = text.split(b'"')
+        if not (b"".join(parts[0::2]).translate(None, _LIST_OF_INTS) or b"-0" in text
+                or b"".join(parts[1::2]).translate(None, _PLAIN_STRING)):
+            return text.translate(None, _BLANK).replace(b",", b", ").replace(b'"', b"'").decode("ascii")
     try:
-        return str(_ANY.decode(raw))
+        return str(_ANY.decode(text))
     except (msgspec.DecodeError, RecursionError):
         return None
+
+
+#: ``value_text`` without decoding: a list of (lists of) integers and strings of these characters is
+#: written by ``str()`` as its JSON text without blank space, with ", " between items and ' for ".
+#: No "-0" (it is 0), no escape, no quote nor comma nor space in strings; integers past the digit
+#: limit never get here (``_has_long_digit_run``).
+_LIST_OF_INTS = b"0123456789-[], \t\n\r"
+_PLAIN_STRING = bytes(c for c in range(0x21, 0x7F) if c not in b"\\'\",")
+_BLANK = b" \t\n\r"
 
 
 def loads(raw: msgspec.Raw | bytes) -> Any:
@@ -137,11 +152,9 @@ _LEADING_ATTRS = re.compile(
 _LAYOUTS_KEPT = 8
 
 
-class LeadingAttrs(NamedTuple):
-    rf_id: int
-    fw_parent: int
-    seq_id: int
-    rest: bytes  # the text after seq_id's entry: ``]`` or ``, {...}, ... ]``, maybe after blank space
+#: rf_id, fw_parent, seq_id, and the text after seq_id's entry (``]`` or ``, {...}, ... ]``, maybe
+#: after blank space)
+LeadingAttrs = tuple[int, int, int, bytes]
 
 
 class AttrsLayouts:
@@ -165,7 +178,7 @@ class AttrsLayouts:
                 return None
             self._learn(found)
         rf_id, fw_parent, seq_id, rest = found.groups()
-        return LeadingAttrs(int(rf_id), int(fw_parent), int(seq_id), rest)
+        return int(rf_id), int(fw_parent), int(seq_id), rest
 
     def _learn(self, found: re.Match[bytes]) -> None:
         text = bytes(found.string)

@@ -31,13 +31,14 @@ from ..schema.host import (
 from . import encode, nodes, nodesource
 from .nodesource import FastNode
 from .records import NodeRecord, RowBatch
-from .wire import BoundedCache
+from .wire import BoundedCache, varint
 
 ProgressHook = Callable[[int, int], None]  # (bytes read, total bytes)
 Row = NodeRecord | RowBatch  # what the reader yields: one node, or many plain ones
 _PROGRESS_EVERY = 2048
 _U64 = 1 << 64
 _COMP, _METADATA = int(NodeType.COMP_NODE), int(NodeType.METADATA_NODE)
+_RF_ID, _FW_PARENT, _SEQ_ID = encode.LEADING_ATTRS
 
 
 class TraceReader:
@@ -224,19 +225,20 @@ class _Rest(NamedTuple):
     tid: int
     fw_tid: int
     op_schema: str
-    blocks: dict[tuple[bool, int | None], bytes]  # (is_gpu, stream) -> encoded attrs after seq_id
 
 
-class _Kind(NamedTuple):
-    """What a node's name and cat decide: its kind and Chakra type, and the name interned."""
+class _Shape(NamedTuple):
+    """What a node's name, cat, stream and attrs after seq_id decide, memoised together."""
 
-    name: str
+    name: str  # interned
     kind: int
     node_type: int  # COMP or METADATA (others take the exact path)
     zero_duration: bool  # Optimizer.step
+    is_gpu: bool
+    attrs_after_seq_id: bytes
 
 
-_NOT_PLAIN = _Kind("", 0, 0, False)  # memo entry of a name/cat that takes the exact path
+_NOT_PLAIN = _Shape("", 0, 0, False, False, b"")  # memo entry of what takes the exact path
 
 
 def _batch(rows: list[tuple[Any, ...]]) -> RowBatch:
@@ -256,87 +258,85 @@ class FastRecords:
     def __init__(self) -> None:
         self._io: dict[bytes, BoundedCache[bytes]] = {encode.TAG_INPUTS: BoundedCache(1 << 13),
                                                       encode.TAG_OUTPUTS: BoundedCache(1 << 13)}
-        self._texts: BoundedCache[str | None] = BoundedCache()
-        self._rests: BoundedCache[_Rest | bool] = BoundedCache(1 << 12)  # False: not plain
-        self._kinds: BoundedCache[_Kind] = BoundedCache(1 << 12)
+        self._shapes_and_types: BoundedCache[bytes] = BoundedCache()  # b"": not plain
+        self._rests: BoundedCache[_Rest | None] = BoundedCache(1 << 12)  # None: not plain
+        self._shapes: BoundedCache[_Shape] = BoundedCache(1 << 14)
         self._layouts = nodesource.AttrsLayouts()
 
     def row(self, node: FastNode) -> tuple[Any, ...] | None:
         """(id, parent, has parent, name, kind, is_gpu, type, inter_thread_dep, duration, stream,
         tail, pg_name), or None if the node is not plain."""
-        node_id, name, cat = node.id, node.name, node.cat
+        node_id, name, cat, stream = node.id, node.name, node.cat, node.stream
         if type(node_id) is not int or not 0 <= node_id < _U64 or type(name) is not str:
             return None
-        if cat is not None and type(cat) is not str:
+        if (cat is not None and type(cat) is not str) or (stream is not None and type(stream) is not int):
             return None
         leading = self._layouts.leading(node.attrs)
         if leading is None:
             return None
-        rest = self._rests.get(leading.rest)
-        if rest is None:
-            rest = self._rests.remember(leading.rest, self._rest(leading.rest))
-        kind = self._kinds.get((name, cat))
-        if kind is None:
-            kind = self._kinds.remember((name, cat), self._kind(name, cat))
-        if rest is False or rest is True or kind is _NOT_PLAIN:
+        rf_id, fw_parent, seq_id, rest_text = leading
+        key = (name, cat, stream, rest_text)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shapes.remember(key, self._shape(name, cat, stream, rest_text))
+        if shape is _NOT_PLAIN:
             return None
-        itd, stream, exclusive_dur = node.inter_thread_dep, node.stream, node.exclusive_dur
+        itd, exclusive_dur = node.inter_thread_dep, node.exclusive_dur
         if itd and (type(itd) is not int or not 0 < itd < _U64):
-            return None
-        if stream is not None and type(stream) is not int:
             return None
         if type(exclusive_dur) is not float and type(exclusive_dur) is not int:
             return None  # int() of a string or a bool: let the exact path judge
-        duration = 0 if kind.zero_duration else int(exclusive_dur)  # as encode.duration_micros
+        duration = 0 if shape.zero_duration else int(exclusive_dur)  # as encode.duration_micros
         if not 0 <= duration < _U64:
             return None
-        is_gpu = cat is not None
         try:
-            block = rest.blocks.get((is_gpu, stream))
-            if block is None:
-                if len(rest.blocks) >= 64:
-                    rest.blocks.clear()
-                block = rest.blocks[(is_gpu, stream)] = encode.attrs_after_seq_id(
-                    rest.scope, rest.tid, rest.fw_tid, rest.op_schema, is_gpu, stream)
             inputs = self._io_field(encode.TAG_INPUTS, node.inputs, "inputs")
             outputs = self._io_field(encode.TAG_OUTPUTS, node.outputs, "outputs")
             if inputs is None or outputs is None:
                 return None
-            tail = b"".join((encode.duration(duration), inputs, outputs,
-                             encode.leading_attrs(leading.rf_id, leading.fw_parent, leading.seq_id), block))
+            tail = b"".join((encode.TAG_DURATION + varint(duration) if duration else b"", inputs, outputs,
+                             _RF_ID(rf_id), _FW_PARENT(fw_parent), _SEQ_ID(seq_id), shape.attrs_after_seq_id))
         except ValueError:
             return None
         parent = node.ctrl_deps
         has_parent = type(parent) is int and 0 <= parent < _U64
-        return (node_id, parent if has_parent else 0, has_parent, kind.name, kind.kind, is_gpu, kind.node_type,
-                itd or 0, duration, stream, tail, node.pg_name)
+        return (node_id, parent if has_parent else 0, has_parent, shape.name, shape.kind, shape.is_gpu,
+                shape.node_type, itd or 0, duration, stream, tail, node.pg_name)
+
+    def _shape(self, name: str, cat: str | None, stream: int | None, rest_text: bytes) -> _Shape:
+        if rest_text in self._rests:
+            rest = self._rests[rest_text]
+        else:
+            rest = self._rests.remember(rest_text, self._rest(rest_text))
+        kind = nodes.op_kind(name, cat)
+        node_type = nodes.chakra_type(name, cat, kind)
+        if rest is None or node_type is None or node_type not in (_COMP, _METADATA):
+            return _NOT_PLAIN
+        try:
+            block = encode.attrs_after_seq_id(rest.scope, rest.tid, rest.fw_tid, rest.op_schema, cat is not None,
+                                              stream)
+        except ValueError:
+            return _NOT_PLAIN
+        return _Shape(name, kind, node_type, "Optimizer.step" in name, cat is not None, block)
 
     @staticmethod
-    def _rest(text: bytes) -> _Rest | bool:
-        """The attrs after seq_id, or False if they are not plain (the exact path tells why)."""
+    def _rest(text: bytes) -> _Rest | None:
+        """The attrs after seq_id, or None if they are not plain (the exact path tells why)."""
         try:
             entries = nodesource.rest_entries(text)
             fields = {entry["name"]: entry["value"] for entry in entries}
         except (ValueError, TypeError, KeyError):
-            return False
+            return None
         names = set(fields)
         if attrs_touch_node_fields(names) or not names.isdisjoint(("rf_id", "fw_parent", "seq_id")):
-            return False
+            return None
         try:
             scope, tid, fw_tid, op_schema = (fields[key] for key in ("scope", "tid", "fw_tid", "op_schema"))
         except KeyError:
-            return False
+            return None
         if not (type(scope) is int and type(tid) is int and type(fw_tid) is int and type(op_schema) is str):
-            return False
-        return _Rest(scope, tid, fw_tid, op_schema, {})
-
-    @staticmethod
-    def _kind(name: str, cat: str | None) -> _Kind:
-        kind = nodes.op_kind(name, cat)
-        node_type = nodes.chakra_type(name, cat, kind)
-        if node_type is None or node_type not in (_COMP, _METADATA):
-            return _NOT_PLAIN
-        return _Kind(name, kind, node_type, "Optimizer.step" in name)
+            return None
+        return _Rest(scope, tid, fw_tid, op_schema)
 
     def _io_field(self, tag: bytes, raw: msgspec.Raw, what: str) -> bytes | None:
         key = bytes(raw)
@@ -348,18 +348,19 @@ class FastRecords:
         if io is None:
             return None
         values = nodesource.value_text(io.values)
-        shapes, types = self._text(io.shapes), self._text(io.types)
-        if values is None or shapes is None or types is None:
+        rest_key = (bytes(io.shapes), bytes(io.types))
+        rest = self._shapes_and_types.get(rest_key)
+        if rest is None:
+            rest = self._shapes_and_types.remember(rest_key, self._encode_shapes_and_types(*rest_key, what))
+        if values is None or not rest:
             return None
-        return cache.remember(key, encode.io_field(tag, values, shapes, types, what))
+        return cache.remember(key, encode.io_field_with(tag, values, rest, what))
 
-    def _text(self, raw: msgspec.Raw) -> str | None:
-        """``str()`` of a raw shapes/types list (they repeat: memoised)."""
-        key = bytes(raw)
-        if key in self._texts:
-            return self._texts[key]
+    @staticmethod
+    def _encode_shapes_and_types(shapes: bytes, types: bytes, what: str) -> bytes:
+        """The encoded shapes and types, decoded here by the standard library; b"" sends the node
+        to the exact path (also when both are empty strings, which plain nodes never hold)."""
         try:
-            text: str | None = str(nodesource.loads(key))
+            return encode.shapes_and_types(str(nodesource.loads(shapes)), str(nodesource.loads(types)), what)
         except ValueError:
-            text = None
-        return self._texts.remember(key, text)
+            return b""

@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, islice
 from typing import IO, Any
 
@@ -46,6 +46,7 @@ class TailSpill:
         self._size = 0
         self._window = b""  # read-ahead: nodes are mostly requested in the order they were added
         self._window_start = 0
+        self._last_end = 0  # where the last read ended
 
     def append(self, data: bytes) -> None:
         self._writer.write(data)
@@ -75,15 +76,26 @@ class TailSpill:
         self._size = base + offsets[-1]
 
     def read(self, index: int) -> bytes:
-        start, end = self._offsets[index], self._offsets[index + 1]
-        window_start = self._window_start
-        if window_start <= start and end <= window_start + len(self._window):
-            return self._window[start - window_start : end - window_start]
-        if 0 <= start - (window_start + len(self._window)) < _GAP:  # forward (skipping dropped nodes): read ahead
-            self._window = os.pread(self._file.fileno(), max(end - start, _BUFFER), start)
-            self._window_start = start
-            return self._window[: end - start]
-        return os.pread(self._file.fileno(), end - start, start)
+        return next(self.read_each((index,)))
+
+    def read_each(self, indices: Iterable[int]) -> Iterator[bytes]:
+        """``read`` of each index in turn. Tails are mostly read in the order they were added,
+        maybe skipping some (dropped nodes): a read just after the previous one reads ahead."""
+        offsets, fd = self._offsets, self._file.fileno()
+        window, window_start, last_end = self._window, self._window_start, self._last_end
+        window_end = window_start + len(window)
+        for index in indices:
+            start, end = offsets[index], offsets[index + 1]
+            if window_start <= start and end <= window_end:
+                yield window[start - window_start : end - window_start]
+            elif 0 <= start - last_end < _GAP:
+                window, window_start = os.pread(fd, max(end - start, _BUFFER), start), start
+                window_end = start + len(window)
+                yield window[: end - start]
+            else:
+                yield os.pread(fd, end - start, start)
+            last_end = end
+            self._window, self._window_start, self._last_end = window, window_start, last_end
 
     def close(self) -> None:
         self._writer.close()
@@ -121,7 +133,7 @@ def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: P
     prefixes: dict[tuple[str, int], bytes] = {}
     pending: list[bytes] = []
     edges = 0
-    for count, row in enumerate(rows):
+    for count, (row, tail) in enumerate(zip(rows, spill.read_each(rows), strict=True)):
         node_type = types[row]
         prefix = prefixes.get((names[row], node_type))
         if prefix is None:
@@ -129,7 +141,7 @@ def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: P
                 prefix = prefixes[(names[row], node_type)] = encode.name_and_type(names[row], node_type)
             except ValueError as exc:
                 raise graph.fail(row, str(exc)) from None
-        rest = spill.read(row)
+        rest = tail
         if row in send_recv:
             try:
                 rest += encode.comm_attrs(*send_recv[row])
