@@ -4,7 +4,8 @@
 * ``convert_pair``: a host trace and its Kineto trace, linked and converted in one process;
 * ``link``: host + Kineto -> the merged JSON ``chakra_trace_link`` writes;
 * ``convert_all``: every rank found in a directory, in parallel processes;
-* ``repair``: the last complete JSON object of a host trace that holds several.
+* ``repair``: the last complete JSON object of a host trace that holds several;
+* ``check``: ``.et`` files (ours or anyone's) read back and checked against what ASTRA-sim accepts.
 
 Every function raises a ``ConverterError`` subclass on input it cannot handle and then leaves no
 output behind (``convert_all`` reports failing ranks in its result instead).
@@ -12,15 +13,24 @@ output behind (``convert_all`` reports failing ranks in its result instead).
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from .check.etfile import read_et
+from .check.rules import CheckReport
+from .check.rules import check as _check
 from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.writer import Progress
+from .errors import TraceFormatError
 from .link.pipeline import LinkResult
 from .link.pipeline import link as _link
+from .ranks import commgroups
+from .ranks.commgroups import CommGroups
 from .ranks.convert_all import MultiRankResult, RankOutcome
 from .ranks.convert_all import convert_all as _convert_all
+from .ranks.discover import distributed_info
 from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
 from .repair import RepairResult
@@ -29,6 +39,8 @@ from .repair import repair as _repair
 PathArg = str | os.PathLike[str]
 
 __all__ = [
+    "CheckReport",
+    "CommGroups",
     "ConversionResult",
     "ConvertOptions",
     "LinkResult",
@@ -39,11 +51,13 @@ __all__ = [
     "RankOutcome",
     "RemovedEdge",
     "RepairResult",
+    "check",
     "convert",
     "convert_all",
     "convert_pair",
     "link",
     "repair",
+    "write_comm_groups",
 ]
 
 
@@ -90,6 +104,34 @@ def convert_all(
                         prefix=prefix, allow_mismatch=allow_mismatch, on_rank_done=on_rank_done)
 
 
+def write_comm_groups(device_traces: Sequence[PathArg], output_path: PathArg) -> CommGroups:
+    """Write ASTRA-sim's communicator group file for a job from its ranks' Kineto traces."""
+    infos = [distributed_info(os.fspath(path)) for path in device_traces]
+    groups = commgroups.from_distributed_info(infos)
+    commgroups.write(groups, os.fspath(output_path))
+    return groups
+
+
 def repair(input_path: PathArg, output_path: PathArg) -> RepairResult:
     """Keep the last complete JSON object of a file that holds several (``.gz`` output is gzipped)."""
     return _repair(os.fspath(input_path), os.fspath(output_path))
+
+
+def check(paths: Sequence[PathArg], comm_groups: PathArg | None = None) -> CheckReport:
+    """Read ``.et`` files (one per rank, ``<prefix>.<rank>.et``) and check them, with the
+    communicator groups of ``comm_groups`` (``{"<id>": [ranks]}``) if given, against ASTRA-sim."""
+    traces = [read_et(path) for path in paths]
+    return _check(traces, None if comm_groups is None else _read_comm_groups(os.fspath(comm_groups)))
+
+
+def _read_comm_groups(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            groups = json.load(fh)
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise TraceFormatError(path, f"not a JSON communicator group file: {exc}") from None
+    if not isinstance(groups, dict):
+        raise TraceFormatError(path, 'not a communicator group file: expected {"<id>": [ranks], ...}')
+    return groups

@@ -9,12 +9,14 @@ Forms accepted (the last one is ``chakra_converter``'s, so its scripts only swap
     chakra-convert-fast link --host HOST --device DEVICE OUTPUT
     chakra-convert-fast convert-all DIRECTORY OUTDIR [options]
     chakra-convert-fast repair INPUT OUTPUT
+    chakra-convert-fast check FILE.et ... [--comm-groups F] [--json]
     chakra-convert-fast [--log-filename F] PyTorch --input INPUT --output OUTPUT [--simulate]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -30,7 +32,7 @@ from .errors import ConverterError
 from .jsonstream import C_SCANNER
 
 PROG = "chakra-convert-fast"
-COMMANDS = ("convert", "link", "convert-all", "repair", "PyTorch")
+COMMANDS = ("convert", "link", "convert-all", "repair", "check", "PyTorch")
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _DESCRIPTION = """\
 Convert PyTorch execution traces (host traces, or host+device traces merged by chakra_trace_link)
@@ -74,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_link(commands)
     _add_convert_all(commands)
     _add_repair(commands)
+    _add_check(commands)
     _add_reference_form(commands)
     return parser
 
@@ -107,6 +110,10 @@ def _add_conversion_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--allow-missing-parents", action="store_true",
                        help="accept ctrl_deps that point at no node, as chakra_converter does "
                             "(those ops and everything under them are dropped); an error by default")
+    group.add_argument("--astra-sim", action="store_true",
+                       help="write what ASTRA-sim runs instead of chakra_converter's bytes: no METADATA "
+                            "node, no dependency on a node that is not in the file, host-side (gloo) "
+                            "collectives as communication nodes (see README)")
 
 
 def _add_pair_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -115,7 +122,8 @@ def _add_pair_options(parser: argparse.ArgumentParser, *, required: bool) -> Non
                        help="host trace (ExecutionTraceObserver), .json or .json.gz")
     group.add_argument("--device", "--chakra-device-trace", dest="device", metavar="DEVICE", required=required,
                        help="the Kineto trace of the same rank and run")
-    group.add_argument("--rank", type=int, help="rank of the pair (checked against the Kineto trace)")
+    group.add_argument("--rank", type=int, help="rank of the trace (checked against the Kineto trace; with "
+                       "--astra-sim, the own end of sends and receives)")
     group.add_argument("--allow-mismatch", action="store_true", help="link a pair even if it looks like two runs")
 
 
@@ -171,6 +179,19 @@ def _add_repair(commands: Any) -> None:
     parser.add_argument("output", metavar="OUTPUT", help="repaired trace (.gz: gzipped)")
     _add_output_options(parser)
     parser.set_defaults(run=_run_repair)
+
+
+def _add_check(commands: Any) -> None:
+    parser = _subcommand(
+        commands, "check", "read .et files (one per rank) and check them against what ASTRA-sim accepts",
+        f"  {PROG} check et/trace.*.et --comm-groups et/comm_group.json\n"
+        f"  {PROG} check out.et --json > report.json\n",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE.et", help="Chakra traces, one per rank (<prefix>.<rank>.et)")
+    parser.add_argument("--comm-groups", metavar="F", help="the --comm-group-configuration file to check with them")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    _add_output_options(parser)
+    parser.set_defaults(run=_run_check)
 
 
 def _add_reference_form(commands: Any) -> None:
@@ -233,8 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _files_named(args: argparse.Namespace) -> list[str]:
     """Every file the command reads or writes, which a log file must not be."""
-    names = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged")]
-    return [n for n in [*names, *getattr(args, "paths", [])] if n]
+    names = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged",
+                                              "comm_groups")]
+    return [n for n in [*names, *getattr(args, "paths", []), *getattr(args, "files", [])] if n]
 
 
 def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
@@ -286,8 +308,11 @@ def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
         reporter.info(f"{o.rank:>4}  {status:6}  {o.nodes:>9,}  {o.seconds:>7.2f}  {detail}")
         if o.ok and o.message:
             reporter.warning(f"rank {o.rank}: {o.message}")
-    if result.comm_group_path:
-        reporter.info(f"communicator groups: {result.comm_group_path} {result.comm_groups}")
+    groups = result.comm_groups
+    reporter.info(f"communicator groups: {result.comm_group_path} {groups.groups} (the default group, every "
+                  "rank, needs no entry)")
+    if groups.unusable:
+        reporter.warning(f"process groups {groups.unusable} have names ASTRA-sim cannot use as group ids")
     if result.failed:
         reporter.error(f"{result.failed} of {len(result.outcomes)} ranks failed")
     return min(result.failed, 125)
@@ -299,9 +324,52 @@ def _run_repair(args: argparse.Namespace, reporter: Reporter) -> int:
     return 0
 
 
+def _run_check(args: argparse.Namespace, reporter: Reporter) -> int:
+    report = api.check(args.files, args.comm_groups)
+    if args.json:
+        print(json.dumps(_report_json(report), indent=2))
+    else:
+        for line in _report_lines(report):
+            print(line)
+    for problem in report.problems:
+        (reporter.error if problem.fatal else reporter.warning)(problem.line())
+    return 0 if report.ok else 1
+
+
+def _report_lines(report: api.CheckReport) -> list[str]:
+    lines = []
+    for f in report.files:
+        types = ", ".join(f"{name} {count:,}" for name, count in f.by_type.items())
+        lines.append(f"{f.path} (rank {f.rank}): {f.nodes:,} nodes ({types}); {f.roots:,} roots; "
+                     f"{f.dependencies:,} dependencies, {f.missing_dependencies:,} naming no node; "
+                     f"{f.cycles} cycles")
+        for total in f.collective_totals():
+            lines.append(f"    {total['kind']:<14} group {total['group'] or '0':<4} {total['count']:>6,} x, "
+                         f"{total['bytes']:>16,} bytes")
+    fatal = sum(p.fatal for p in report.problems)
+    verdict = "ASTRA-sim would accept" if report.ok else f"ASTRA-sim would refuse or hang on ({fatal} problem(s))"
+    lines.append(f"{verdict}: {len(report.files)} file(s)")
+    return lines
+
+
+def _report_json(report: api.CheckReport) -> dict[str, Any]:
+    return {
+        "ok": report.ok,
+        "files": [
+            {"path": f.path, "rank": f.rank, "nodes": f.nodes, "nodes_by_type": f.by_type, "roots": f.roots,
+             "dependencies": f.dependencies, "missing_dependencies": f.missing_dependencies,
+             "duplicate_ids": f.duplicate_ids, "cycles": f.cycles, "collectives": f.collective_totals()}
+            for f in report.files
+        ],
+        "comm_groups": report.comm_groups,
+        "problems": [{"file": p.path, "message": p.message, "fatal": p.fatal} for p in report.problems],
+    }
+
+
 def _options(args: argparse.Namespace) -> api.ConvertOptions:
     return api.ConvertOptions(
-        simulate=args.simulate, break_cycles=args.break_cycles, allow_missing_parents=args.allow_missing_parents
+        simulate=args.simulate, break_cycles=args.break_cycles, allow_missing_parents=args.allow_missing_parents,
+        astra_sim=args.astra_sim, rank=getattr(args, "rank", None),
     )
 
 
@@ -393,6 +461,14 @@ class Reporter:
         if result.simulation is not None:
             self.info(f"simulated execution: {result.simulation.end_time_us:,} us "
                       f"for {len(result.simulation.issued):,} ops")
+        changes = result.astra_changes
+        if changes is not None:
+            self.info(f"--astra-sim: {changes.metadata_removed} METADATA node(s) removed, "
+                      f"{changes.ctrl_deps_dropped} ctrl_deps naming no node dropped, "
+                      f"{changes.host_collectives} host-side collective(s) made communication nodes")
+        if result.simulator_problems:
+            self.info(f"note: ASTRA-sim would refuse this output ({'; '.join(result.simulator_problems)}); "
+                      "--astra-sim writes one it runs")
 
 
 class ProgressBars:

@@ -1,9 +1,11 @@
 """Turn a rank's captured traces into ``{name}.{rank}.et``, with this project's converter or the reference's.
 
-Both converters get the same input, so their outputs can be compared byte for byte:
+Both converters get the same input, so their outputs can be compared:
 
 * ``fast``: this project links the host and Kineto traces and converts the merged nodes in one
-  process (``chakra_convert_fast.converter.convert_pair``);
+  process (``chakra_convert_fast.converter.convert_pair``), for ASTRA-sim (``--astra-sim``: the
+  files run in the simulator, gloo collectives included); ``comm_groups`` writes the job's
+  ``--comm-group-configuration``;
 * ``reference``: this project's linker writes the merged trace (``{name}.{rank}.merged.json``;
   the reference linker needs et_replay, which is not on PyPI) and mlc-chakra's
   ``chakra_converter`` converts it (``fixtures.reference``: a big stack, as it recurses per node).
@@ -39,13 +41,28 @@ def ensure_available(converter: str) -> None:
         )
 
 
-def convert_rank(host: Path, device: Path, out: Path, rank: int, converter: str = "fast") -> dict[str, Any]:
-    """Write ``out`` for one rank; returns the node count and the link's warnings."""
+def comm_group_path(outdir: Path, name: str) -> Path:
+    """Where the job's communicator groups go: ``COMM_GROUPS=... simulate.sh {outdir}/{name} N``."""
+    return outdir / f"{name}.comm_group.json"
+
+
+def convert_rank(
+    host: Path, device: Path, out: Path, rank: int, converter: str = "fast", *, astra_sim: bool = True
+) -> dict[str, Any]:
+    """Write ``out`` for one rank; returns the node count and the link's warnings. The fast
+    converter writes ASTRA-sim's variant unless ``astra_sim`` is False (the reference's bytes)."""
     ensure_available(converter)
     if converter == "fast":
-        pair = api.convert_pair(host, device, out, rank=rank)
-        return {"nodes_written": pair.conversion.nodes_written, "warnings": list(pair.link.warnings)}
+        options = api.ConvertOptions(astra_sim=astra_sim, rank=rank)
+        pair = api.convert_pair(host, device, out, options, rank=rank)
+        return {"nodes_written": pair.conversion.nodes_written, "comm_nodes": pair.conversion.comm_nodes,
+                "astra_sim": astra_sim, "warnings": list(pair.link.warnings)}
     merged = out.with_suffix(".merged.json")
     linked = api.link(host, device, merged, rank=rank)
     reference.reference_convert(merged, out)
-    return {"nodes_written": None, "warnings": list(linked.warnings), "merged": str(merged)}
+    return {"nodes_written": None, "astra_sim": False, "warnings": list(linked.warnings), "merged": str(merged)}
+
+
+def comm_groups(devices: list[Path], out: Path) -> dict[str, list[int]]:
+    """Write ASTRA-sim's communicator groups for the job (its ranks' Kineto traces) to ``out``."""
+    return api.write_comm_groups(devices, out).groups

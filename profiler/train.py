@@ -216,6 +216,16 @@ def prepare_batches(args: argparse.Namespace, where: Placement, seq_len: int) ->
     return tokenizer, data.batches(encoded, collator, args.batch_size, where.rank, where.world_size, args.seed)
 
 
+def write_comm_groups(outdir: Path, name: str, world_size: int) -> dict[str, Any]:
+    """ASTRA-sim's communicator groups for the job, next to its .et files (rank 0, after all ranks
+    have written their traces)."""
+    devices = [tracing.TracePaths.for_rank(outdir, name, rank).device for rank in range(world_size)]
+    out = convert.comm_group_path(outdir, name)
+    groups = convert.comm_groups(devices, out)
+    log.info("communicator groups: %s %s", out, groups)
+    return {"path": str(out), "groups": groups}
+
+
 def write_summary(summary: dict[str, Any], outdir: Path, name: str) -> Path:
     out = outdir / f"{name}_summary.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -259,6 +269,8 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
         summary = None
         if where.rank == 0:
             summary = summarize(meta, [r for r in records if r is not None], args.active)
+            if args.enable_tracing and args.convert and args.converter == "fast":
+                summary["comm_groups"] = write_comm_groups(Path(args.outdir), name, where.world_size)
             write_summary(summary, Path(args.outdir), name)
             if args.save_dir:
                 model.save_pretrained(args.save_dir)

@@ -10,12 +10,15 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from chakra_convert_fast.fixtures.reference import reference_convert
+
+from .captures import Done, Run, capture
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Copies of ../shared/traces (real traces nobody here wrote; provenance in its README).
@@ -105,3 +108,16 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         monkeypatch.setenv(var, "1")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
     monkeypatch.setenv("CHAKRA_PROFILE_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="session")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Run], Done]:
+    """``captured(run)``: the run's chakra-profile outputs, captured on first use in this session."""
+    done: dict[Run, Done] = {}
+
+    def get(run: Run) -> Done:
+        if run not in done:
+            done[run] = capture(run, tmp_path_factory.mktemp(f"capture-{run.name}"))
+        return done[run]
+
+    return get

@@ -24,7 +24,8 @@ def test_four_ranks_convert_with_comm_groups(tmp_path: Path, capsys) -> None:
     assert code == 0, capsys.readouterr().err
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert names == ["comm_group.json", "trace.0.et", "trace.1.et", "trace.2.et", "trace.3.et"]
-    assert json.loads((tmp_path / "out" / "comm_group.json").read_text()) == {"0": [0, 1, 2, 3]}
+    # the default group "0" spans every rank: ASTRA-sim needs no entry for it (and refuses id 0)
+    assert json.loads((tmp_path / "out" / "comm_group.json").read_text()) == {}
     assert "rank" in capsys.readouterr().err
 
 
@@ -52,3 +53,24 @@ def test_rank_comes_from_distributed_info_before_the_name(tmp_path: Path) -> Non
 )
 def testrank_from_name(name: str, rank: int | None) -> None:
     assert rank_from_name(name) == rank
+
+
+def test_comm_groups_from_kineto_subgroups(tmp_path: Path) -> None:
+    """The every-op gloo capture lists the default group and two sub-groups: ASTRA-sim's file keeps
+    the sub-groups under their own ids (> 0) and leaves the default one, every rank, out."""
+    from chakra_convert_fast.converter import api
+
+    from .conftest import REAL_TRACES_DIR
+
+    devices = [REAL_TRACES_DIR / "gloo_ops_np4" / f"rank{r}_device.json.gz" for r in range(4)]
+    groups = api.write_comm_groups(devices, tmp_path / "groups.json")
+    assert groups.groups == {"1": [0, 1], "2": [2, 3]} and groups.unusable == []
+    assert json.loads((tmp_path / "groups.json").read_text()) == {"1": [0, 1], "2": [2, 3]}
+
+
+def test_profiler_output_folder_converts(tmp_path: Path) -> None:
+    """chakra-profile's folder holds its summary JSON next to the traces: not a trace, not a rank."""
+    make_job(tmp_path / "job", ranks=2)
+    (tmp_path / "job" / "gpt2_tiny_np2_summary.json").write_text(json.dumps({"nodes": 3, "schema": "x", "ranks": []}))
+    assert cli.main(["convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "-q"]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.et")) == ["trace.0.et", "trace.1.et"]

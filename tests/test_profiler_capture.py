@@ -1,18 +1,14 @@
-"""End to end: tiny GPT-2 and BERT DDP runs on 1 and 2 CPU ranks, offline, traced and converted.
+"""End to end: tiny GPT-2 and BERT DDP runs on 1, 2 and 4 CPU ranks, offline, traced and converted.
 
-Each run is started once (module-scoped fixture) through the real launcher; the tests then read
-what it left in its output directory.
+Each run is started once per session (``tests/captures.py``) through the real launcher; the tests
+then read what it left in its output directory.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import datasets  # noqa: F401 - a missing profiler extra fails here, loudly
 import pytest
@@ -23,84 +19,13 @@ from chakra_convert_fast.converter import api
 from chakra_convert_fast.fixtures.reference import reference_convert
 from chakra_convert_fast.profiler import convert
 
+from .captures import RUNS, Done, Run
 from .conftest import load_trace, reference_link
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@dataclass(frozen=True)
-class Run:
-    model: str
-    nproc: int
-    wait: int
-    warmup: int
-    active: int
-    extra: tuple[str, ...] = ()
-
-    @property
-    def name(self) -> str:
-        return f"{self.model}{self.nproc}"
-
-    @property
-    def steps(self) -> list[int]:
-        return list(range(self.wait + self.warmup, self.wait + self.warmup + self.active))
-
-    def argv(self, outdir: Path) -> list[str]:
-        return [
-            "--model", self.model, "--size", "tiny", "--seq-len", "32", "--batch-size", "2",
-            "--nproc", str(self.nproc), "--steps", str(self.wait + self.warmup + self.active),
-            "--wait", str(self.wait), "--warmup", str(self.warmup), "--active", str(self.active),
-            "--outdir", str(outdir), "--name", self.name, *self.extra,
-        ]
-
-
-RUNS = [
-    Run("gpt2", 1, wait=0, warmup=1, active=2),
-    Run("bert", 1, wait=1, warmup=1, active=1, extra=("--save-dir", "SAVE")),
-    Run("gpt2", 2, wait=1, warmup=1, active=1, extra=("--convert",)),
-    Run("bert", 2, wait=0, warmup=1, active=1),
-]
-
-
-@dataclass(frozen=True)
-class Done:
-    run: Run
-    outdir: Path
-    output: str
-
-    def host(self, rank: int) -> Path:
-        return self.outdir / f"{self.run.name}_rank{rank}_host.json"
-
-    def device(self, rank: int) -> Path:
-        return self.outdir / f"{self.run.name}_rank{rank}_device.json"
-
-    def summary(self) -> dict[str, Any]:
-        return json.loads((self.outdir / f"{self.run.name}_summary.json").read_text())
-
-
-def offline_env(tmp: Path) -> dict[str, str]:
-    """No hub, fresh caches, one thread per rank, and this checkout importable."""
-    env = dict(os.environ)
-    env.update(
-        HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-        HF_HOME=str(tmp / "hf"), CHAKRA_PROFILE_CACHE=str(tmp / "cache"), OMP_NUM_THREADS="1",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
-    )
-    return env
 
 
 @pytest.fixture(scope="module", params=RUNS, ids=lambda r: f"{r.model}-{r.nproc}rank")
-def done(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Done:
-    run: Run = request.param
-    tmp = tmp_path_factory.mktemp(run.name)
-    argv = [str(tmp / "save") if a == "SAVE" else a for a in run.argv(tmp / "outputs")]
-    proc = subprocess.run(
-        [sys.executable, "-m", "chakra_convert_fast.profiler.cli", *argv],
-        cwd=tmp, env=offline_env(tmp), capture_output=True, text=True, timeout=600,
-    )
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-4000:]
-    return Done(run, tmp / "outputs", output)
+def done(request: pytest.FixtureRequest, captured: Callable[[Run], Done]) -> Done:
+    return captured(request.param)
 
 
 def test_files_are_one_pair_per_rank(done: Done) -> None:
@@ -108,7 +33,7 @@ def test_files_are_one_pair_per_rank(done: Done) -> None:
     expected = {f"{name}_summary.json"}
     expected |= {f"{name}_rank{r}_{kind}.json" for r in ranks for kind in ("host", "device")}
     if "--convert" in done.run.extra:
-        expected |= {f"{name}.{r}.et" for r in ranks}
+        expected |= {f"{name}.{r}.et" for r in ranks} | {f"{name}.comm_group.json"}
     assert {p.name for p in done.outdir.iterdir()} == expected
 
 
@@ -165,7 +90,7 @@ def test_both_converters_get_the_same_merged_input(done: Done, tmp_path: Path) -
     """--converter fast and --converter reference link first, so their outputs are comparable."""
     for rank in range(done.run.nproc):
         fast, ref = tmp_path / f"fast.{rank}.et", tmp_path / f"ref.{rank}.et"
-        convert.convert_rank(done.host(rank), done.device(rank), fast, rank, "fast")
+        convert.convert_rank(done.host(rank), done.device(rank), fast, rank, "fast", astra_sim=False)
         info = convert.convert_rank(done.host(rank), done.device(rank), ref, rank, "reference")
         assert Path(info["merged"]).is_file()
         assert fast.read_bytes() == ref.read_bytes(), f"rank {rank}: outputs differ"
@@ -188,7 +113,9 @@ def test_et_files_only_when_converting(done: Done) -> None:
     for rank in ranks:
         et = rank["et"]
         assert Path(et["path"]).name == f"{done.run.name}.{rank['rank']}.et"
-        assert et["nodes_written"] >= rank["host"]["nodes"] - 1
+        # less the process node (dropped as dangling) and, with --astra-sim, the METADATA node
+        assert et["nodes_written"] >= rank["host"]["nodes"] - 2 and et["astra_sim"]
+        assert et["comm_nodes"] >= 1  # DDP's gradient all-reduce, a communication node for ASTRA-sim
         assert Path(et["path"]).stat().st_size == et["bytes"] > 0
 
 

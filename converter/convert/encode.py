@@ -85,6 +85,16 @@ def duration(value: int) -> bytes:
     return TAG_DURATION + varint(wire.check_uint64(value, "duration")) if value else b""
 
 
+def without_duration(tail_bytes: bytes) -> bytes:
+    """A tail with its duration (its first field, if any) taken out."""
+    if not tail_bytes.startswith(TAG_DURATION):
+        return tail_bytes
+    end = len(TAG_DURATION)
+    while tail_bytes[end] & 0x80:
+        end += 1
+    return tail_bytes[end + 1 :]
+
+
 _IO_FIELD_CACHE: BoundedCache[bytes] = BoundedCache()  # (io tag, text) -> encoded field; shapes and types repeat a lot
 
 
@@ -215,6 +225,18 @@ def comm_attrs(node_type: int, comm_type: int | None, comm_size: int, pg_name: A
     if pg_name != "":
         parts.append(wire.string_attr(_PG_NAME, pg_name, "pg_name"))
     return b"".join(parts)
+
+
+_P2P_ATTRS = tuple((name, wire.attr_name(name)) for name in ("comm_src", "comm_dst", "comm_tag"))
+
+
+def p2p_attrs(src: int | None, dst: int | None, tag: int | None) -> bytes:
+    """comm_src, comm_dst and comm_tag of a send or receive, each where it is known."""
+    return b"".join(
+        wire.int64_attr(name_part, value, name)
+        for (name, name_part), value in zip(_P2P_ATTRS, (src, dst, tag), strict=True)
+        if value is not None
+    )
 
 
 # -- records --------------------------------------------------------------------------------------

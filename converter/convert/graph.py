@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from ..errors import TraceContentError
 from ..schema.chakra import NodeType
 from . import nodes
-from .records import NodeRecord, RowBatch
+from .records import HostOp, NodeRecord, RowBatch
 
 _GPU = nodes.OpKind.GPU
 
@@ -117,6 +117,7 @@ class TraceGraph:
         self._errors: dict[int, str] = {}
         self._pg_names: dict[int, Any] = {}
         self._send_recv_sizes: dict[int, int] = {}
+        self.host_ops: dict[int, HostOp] = {}  # c10d:: and gloo: rows
         self._interned: dict[str, str] = {}
         self._keep_simulation = keep_simulation_fields
         self.durations = array("Q")
@@ -125,6 +126,10 @@ class TraceGraph:
         self.order = array("l")  # converted rows, in the order the reference first converts them
         self.has_ctrl = bytearray()
         self.send_recv: dict[int, SendRecv] = {}  # resolved SendRecv kernels, by row
+        # set by an output profile (convert/astra.py); the defaults write the reference's bytes
+        self.tail_overrides: dict[int, bytes] = {}  # rows whose tail is not the spilled one
+        self.zero_duration: set[int] = set()  # rows written without their duration
+        self.drop_missing_ctrl = False  # omit ctrl_deps that name a node not written
         self.deps = DepTable(0)
         self.final = bytearray()
         self.dangling_removed = 0
@@ -155,6 +160,8 @@ class TraceGraph:
             self._pg_names[row] = rec.pg_name
         if rec.node_type == 0:
             self._send_recv_sizes[row] = rec.comm_size
+        if rec.host_op is not None:
+            self.host_ops[row] = rec.host_op
         if self._keep_simulation:
             self.durations.append(rec.duration)
             self.streams.append(rec.stream)
@@ -194,7 +201,7 @@ class TraceGraph:
 
     _COLUMNS = ("ids", "_parents", "_has_parent", "names", "kinds", "is_gpu", "types", "_inter_thread",
                 "durations", "streams")
-    _ROW_DICTS = ("_errors", "_pg_names", "_send_recv_sizes")
+    _ROW_DICTS = ("_errors", "_pg_names", "_send_recv_sizes", "host_ops")
 
     def export_rows(self) -> dict[str, Any]:
         """The collected rows, to hand to the graph of the process that reads the first half."""
@@ -413,8 +420,27 @@ class TraceGraph:
             return list(compress(range(len(self)), self.final))
         return sorted(self.final_rows(), key=self.ids.__getitem__)
 
-    def parent_id(self, row: int) -> int:
-        return self.ids[self._parent_idx[row]]
+    def parent_row(self, row: int) -> int:
+        """The row of ``row``'s ctrl_deps parent (-1 if it names no node)."""
+        return self._parent_idx[row]
+
+    def reparent(self, row: int, parent: int) -> None:
+        self._parent_idx[row] = parent
+
+    def ctrl_deps(self, row: int) -> tuple[int, ...]:
+        """The ctrl_deps written for ``row``: its parent if the reference keeps it (and, with
+        ``drop_missing_ctrl``, only if the parent is written too)."""
+        parent = self.ctrl_dep(row)
+        return () if parent < 0 else (parent,)
+
+    def ctrl_dep(self, row: int) -> int:
+        """``ctrl_deps`` as one id, or -1 for none."""
+        if not self.has_ctrl[row]:
+            return -1
+        parent = self._parent_idx[row]
+        if self.drop_missing_ctrl and not self.final[parent]:
+            return -1
+        return self.ids[parent]
 
     # -- views for cycle checking and writing ------------------------------------------------
     def successors(self, row: int) -> list[int]:

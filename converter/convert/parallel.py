@@ -92,13 +92,16 @@ class SecondHalfReader:
     """Runs the worker; ``result()`` is its SecondHalf, or None if it failed (then read it here).
     ``close()`` must follow in every case."""
 
-    def __init__(self, path: str, split: SplitPoint, spill_dir: str, keep_simulation_fields: bool) -> None:
+    def __init__(
+        self, path: str, split: SplitPoint, spill_dir: str, keep_simulation_fields: bool, astra_sim: bool
+    ) -> None:
         context = multiprocessing.get_context("fork")
         self._receiver, sender = context.Pipe(duplex=False)
         fd, self.spill_path = tempfile.mkstemp(dir=spill_dir, prefix=".chakra-tails-")
         os.close(fd)  # the worker writes it; we remove it whatever happens (close)
         self._process = context.Process(
-            target=_work, args=(sender, path, split.byte_offset, self.spill_path, keep_simulation_fields), daemon=True
+            target=_work, args=(sender, path, split.byte_offset, self.spill_path, keep_simulation_fields, astra_sim),
+            daemon=True,
         )
         self._process.start()
         sender.close()
@@ -122,14 +125,16 @@ class SecondHalfReader:
             os.unlink(self.spill_path)
 
 
-def _work(sender: Connection, path: str, byte_offset: int, spill_path: str, keep_simulation_fields: bool) -> None:
+def _work(
+    sender: Connection, path: str, byte_offset: int, spill_path: str, keep_simulation_fields: bool, astra_sim: bool
+) -> None:
     """Worker body: read from ``byte_offset`` to the end; send a SecondHalf, or None on any error
     (the first process then reads that part itself and reports the error with node numbers)."""
     gc.disable()  # as in the first process: millions of short-lived acyclic objects
     spill = TailSpill(os.path.dirname(spill_path), path=spill_path)
     try:
         graph = TraceGraph(path, keep_simulation_fields)
-        reader = TraceReader(path)
+        reader = TraceReader(path, astra_sim=astra_sim)
         collect(reader.records_from(byte_offset), graph, spill)
         sender.send(SecondHalf(graph.export_rows(), spill.export(), reader.metadata,
                                reader.first_old_layout_node))

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..errors import CycleReport, CyclicDependencyError
 from ..io import atomic_output, refuse_overwriting_inputs
-from . import cycles, parallel
+from . import astra, cycles, parallel
+from .astra import AstraChanges
 from .graph import TraceGraph
 from .reader import TraceReader
 from .simulate import SimulationInput, SimulationResult, simulate
@@ -32,13 +33,17 @@ class ConvertOptions:
 
     ``break_cycles`` removes the edges that close dependency cycles instead of failing;
     ``allow_missing_parents`` accepts ``ctrl_deps`` that point at no node, as the reference does;
-    ``simulate`` runs the reference's simple execution model on the result; ``use_second_core``
-    lets a worker process parse the second half of a large plain-JSON file.
+    ``simulate`` runs the reference's simple execution model on the result; ``astra_sim`` writes
+    what ASTRA-sim runs instead of the reference's bytes (``convert/astra.py``), with ``rank`` as
+    the own end of sends and receives; ``use_second_core`` lets a worker process parse the
+    second half of a large plain-JSON file.
     """
 
     simulate: bool = False
     break_cycles: bool = False
     allow_missing_parents: bool = False
+    astra_sim: bool = False
+    rank: int | None = None
     use_second_core: bool = True
 
 
@@ -65,6 +70,8 @@ class ConversionResult:
     seconds: float
     removed_edges: list[RemovedEdge] = field(default_factory=list)
     simulation: SimulationResult | None = None
+    astra_changes: AstraChanges | None = None  # with --astra-sim
+    simulator_problems: list[str] = field(default_factory=list)  # without it: why ASTRA-sim would refuse the output
 
 
 def convert_file(
@@ -74,13 +81,13 @@ def convert_file(
     Raises a ``ConverterError`` subclass on bad input; no output file is left behind then."""
     refuse_overwriting_inputs(output_path, input_path)
     split = parallel.find_split(input_path, parallel.MIN_SPLIT_BYTES) if options.use_second_core else None
-    reader = TraceReader(input_path, progress=_read_progress(progress, split))
+    reader = TraceReader(input_path, progress=_read_progress(progress, split), astra_sim=options.astra_sim)
     worker: parallel.SecondHalfReader | None = None
 
     def read(graph: TraceGraph, spill: TailSpill) -> None:
         nonlocal worker
         if split is not None:
-            worker = parallel.SecondHalfReader(input_path, split, spill.directory, options.simulate)
+            worker = parallel.SecondHalfReader(input_path, split, spill.directory, options.simulate, options.astra_sim)
         collect(reader.records(split.char_offset if split else None), graph, spill)
         if split is not None and worker is not None:
             _second_half(reader, graph, spill, split, worker)
@@ -97,7 +104,7 @@ def convert_items(
 ) -> ConversionResult:
     """Convert a trace given as top-level ``(key, value)`` pairs (``nodes``: an iterator of node
     dicts); ``source_name`` names it in errors. Same output as those pairs written to a file."""
-    reader = TraceReader(source_name)
+    reader = TraceReader(source_name, astra_sim=options.astra_sim)
     return _run(reader, lambda graph, spill: collect(reader.records_from_items(items), graph, spill),
                 output_path, options, None)
 
@@ -116,6 +123,8 @@ def _run(
         reader.check_complete()
         spill.finish_writing()
         graph.build(options.allow_missing_parents)
+        changes = astra.apply(graph, options.rank) if options.astra_sim else None
+        problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)
         with atomic_output(target) as out:
             write_metadata(out, reader.path, reader.metadata)
@@ -133,6 +142,8 @@ def _run(
         seconds=time.perf_counter() - started,
         removed_edges=removed,
         simulation=_simulate(graph) if options.simulate else None,
+        astra_changes=changes,
+        simulator_problems=problems,
     )
 
 

@@ -29,8 +29,9 @@ from ..schema.host import (
     unsupported_schema_message,
 )
 from . import encode, nodes, nodesource
+from .collectives import host_collective, is_host_op
 from .nodesource import FastNode
-from .records import NodeRecord, RowBatch
+from .records import HostOp, NodeRecord, RowBatch
 from .wire import BoundedCache, varint
 
 ProgressHook = Callable[[int, int], None]  # (bytes read, total bytes)
@@ -44,8 +45,12 @@ _RF_ID, _FW_PARENT, _SEQ_ID = encode.LEADING_ATTRS
 class TraceReader:
     """Reads one trace file; iterate ``records()``, then ``check_complete()`` and ``metadata``."""
 
-    def __init__(self, path: str | os.PathLike[str], progress: ProgressHook | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], progress: ProgressHook | None = None, *, astra_sim: bool = False
+    ) -> None:
+        """``astra_sim``: also read host-side collectives for ASTRA-sim (``HostOp.collective``)."""
         self.path = os.fspath(path)
+        self.astra_sim = astra_sim
         self.metadata: dict[str, Any] = {}
         self.seen_nodes = False
         self.stopped = False  # records(stop_at=...) ended at the split point
@@ -201,9 +206,18 @@ class TraceReader:
         )
         try:
             self._encode(record, fields)
+            if is_host_op(name):
+                record.host_op = self._host_op(record, fields)
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             record.error = str(exc) if isinstance(exc, ValueError) else f"malformed inputs: {exc!r}"
         return record
+
+    def _host_op(self, record: NodeRecord, fields: dict[str, Any]) -> HostOp:
+        collective = host_collective(record.name, fields["inputs"]) if self.astra_sim and not record.is_gpu else None
+        if collective is None:
+            return HostOp(fields["rf_id"], record.duration)
+        comm_tail = encode.tail(fields, record.name, True, 0)  # as a device op: is_cpu_op false
+        return HostOp(fields["rf_id"], record.duration, collective, comm_tail)
 
     @staticmethod
     def _encode(record: NodeRecord, fields: dict[str, Any]) -> None:
@@ -310,7 +324,7 @@ class FastRecords:
             rest = self._rests.remember(rest_text, self._rest(rest_text))
         kind = nodes.op_kind(name, cat)
         node_type = nodes.chakra_type(name, cat, kind)
-        if rest is None or node_type is None or node_type not in (_COMP, _METADATA):
+        if rest is None or node_type is None or node_type not in (_COMP, _METADATA) or is_host_op(name):
             return _NOT_PLAIN
         try:
             block = encode.attrs_after_seq_id(rest.scope, rest.tid, rest.fw_tid, rest.op_schema, cat is not None,

@@ -7,7 +7,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .collectives import HostCollective
 from .nodes import OpKind
+
+
+@dataclass(frozen=True, slots=True)
+class HostOp:
+    """A ``c10d::`` or ``gloo:`` node: what pairs a host-side collective with its gloo work and,
+    under ``--astra-sim``, turns it into a communication node."""
+
+    rf_id: Any
+    duration: int
+    collective: HostCollective | None = None  # a c10d op ASTRA-sim simulates (--astra-sim only)
+    comm_tail: bytes = b""  # its tail as a communication node (not a CPU op), without duration
 
 
 @dataclass(slots=True)
@@ -27,11 +39,13 @@ class NodeRecord:
     comm_size: int  # SendRecv kernels only (their comm attrs wait for their type)
     duration: int
     stream: Any
+    host_op: HostOp | None = None  # c10d:: and gloo: nodes only
 
 
 class RowBatch(NamedTuple):
     """Many nodes read together (the fast path), column by column, in file order. They carry no
-    error, no communication attributes and, being plain, a parent flag per node."""
+    error, no communication attributes, no host op (``c10d::``, ``gloo:``) and, being plain, a
+    parent flag per node."""
 
     ids: Sequence[int]
     parents: Sequence[int]  # 0 where there is none

@@ -127,8 +127,9 @@ Progress = Callable[[str, int, int], None]
 
 def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: Progress | None) -> tuple[int, int, int]:
     """Write every kept node in id order; returns (nodes, comm nodes, data deps)."""
-    ids, names, types, deps, has_ctrl = graph.ids, graph.names, graph.types, graph.deps, graph.has_ctrl
-    send_recv, dep_count, parent_id = graph.send_recv, graph.deps.count, graph.parent_id
+    ids, names, types, deps = graph.ids, graph.names, graph.types, graph.deps
+    send_recv, dep_count, ctrl_dep = graph.send_recv, graph.deps.count, graph.ctrl_dep
+    overrides, zero_duration = graph.tail_overrides, graph.zero_duration
     rows = graph.rows_by_id()
     prefixes: dict[tuple[str, int], bytes] = {}
     pending: list[bytes] = []
@@ -141,7 +142,9 @@ def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: P
                 prefix = prefixes[(names[row], node_type)] = encode.name_and_type(names[row], node_type)
             except ValueError as exc:
                 raise graph.fail(row, str(exc)) from None
-        rest = tail
+        rest = overrides.get(row) or tail
+        if row in zero_duration:
+            rest = encode.without_duration(rest)
         if row in send_recv:
             try:
                 rest += encode.comm_attrs(*send_recv[row])
@@ -149,8 +152,7 @@ def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: P
                 raise graph.fail(row, str(exc)) from None
         node_deps = deps.ids(row) if dep_count[row] else ()
         edges += len(node_deps)
-        pending.append(encode.delimited_node(ids[row], prefix, parent_id(row) if has_ctrl[row] else -1, node_deps,
-                                             rest))
+        pending.append(encode.delimited_node(ids[row], prefix, ctrl_dep(row), node_deps, rest))
         if len(pending) == _WRITE_BATCH:
             out.write(b"".join(pending))
             pending.clear()

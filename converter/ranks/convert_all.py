@@ -1,13 +1,12 @@
 """``convert-all``: every rank of a job, host + device pairs found in one directory, in parallel.
 
 Writes ``OUTDIR/<prefix>.<rank>.et`` (the names ASTRA-sim's workload loader expects) and
-``OUTDIR/comm_group.json`` (``{"<process group name>": [ranks...]}``). One rank failing does
-not stop the others; each outcome is a row of the summary.
+``OUTDIR/comm_group.json``, ASTRA-sim's ``--comm-group-configuration`` (``ranks/commgroups.py``).
+One rank failing does not stop the others; each outcome is a row of the summary.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -15,11 +14,10 @@ from dataclasses import dataclass, field
 
 from ..convert.pipeline import ConvertOptions
 from ..errors import ConverterError
-from ..io import atomic_text_output
-from .discover import FoundTraces, comm_groups, discover
+from . import commgroups
+from .commgroups import COMM_GROUP_FILE, CommGroups
+from .discover import FoundTraces, discover
 from .pair import convert_pair
-
-COMM_GROUP_FILE = "comm_group.json"
 
 
 @dataclass(frozen=True)
@@ -37,8 +35,8 @@ class RankOutcome:
 @dataclass(frozen=True)
 class MultiRankResult:
     outcomes: list[RankOutcome]
-    comm_group_path: str | None
-    comm_groups: dict[str, list[int]] = field(default_factory=dict)
+    comm_group_path: str
+    comm_groups: CommGroups = field(default_factory=CommGroups)
 
     @property
     def failed(self) -> int:
@@ -77,12 +75,9 @@ def convert_all(
                 if on_rank_done is not None:
                     on_rank_done(outcomes[-1])
     outcomes.sort(key=lambda o: o.rank)
-    groups = comm_groups(found)
-    group_path = None
-    if groups:
-        group_path = os.path.join(output_dir, COMM_GROUP_FILE)
-        with atomic_text_output(group_path) as out:
-            out.write(json.dumps(groups, indent=2) + "\n")
+    groups = commgroups.from_distributed_info(found.dist_info.values())
+    group_path = os.path.join(output_dir, COMM_GROUP_FILE)
+    commgroups.write(groups, group_path)
     return MultiRankResult(outcomes, group_path, groups)
 
 

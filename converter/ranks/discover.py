@@ -1,9 +1,10 @@
-"""Finding each rank's host and Kineto traces in a directory, and the job's process groups.
+"""Finding each rank's host and Kineto traces in a directory.
 
-A file is a Kineto (device) trace if its first kilobytes look like one, a host trace if they
-look like a Chakra host trace. The rank of a Kineto trace comes from its ``distributedInfo``,
-else from the file name (``rank3``, ``rank-3``, or the last number); a host trace's from its name.
-Outputs of an earlier link (names with ``merged`` or ``linked``) are not inputs.
+A file is a Kineto (device) trace if its top-level object has ``traceEvents``, a host trace if it
+has ``nodes`` (other JSON files, such as ``chakra-profile``'s summary, are ignored). The rank of a
+Kineto trace comes from its ``distributedInfo``, else from the file name (``rank3``, ``rank-3``,
+or the last number); a host trace's from its name. Outputs of an earlier link (names with
+``merged`` or ``linked``) are not inputs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConverterError
-from ..io import open_trace
 from ..jsonstream import JsonObjectStream
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
@@ -48,9 +48,8 @@ def discover(directory: str) -> FoundTraces:
             or not os.path.isfile(path)
         ):
             continue
-        kind = _sniff(path)
+        kind, info = _sniff(path)
         if kind == "device":
-            info = _distributed_info(path)
             rank = info.get("rank") if isinstance(info.get("rank"), int) else rank_from_name(name)
             if rank is not None:
                 found.devices.setdefault(rank, []).append(path)
@@ -62,23 +61,6 @@ def discover(directory: str) -> FoundTraces:
     return found
 
 
-def comm_groups(found: FoundTraces) -> dict[str, list[int]]:
-    """``{pg_name: ranks}`` from the Kineto traces' process-group metadata (empty ranks: all)."""
-    groups: dict[str, set[int]] = {}
-    for info in found.dist_info.values():
-        world = info.get("world_size")
-        for pg in info.get("pg_config") or ():
-            if not isinstance(pg, dict) or "pg_name" not in pg:
-                continue
-            ranks = pg.get("ranks") or list(range(pg.get("pg_size") or world or 0))
-            groups.setdefault(str(pg["pg_name"]), set()).update(int(r) for r in ranks)
-    return {name: sorted(ranks) for name, ranks in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
-
-
-def _natural(name: str) -> tuple[int, Any]:
-    return (0, int(name)) if name.isdigit() else (1, name)
-
-
 def rank_from_name(name: str) -> int | None:
     stem = name[: -len(".gz")] if name.endswith(".gz") else name
     stem = stem[: -len(".json")]
@@ -86,28 +68,27 @@ def rank_from_name(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _sniff(path: str) -> str | None:
-    """'host', 'device' or None, from the first kilobytes of text."""
-    try:
-        with open_trace(path) as content:
-            head = content.read(1 << 16).decode("utf-8", errors="replace")
-    except (ConverterError, OSError, EOFError):
-        return None
-    if '"traceEvents"' in head or '"schemaVersion"' in head or '"deviceProperties"' in head:
-        return "device"
-    if '"nodes"' in head or '"schema"' in head:
-        return "host"
-    return None
+def distributed_info(path: str) -> dict[str, Any]:
+    """A Kineto trace's ``distributedInfo`` (rank, world size, process groups); {} if none."""
+    kind, info = _sniff(path)
+    if kind != "device":
+        raise ConverterError(f"{path}: not a Kineto device trace (no 'traceEvents')")
+    return info
 
 
-def _distributed_info(path: str) -> dict[str, Any]:
+def _sniff(path: str) -> tuple[str | None, dict[str, Any]]:
+    """('host' | 'device' | None, the Kineto trace's distributedInfo) from its top-level keys,
+    read up to the big array (which is not decoded)."""
+    info: dict[str, Any] = {}
     try:
-        with JsonObjectStream(path, stream_keys={"traceEvents"}) as stream:
+        with JsonObjectStream(path, stream_keys={"traceEvents", "nodes"}) as stream:
             for key, value in stream.items():
                 if key == "distributedInfo" and isinstance(value, dict):
-                    return value
-                if key == "traceEvents":
-                    break
+                    info = value
+                elif key == "nodes":
+                    return "host", info
+                elif key == "traceEvents":  # Kineto writes distributedInfo before it
+                    return "device", info
     except ConverterError:
-        return {}
-    return {}
+        return None, info
+    return None, info

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..convert.pipeline import ConversionResult, ConvertOptions, convert_file, convert_items
 from ..convert.writer import Progress
@@ -32,7 +32,11 @@ def convert_pair(
     refuse_overwriting_inputs(output_path, host_path, device_path)
     if keep_merged is not None:
         linked = link(host_path, device_path, keep_merged, rank=rank, allow_mismatch=allow_mismatch)
+        if options.rank is None and linked.rank is not None:
+            options = replace(options, rank=linked.rank)
         return PairResult(linked, convert_file(keep_merged, output_path, options, progress))
     linked, items = link_items(host_path, device_path, output_path, rank=rank, allow_mismatch=allow_mismatch)
+    if options.rank is None and linked.rank is not None:  # the Kineto trace says which rank this is
+        options = replace(options, rank=linked.rank)
     return PairResult(linked, convert_items(items, output_path, options, source_name=linked.host_path))
 

@@ -1,0 +1,178 @@
+"""The ``--astra-sim`` output profile: the converted graph changed so that ASTRA-sim runs it.
+
+Applied to the built graph before cycles are checked and nodes written; every change is one the
+simulator needs (``schema/astra.py`` says why), and every other node and edge stays as in the
+default output:
+
+1. METADATA nodes (``## process_group:init ##``) are removed, and each node that depended on one
+   depends on its dependencies instead (what ASTRA-sim itself would do: it issues a METADATA node
+   in zero time, then releases its dependents), so the order of everything else is unchanged;
+2. ``ctrl_deps`` naming a node that is not written (the self-parented process node the reference
+   drops as dangling) are left out;
+3. host-side collectives (gloo): the outer ``c10d::`` op of each collective ASTRA-sim simulates
+   becomes a communication node (type, ``comm_size`` in bytes, ``pg_name``, peer and tag for
+   send/recv; not a CPU op), and the ``gloo:`` ops that did its work (the record-function ids
+   after it, before the next ``c10d::`` op) keep no duration, so the time is not counted twice.
+   A broadcast, which ASTRA-sim replays for its duration, takes the gloo work's duration.
+   Collectives with a device kernel (NCCL) keep the reference's kernel-based comm nodes.
+
+``diagnose`` says, for a default (reference) conversion, what ASTRA-sim would reject.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..schema.chakra import CollectiveCommType, NodeType
+from . import encode
+from .collectives import HOST_OP_PREFIX
+from .graph import TraceGraph
+from .records import HostOp
+
+#: Host-side collectives come from gloo, which records no process group: the default one.
+HOST_COLLECTIVE_GROUP = "0"
+_METADATA = int(NodeType.METADATA_NODE)
+_SEND, _RECV = int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)
+_BROADCAST = int(CollectiveCommType.BROADCAST)
+
+
+@dataclass
+class AstraChanges:
+    """What the profile changed, for the summary."""
+
+    metadata_removed: int = 0
+    ctrl_deps_dropped: int = 0
+    host_collectives: int = 0
+    worker_ops_zeroed: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def apply(graph: TraceGraph, rank: int | None) -> AstraChanges:
+    """Change ``graph`` (built, dangling nodes removed) for ASTRA-sim. ``rank`` is this trace's
+    rank, written as the own end of sends and receives when known (ASTRA-sim assumes it)."""
+    changes = AstraChanges()
+    _remove_metadata(graph, changes)
+    _host_collectives(graph, rank, changes)
+    graph.drop_missing_ctrl = True
+    changes.ctrl_deps_dropped = sum(1 for row in graph.final_rows() if _ctrl_names_unwritten(graph, row))
+    return changes
+
+
+def diagnose(graph: TraceGraph) -> list[str]:
+    """Why ASTRA-sim would reject the default output of ``graph``, one reason per kind."""
+    problems = []
+    missing = sum(1 for row in graph.final_rows() if _ctrl_names_unwritten(graph, row))
+    if missing:
+        problems.append(f"{missing} ctrl_deps name a node that is not in the file")
+    metadata = sum(1 for row in graph.final_rows() if graph.types[row] == _METADATA)
+    if metadata:
+        problems.append(f"{metadata} METADATA node(s)")
+    host = sum(1 for _ in _paired_host_collectives(graph, require_collective=False))
+    if host:
+        problems.append(f"{host} host-side (gloo) collective(s) are compute nodes, so the network is never simulated")
+    return problems
+
+
+def _ctrl_names_unwritten(graph: TraceGraph, row: int) -> bool:
+    return bool(graph.has_ctrl[row]) and not graph.final[graph.parent_row(row)]
+
+
+# -- 1. METADATA nodes ------------------------------------------------------------------------------
+def _remove_metadata(graph: TraceGraph, changes: AstraChanges) -> None:
+    removed = {row for row in graph.final_rows() if graph.types[row] == _METADATA}
+    if not removed:
+        return
+    ids = graph.ids
+    inherited = {ids[row]: _inherited_edges(graph, row, removed) for row in removed}
+    for row in graph.final_rows():
+        if row in removed:
+            continue
+        edges = graph.deps.edges(row)
+        if any(dep in inherited for dep, _ in edges):
+            graph.deps.replace(row, _rewired(edges, inherited))
+        parent = graph.parent_row(row)
+        while graph.has_ctrl[row] and parent in removed:  # a child of a removed node: its parent's parent
+            parent = graph.parent_row(parent)
+            graph.reparent(row, parent)
+            if parent < 0:
+                graph.has_ctrl[row] = 0
+    for row in removed:
+        graph.final[row] = 0
+    changes.metadata_removed = len(removed)
+
+
+def _inherited_edges(graph: TraceGraph, row: int, removed: set[int]) -> list[tuple[int, bool]]:
+    """The dependencies a removed node passes on: its own, with removed nodes replaced by theirs."""
+    out: list[tuple[int, bool]] = []
+    stack = list(reversed(graph.deps.edges(row)))
+    seen: set[int] = set()
+    while stack:
+        dep, inter_thread = stack.pop()
+        target = graph.index[dep]
+        if target in removed:
+            if dep not in seen:
+                seen.add(dep)
+                stack.extend(reversed(graph.deps.edges(target)))
+        elif all(dep != d for d, _ in out):
+            out.append((dep, inter_thread))
+    return out
+
+
+def _rewired(edges: list[tuple[int, bool]], inherited: dict[int, list[tuple[int, bool]]]) -> list[tuple[int, bool]]:
+    out: list[tuple[int, bool]] = []
+    for dep, inter_thread in edges:
+        for edge in inherited.get(dep, [(dep, inter_thread)]):
+            if all(edge[0] != d for d, _ in out):
+                out.append(edge)
+    return out
+
+
+# -- 3. host-side collectives -----------------------------------------------------------------------
+def _host_collectives(graph: TraceGraph, rank: int | None, changes: AstraChanges) -> None:
+    for outer, workers in _paired_host_collectives(graph, require_collective=True):
+        op = graph.host_ops[outer]
+        assert op.collective is not None
+        duration = op.duration
+        if op.collective.comm_type == _BROADCAST:
+            duration = sum(graph.host_ops[w].duration for w in workers)
+        graph.types[outer] = op.collective.node_type
+        graph.tail_overrides[outer] = encode.duration(duration) + op.comm_tail + _comm_attrs(op, rank)
+        graph.zero_duration.update(workers)
+        changes.host_collectives += 1
+        changes.worker_ops_zeroed += len(workers)
+
+
+def _comm_attrs(op: HostOp, rank: int | None) -> bytes:
+    collective = op.collective
+    assert collective is not None
+    attrs = encode.comm_attrs(collective.node_type, collective.comm_type, collective.comm_size, HOST_COLLECTIVE_GROUP)
+    if collective.node_type == _SEND:
+        attrs += encode.p2p_attrs(rank, collective.peer, collective.tag)
+    elif collective.node_type == _RECV:
+        attrs += encode.p2p_attrs(collective.peer, rank, collective.tag)
+    return attrs
+
+
+def _paired_host_collectives(graph: TraceGraph, *, require_collective: bool) -> Iterator[tuple[int, list[int]]]:
+    """(outer ``c10d::`` row, the ``gloo:`` rows that did its work) for each written c10d op with gloo
+    work; with ``require_collective``, only those ASTRA-sim simulates (read with --astra-sim)."""
+    ops = sorted(
+        ((_rf_key(op.rf_id), row) for row, op in graph.host_ops.items() if graph.final[row]),
+        key=lambda pair: pair[0],
+    )
+    groups: list[tuple[int, list[int]]] = []
+    for _, row in ops:
+        if graph.names[row].startswith(HOST_OP_PREFIX):
+            groups.append((row, []))
+        elif groups:
+            groups[-1][1].append(row)
+    for outer, workers in groups:
+        if workers and (graph.host_ops[outer].collective is not None or not require_collective):
+            yield outer, workers
+
+
+def _rf_key(rf_id: Any) -> tuple[int, Any]:
+    return (0, rf_id) if type(rf_id) is int else (1, str(rf_id))
+
