@@ -4,7 +4,7 @@ All work is done by ``api``. Human output (progress bars, summaries, warnings, e
 stderr, and to ``--log-filename`` when given; stdout carries only what a command produces as data.
 Forms accepted (the last one is ``chakra_converter``'s, so its scripts only swap the executable)::
 
-    chakra-convert-fast [convert] INPUT OUTPUT [options]
+    chakra-convert-fast [convert] INPUT OUTPUT [--jobs N] [options]
     chakra-convert-fast convert --host HOST --device DEVICE OUTPUT [options]
     chakra-convert-fast link --host HOST --device DEVICE OUTPUT
     chakra-convert-fast convert-all DIRECTORY OUTDIR [options]
@@ -137,9 +137,15 @@ def _add_convert(commands: Any) -> None:
                         help="INPUT OUTPUT, or only OUTPUT with --host and --device")
     _add_pair_options(parser, required=False)
     parser.add_argument("--keep-merged", metavar="PATH", help="with --host/--device: also write the merged JSON")
+    _add_jobs_option(parser)
     _add_conversion_options(parser)
     _add_output_options(parser)
     parser.set_defaults(run=_run_convert)
+
+
+def _add_jobs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-j", "--jobs", dest="read_jobs", type=_positive, metavar="N",
+                        help="processes reading a large plain-JSON input, a byte range each (default: CPU count)")
 
 
 def _add_link(commands: Any) -> None:
@@ -201,6 +207,7 @@ def _add_reference_form(commands: Any) -> None:
     )
     parser.add_argument("--input", required=True, metavar="INPUT", help="merged or host trace, .json or .json.gz")
     parser.add_argument("--output", required=True, metavar="OUTPUT", help="Chakra trace to write (.et)")
+    _add_jobs_option(parser)
     _add_conversion_options(parser)
     _add_output_options(parser)
     parser.set_defaults(run=_run_reference_form)
@@ -369,7 +376,7 @@ def _report_json(report: api.CheckReport) -> dict[str, Any]:
 def _options(args: argparse.Namespace) -> api.ConvertOptions:
     return api.ConvertOptions(
         simulate=args.simulate, break_cycles=args.break_cycles, allow_missing_parents=args.allow_missing_parents,
-        astra_sim=args.astra_sim, rank=getattr(args, "rank", None),
+        astra_sim=args.astra_sim, rank=getattr(args, "rank", None), jobs=getattr(args, "read_jobs", None),
     )
 
 
@@ -456,7 +463,8 @@ class Reporter:
         self.info(
             f"wrote {result.output_path}: {result.nodes_written:,} nodes ({result.dangling_removed:,} dangling "
             f"removed, {result.comm_nodes:,} comm nodes, {result.data_deps:,} data deps) from {result.nodes_read:,} "
-            f"in {result.seconds:.2f} s ({result.nodes_read / max(result.seconds, 1e-9):,.0f} nodes/s)"
+            f"in {result.seconds:.2f} s ({result.nodes_read / max(result.seconds, 1e-9):,.0f} nodes/s; "
+            f"{result.processes} reading, {result.sequential_fraction:.0%} in sequential stages)"
         )
         if result.simulation is not None:
             self.info(f"simulated execution: {result.simulation.end_time_us:,} us "

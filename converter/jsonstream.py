@@ -27,7 +27,8 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 from .errors import TraceFormatError
@@ -74,16 +75,19 @@ class JsonObjectStream:
         path: str | os.PathLike[str],
         stream_keys: frozenset[str] | set[str] = frozenset(),
         *,
-        stop_at: int | None = None,
+        stops: Sequence[int] = (),
         batch: BatchDecoder | None = None,
     ):
-        """``stop_at``: a character offset where a streamed array is cut off if an element
-        starts exactly there (a split point handed to another process); ``stopped`` tells.
-        ``batch``: decodes runs of elements of streamed arrays (see the module docstring)."""
+        """``stops``: byte offsets in the file's content where a streamed array is cut off if an
+        element starts exactly there (split points handed to other processes); ``stopped_at``
+        tells which one, if any. ``batch``: decodes runs of elements of streamed arrays (see the
+        module docstring)."""
         self.path = os.fspath(path)
         self.stream_keys = frozenset(stream_keys)
-        self.stop_at = stop_at
-        self.stopped = False
+        self.stopped_at: int | None = None
+        self._byte_stops = deque(sorted(stops))  # not yet reached by the buffer
+        self._stops: deque[tuple[int, int]] = deque()  # (character, byte) of those the buffer reached
+        self._fed = 0  # bytes of content handed to the UTF-8 decoder
         self._raw, self._text_source = self._open()
         self.total_bytes = os.fstat(self._raw.fileno()).st_size
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
@@ -113,6 +117,11 @@ class JsonObjectStream:
     def bytes_read(self) -> int:
         return self._raw.tell()
 
+    @property
+    def position(self) -> int:
+        """Characters before the cursor (an element's start, after ``stopped_at``)."""
+        return self._base + self._pos
+
     # -- opening and buffering ------------------------------------------------------------
     def _fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
@@ -128,16 +137,37 @@ class JsonObjectStream:
 
     def _fill(self) -> None:
         """Append the next chunk of text to the buffer, dropping what has been consumed."""
+        pending = self._decoder.getstate()[0] if self._byte_stops else b""
         data = self._read_bytes(self._read_size)
         final = not data
         try:
             text = self._decoder.decode(data, final)
         except UnicodeDecodeError as exc:
             raise self._fail("is not UTF-8 text (binary data?)") from exc
+        if self._byte_stops:
+            self._locate_stops(pending, data)
+        self._fed += len(data)
         self._base += self._pos
         self._buf = self._buf[self._pos :] + text
         self._pos = 0
         self._eof = final
+
+    def _locate_stops(self, pending: bytes, data: bytes) -> None:
+        """The characters where the stops in ``data`` (just read) are: what precedes a stop in
+        the text is the decoder's pending bytes and ``data`` up to the stop (a stop is a '{',
+        never inside a character)."""
+        chars = self._base + len(self._buf)  # characters before this chunk's text
+        ascii_only = not pending and data.isascii()
+        while self._byte_stops and self._byte_stops[0] < self._fed + len(data):
+            stop = self._byte_stops.popleft()
+            if stop < self._fed:
+                continue  # before this chunk: passed over already
+            head = data[: stop - self._fed]
+            try:
+                at = chars + (len(head) if ascii_only else len((pending + head).decode("utf-8")))
+            except UnicodeDecodeError:
+                continue  # not where a character starts: no element starts there
+            self._stops.append((at, stop))
 
     def _at(self, what: str) -> str:
         return f"{what} at character {self._base + self._pos}"
@@ -199,16 +229,17 @@ class JsonObjectStream:
         if self._peek() == "]":
             self._pos += 1
             return
-        stop_at = self.stop_at
+        stops = self._stops
         while True:
-            if stop_at is not None:
+            if stops or self._byte_stops:
                 self._skip_ws()
-                if self._base + self._pos >= stop_at:
-                    if self._base + self._pos == stop_at:
-                        self.stopped = True
-                        return
-                    stop_at = self.stop_at = None  # the split point was inside a value: not a boundary
-            batch = self._next_batch(stop_at) if self._batch is not None else None
+                here = self._base + self._pos
+                while stops and stops[0][0] < here:
+                    stops.popleft()  # the split point was inside a value: not a boundary
+                if stops and stops[0][0] == here:
+                    self.stopped_at = stops[0][1]
+                    return
+            batch = self._next_batch() if self._batch is not None else None
             yield self._value() if batch is None else batch
             found = self._peek()
             self._pos += 1
@@ -218,7 +249,7 @@ class JsonObjectStream:
                 self._pos -= 1
                 raise self._fail(self._unexpected(found, "expected ',' or ']' in an array"))
 
-    def _next_batch(self, stop_at: int | None) -> DecodedRun | None:
+    def _next_batch(self) -> DecodedRun | None:
         """The elements from the cursor (an element start) to a likely boundary, decoded by the
         batch decoder, with the cursor moved past them; None to decode one element here."""
         self._skip_ws()
@@ -226,7 +257,7 @@ class JsonObjectStream:
             return None
         if len(self._buf) - self._pos < 2 * BATCH_CHARS and not self._eof:
             self._fill()
-        end = self._batch_end(stop_at)
+        end = self._batch_end()
         if end < 0:
             return None
         decoded = self._batch("[" + self._buf[self._pos : end] + "]")  # type: ignore[misc]
@@ -238,14 +269,14 @@ class JsonObjectStream:
         self._pos = end
         return DecodedRun(decoded)
 
-    def _batch_end(self, stop_at: int | None) -> int:
+    def _batch_end(self) -> int:
         """Where a batch from the cursor should end (just after an element's '}'), or -1: at
-        the first likely boundary ``BATCH_CHARS`` on, or at ``stop_at`` if that comes first."""
+        the first likely boundary ``BATCH_CHARS`` on, or at the next stop if that comes first."""
         buf, pos = self._buf, self._pos
         found = _BOUNDARY.search(buf, pos + BATCH_CHARS)
-        if stop_at is not None:
-            stop = stop_at - self._base
-            if stop <= len(buf) and (found is None or found.start() >= stop):
+        if self._stops:
+            stop = self._stops[0][0] - self._base
+            if found is None or found.start() >= stop:
                 return self._element_end_before(stop)
         return -1 if found is None else found.start() + 1
 
@@ -273,18 +304,22 @@ class JsonObjectStream:
             self._pos += 1
         else:
             yield from self._members(set())
-        if not self.stopped:
+        if self.stopped_at is None:
             self._check_end()
 
-    def items_from(self, byte_offset: int, key: str) -> Iterator[tuple[str, Any]]:
-        """Like ``items``, starting at ``byte_offset``: an element of the streamed array ``key``.
+    def items_from(self, byte_offset: int, key: str, char_offset: int = 0) -> Iterator[tuple[str, Any]]:
+        """Like ``items``, starting at ``byte_offset`` (``char_offset`` characters into the text,
+        for positions in errors): an element of the streamed array ``key``.
 
-        The first pair is ``(key, rest of the array)``; the members after it follow. Used by a
-        second process that reads the second half of a large file.
+        The first pair is ``(key, rest of the array)``; the members after it follow. Used to read
+        a large file in byte ranges, each in its own process.
         """
         self._raw.seek(byte_offset)
-        self._base = 0
+        self._fed = byte_offset
+        self._base = char_offset
         yield key, self._array()
+        if self.stopped_at is not None:
+            return
         if self._close_member():
             yield from self._members(set())
         self._check_end()
@@ -308,7 +343,7 @@ class JsonObjectStream:
                 yield key, elements
                 for _ in elements:  # skip whatever the consumer left
                     pass
-                if self.stopped:
+                if self.stopped_at is not None:
                     return
             else:
                 yield key, self._value()

@@ -29,7 +29,7 @@ Outcome = tuple[str, Any]
 
 def outcome(source: Path, target: Path) -> Outcome:
     try:
-        convert(source, target, ConvertOptions(use_second_core=False))
+        convert(source, target, ConvertOptions(jobs=1))
     except Exception as exc:  # compared as type and message
         return ("error", f"{type(exc).__name__}: {exc}")
     return ("ok", target.read_bytes())

@@ -210,15 +210,11 @@ class TraceGraph:
         return state
 
     def extend_rows(self, state: dict[str, Any]) -> None:
-        """Append rows exported by another graph (the second half of the same trace)."""
+        """Append rows exported by another graph (a later range of the same trace)."""
         offset = len(self.ids)
-        for row, node_id in enumerate(state["ids"], offset):
-            previous = self.index.setdefault(node_id, row)
-            if previous != row:
-                raise TraceContentError(self.path, f"duplicate node id {node_id} (nodes #{previous} and #{row})")
+        self._index_rows(state["ids"], offset)
         for name in self._COLUMNS:
             getattr(self, name).extend(state[name])
-        self.names[offset:] = [self._interned.setdefault(n, n) for n in self.names[offset:]]
         for name in self._ROW_DICTS:
             getattr(self, name).update((row + offset, value) for row, value in state[name].items())
 

@@ -1,13 +1,15 @@
-"""Two-process reading of one large plain-JSON trace: the second core parses the second half.
+"""Parallel reading of one large plain-JSON trace: the file cut into byte ranges, a process each.
 
 Parsing and encoding nodes is most of a conversion, and a trace's node list cannot be split
-without parsing it. So we guess: the first ``}, {"id":`` after the middle of the file is
-probably the boundary between two nodes (trace writers put ``id`` first; quotes are escaped
-inside strings, so the match is always structural, but it may lie in an array nested in a
-node). A worker process reads from there to the end (nodes, then the metadata after them),
-while this process reads from the start and stops *only if* a node starts exactly at the
-guessed offset. If none does, the worker's result is discarded and reading goes on here: the
-split can cost time, never correctness.
+without parsing it. So we guess: the first ``}, {"id":`` after each of the points 1/n, 2/n, ...
+of the file is probably a boundary between two nodes (trace writers put ``id`` first; quotes are
+escaped inside strings, so the match is always structural, but it may lie in an array nested in
+a node). This process reads from the start, and a worker process from each split point; each
+reader stops at the first later split point where a node starts *exactly* (or reads on to the
+end, then the metadata after the nodes). Following the readers from the file's start, from each
+to the split it stopped at, gives a chain of verified ranges; a worker whose split point was
+inside a value is not on it, and its work is dropped. A worker on the chain that failed is read
+again here, so that errors name the right node. The split can cost time, never correctness.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import multiprocessing
 import os
 import re
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -28,118 +32,180 @@ from .writer import TailSpill, collect
 
 #: Below this size a second process costs more than it saves.
 MIN_SPLIT_BYTES = 48 << 20
-#: Where to look for the split, as a share of the file: both processes read at the same rate
-#: (measured on a 1.2 GB, 260k-node trace: 0.4 and 0.45 were slower than 0.5).
-SPLIT_FRACTION = 0.5
+#: Each range holds at least this much (fewer ranges than jobs on smaller files).
+MIN_RANGE_BYTES = 16 << 20
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{\s*\"id\"\s*:")  # writers put a node's "id" first
 _SEARCH_WINDOW = 1 << 22
-_CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
+_POLL_SECONDS = 0.2
 
 
-@dataclass(frozen=True)
-class SplitPoint:
-    byte_offset: int  # where the second half starts: the '{' of a node (probably)
-    char_offset: int  # the same place counted in characters, as the first reader sees it
-
-
-def find_split(path: str, min_bytes: int = MIN_SPLIT_BYTES) -> SplitPoint | None:
-    """A likely node boundary near the middle of a large uncompressed file, or None (also when
-    the file cannot be read: the reader then reports that)."""
+def default_jobs() -> int:
+    """The processes a conversion may use: the CPUs this process may run on."""
     try:
-        return _find_split(path, min_bytes)
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def find_splits(path: str, jobs: int) -> list[int]:
+    """Likely node boundaries (byte offsets, ascending) cutting a large uncompressed file into
+    up to ``jobs`` ranges; none for a small or gzipped file, one job, or where processes cannot
+    be forked (also when the file cannot be read: the reader then reports that)."""
+    if jobs < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return []
+    try:
+        return _find_splits(path, jobs)
     except OSError:
-        return None
+        return []
 
 
-def _find_split(path: str, min_bytes: int) -> SplitPoint | None:
+def _find_splits(path: str, jobs: int) -> list[int]:
     size = os.path.getsize(path)
-    if size < min_bytes or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return None
+    if size < MIN_SPLIT_BYTES:
+        return []
+    ranges = max(1, min(jobs, size // MIN_RANGE_BYTES))
+    splits: list[int] = []
     with open(path, "rb") as fh:
         if fh.read(2) == GZIP_MAGIC:
-            return None
-        start = int(size * SPLIT_FRACTION)
-        fh.seek(start)
-        found = _BOUNDARY.search(fh.read(_SEARCH_WINDOW))
-        if found is None:
-            return None
-        byte_offset = start + found.group().rindex(b"{") + found.start()
-        fh.seek(0)
-        return SplitPoint(byte_offset, _characters_before(fh, byte_offset))
-
-
-def _characters_before(fh: Any, end: int) -> int:
-    """UTF-8 characters in the first ``end`` bytes: every byte that is not a continuation byte."""
-    count = 0
-    while end > 0:
-        chunk = fh.read(min(end, 1 << 24))
-        end -= len(chunk)
-        count += len(chunk) if chunk.isascii() else len(chunk.translate(None, _CONTINUATION_BYTES))
-    return count
+            return []
+        for k in range(1, ranges):
+            start = size * k // ranges
+            fh.seek(start)
+            found = _BOUNDARY.search(fh.read(_SEARCH_WINDOW))
+            if found is not None:
+                split = start + found.start() + found.group().rindex(b"{")
+                if not splits or split > splits[-1]:
+                    splits.append(split)
+    return splits
 
 
 @dataclass
-class SecondHalf:
-    """What the worker read: graph rows, their spilled tails, the metadata after the nodes."""
+class RangeResult:
+    """What a worker read from its split point: graph rows, their spilled tails, and the
+    metadata after the nodes if it read to the end."""
 
     rows: dict[str, Any]
-    spill_offsets: Any  # of the tails in the worker's spill file (SecondHalfReader.spill_path)
+    spill_offsets: Any  # of the tails in the worker's spill file (RangeReaders.spill_path)
     metadata: dict[str, Any]
-    first_old_layout_node: int | None  # counted from the split
+    first_old_layout_node: int | None  # counted from the split point
+    stopped_at: int | None  # the split point it stopped at, or None: it read to the end
+    chars: int  # characters from its split point to where it stopped
 
 
-class SecondHalfReader:
-    """Runs the worker; ``result()`` is its SecondHalf, or None if it failed (then read it here).
-    ``close()`` must follow in every case."""
+class RangeReaders:
+    """A worker reading from each split point; ``result(split)`` is its RangeResult, or None if
+    it failed (then read that range here). ``close()`` must follow in every case."""
 
-    def __init__(
-        self, path: str, split: SplitPoint, spill_dir: str, keep_simulation_fields: bool, astra_sim: bool
-    ) -> None:
+    def __init__(self, path: str, splits: list[int], spill_dir: str, *, keep_simulation_fields: bool,
+                 astra_sim: bool) -> None:
         context = multiprocessing.get_context("fork")
-        self._receiver, sender = context.Pipe(duplex=False)
-        fd, self.spill_path = tempfile.mkstemp(dir=spill_dir, prefix=".chakra-tails-")
-        os.close(fd)  # the worker writes it; we remove it whatever happens (close)
-        self._process = context.Process(
-            target=_work, args=(sender, path, split.byte_offset, self.spill_path, keep_simulation_fields, astra_sim),
-            daemon=True,
-        )
-        self._process.start()
-        sender.close()
-
-    def result(self) -> SecondHalf | None:
-        outcome: SecondHalf | None
+        self._progress = context.Array("q", len(splits), lock=False)  # bytes read by each worker
+        self._workers: dict[int, tuple[multiprocessing.process.BaseProcess, Connection, str]] = {}
         try:
-            outcome = self._receiver.recv()
+            for slot, split in enumerate(splits):
+                receiver, sender = context.Pipe(duplex=False)
+                fd, spill_path = tempfile.mkstemp(dir=spill_dir, prefix=".chakra-tails-")
+                os.close(fd)  # the worker writes it; we remove it whatever happens (close)
+                process = context.Process(
+                    target=_work, daemon=True,
+                    args=(sender, path, split, splits[slot + 1 :], spill_path, keep_simulation_fields, astra_sim,
+                          self._progress, slot),
+                )
+                self._workers[split] = (process, receiver, spill_path)
+                process.start()
+                sender.close()
+        except BaseException:
+            self.close()
+            raise
+
+    def bytes_read(self) -> int:
+        """Bytes read so far by all workers (some twice, after a split inside a value)."""
+        return sum(self._progress)
+
+    def result(self, split: int, waiting: Callable[[], None] | None = None) -> RangeResult | None:
+        """The result of the worker that started at ``split``; ``waiting`` is called now and
+        then until it comes (progress)."""
+        process, receiver, _ = self._workers[split]
+        outcome: RangeResult | None = None
+        try:
+            while waiting is not None and not receiver.poll(_POLL_SECONDS):
+                waiting()
+            outcome = receiver.recv()
         except EOFError:
             outcome = None
-        self._process.join()
+        process.join()
         return outcome
 
+    def spill_path(self, split: int) -> str:
+        return self._workers[split][2]
+
     def close(self) -> None:
-        """Stop the worker if it still runs, and remove its spill file."""
-        if self._process.is_alive():
-            self._process.terminate()
-        self._process.join()
-        self._receiver.close()
-        if os.path.exists(self.spill_path):
-            os.unlink(self.spill_path)
+        """Stop the workers that still run, and remove their spill files."""
+        for process, receiver, spill_path in self._workers.values():
+            if process.pid is not None:
+                if process.is_alive():
+                    process.terminate()
+                process.join()
+            receiver.close()
+            if os.path.exists(spill_path):
+                os.unlink(spill_path)
 
 
-def _work(
-    sender: Connection, path: str, byte_offset: int, spill_path: str, keep_simulation_fields: bool, astra_sim: bool
-) -> None:
-    """Worker body: read from ``byte_offset`` to the end; send a SecondHalf, or None on any error
-    (the first process then reads that part itself and reports the error with node numbers)."""
+def _work(sender: Connection, path: str, start: int, stops: list[int], spill_path: str,
+          keep_simulation_fields: bool, astra_sim: bool, progress: Any, slot: int) -> None:
+    """Worker body: read from ``start`` to the first of ``stops`` where a node starts, or to the
+    end; send a RangeResult, or None on any error (the first process then reads that part itself
+    and reports the error with node numbers)."""
     gc.disable()  # as in the first process: millions of short-lived acyclic objects
     spill = TailSpill(os.path.dirname(spill_path), path=spill_path)
     try:
         graph = TraceGraph(path, keep_simulation_fields)
-        reader = TraceReader(path, astra_sim=astra_sim)
-        collect(reader.records_from(byte_offset), graph, spill)
-        sender.send(SecondHalf(graph.export_rows(), spill.export(), reader.metadata,
-                               reader.first_old_layout_node))
+
+        def report(done: int, _total: int) -> None:
+            progress[slot] = done - start
+
+        reader = TraceReader(path, progress=report, astra_sim=astra_sim)
+        collect(reader.records_from(start, stops=stops), graph, spill)
+        sender.send(RangeResult(graph.export_rows(), spill.export(), reader.metadata, reader.first_old_layout_node,
+                                reader.stopped_at, reader.chars_read))
     except Exception:
         sender.send(None)
     finally:
         spill.close()
         sender.close()
+
+
+@dataclass
+class ReadTimes:
+    """Seconds spent waiting for the workers' ranges, and merging them."""
+
+    wait: float = 0.0
+    merge: float = 0.0
+
+
+def read_chain(reader: TraceReader, graph: TraceGraph, spill: TailSpill, splits: list[int],
+               readers: RangeReaders, waiting: Callable[[], None] | None = None) -> ReadTimes:
+    """Read the file from its start here, then take each worker's range along the chain (or
+    read it here where the worker failed)."""
+    times = ReadTimes()
+    collect(reader.records(splits), graph, spill)
+    chars = reader.chars_read
+    at = reader.stopped_at
+    while at is not None:
+        started = time.perf_counter()
+        part = readers.result(at, waiting)
+        times.wait += time.perf_counter() - started
+        started = time.perf_counter()
+        if part is None:  # the worker hit a problem: read that range here, to report it precisely
+            later = [split for split in splits if split > at]
+            collect(reader.records_from(at, len(graph), chars, later), graph, spill)
+            chars += reader.chars_read
+            at = reader.stopped_at
+        else:
+            reader.merge_range(part.metadata, part.first_old_layout_node, len(graph))
+            graph.extend_rows(part.rows)
+            spill.adopt(readers.spill_path(at), part.spill_offsets)
+            chars += part.chars
+            at = part.stopped_at
+        times.merge += time.perf_counter() - started
+    return times

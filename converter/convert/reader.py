@@ -10,7 +10,7 @@ the record and raised by the graph if the node is converted.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -53,24 +53,27 @@ class TraceReader:
         self.astra_sim = astra_sim
         self.metadata: dict[str, Any] = {}
         self.seen_nodes = False
-        self.stopped = False  # records(stop_at=...) ended at the split point
+        self.stopped_at: int | None = None  # the stop (a byte offset) where reading ended, if any
+        self.chars_read = 0  # characters from the start of reading to where it ended
         self.first_old_layout_node: int | None = None  # position of the first 1.0.1-layout node
         self._progress = progress
         self._fast = FastRecords()
 
-    def records(self, stop_at: int | None = None) -> Iterator[Row]:
-        """All node records (then the metadata is complete), or those before character ``stop_at``
-        when a node starts exactly there (``stopped`` is then True)."""
-        with JsonObjectStream(self.path, stream_keys={"nodes"}, stop_at=stop_at,
-                              batch=nodesource.decode_nodes) as stream:
-            yield from self._consume(stream.items(), stream, 0)
-            self.stopped = stream.stopped
+    def records(self, stops: Sequence[int] = ()) -> Iterator[Row]:
+        """All node records (then the metadata is complete), or those before the first of
+        ``stops`` (byte offsets) where a node starts exactly (``stopped_at`` is then that one)."""
+        yield from self.records_from(0, 0, 0, stops)
 
-    def records_from(self, byte_offset: int, first_position: int = 0) -> Iterator[Row]:
-        """Records of the nodes from ``byte_offset`` (a node's first byte) on, then the metadata
-        after the array; ``first_position`` numbers them in error messages."""
-        with JsonObjectStream(self.path, stream_keys={"nodes"}, batch=nodesource.decode_nodes) as stream:
-            yield from self._consume(stream.items_from(byte_offset, "nodes"), stream, first_position)
+    def records_from(self, byte_offset: int, first_position: int = 0, char_offset: int = 0,
+                     stops: Sequence[int] = ()) -> Iterator[Row]:
+        """Records of the nodes from ``byte_offset`` (0: the file's start; else a node's first
+        byte, ``char_offset`` characters into the text), then the metadata after the array, or up
+        to a stop as ``records``; ``first_position`` numbers the nodes in error messages."""
+        with JsonObjectStream(self.path, stream_keys={"nodes"}, stops=stops, batch=nodesource.decode_nodes) as stream:
+            items = stream.items_from(byte_offset, "nodes", char_offset) if byte_offset else stream.items()
+            yield from self._consume(items, stream, first_position)
+            self.stopped_at = stream.stopped_at
+            self.chars_read = stream.position - char_offset
 
     def records_from_items(self, items: Iterator[tuple[str, Any]]) -> Iterator[Row]:
         """Records from top-level ``(key, value)`` pairs made in memory (``nodes``: an iterator of
@@ -129,8 +132,8 @@ class TraceReader:
         if schema not in ACCEPTED_SCHEMAS:
             raise UnsupportedSchemaError(self.path, unsupported_schema_message(schema))
 
-    def merge_second_half(self, metadata: dict[str, Any], first_old_layout_node: int | None, offset: int) -> None:
-        """Take what another reader found after the split point: its top-level metadata and where
+    def merge_range(self, metadata: dict[str, Any], first_old_layout_node: int | None, offset: int) -> None:
+        """Take what another reader found after a split point: its top-level metadata and where
         (counted from the split, which is node ``offset``) its first 1.0.1-layout node was."""
         clash = set(metadata) & set(self.metadata)
         if clash:

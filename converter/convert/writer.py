@@ -8,9 +8,9 @@ the nodes are written in id order, each behind its head (and communication attri
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, islice
 from typing import IO, Any
@@ -26,11 +26,25 @@ _WRITE_BATCH = 4096  # records joined per write
 _GAP = 1 << 16  # tails skipped ahead of the read-ahead window that still extend it
 
 
+class _Segment:
+    """Consecutive tails in one file: the first one's index, and their offsets in the file."""
+
+    __slots__ = ("fd", "first", "offsets")
+
+    def __init__(self, first: int, fd: int, offsets: array[int]) -> None:
+        self.first, self.fd, self.offsets = first, fd, offsets
+
+    @property
+    def end(self) -> int:
+        return self.first + len(self.offsets) - 1
+
+
 class TailSpill:
     """Append-only store of byte strings, addressed by the order they were added.
 
     With ``path``, the store is that (existing, named) file, so another process can take it
-    (``export``); the caller owns and removes it.
+    (``export``); the caller owns and removes it. Tails another process stored can be taken
+    over in place (``adopt``): the store then reads them from that process's file.
     """
 
     def __init__(self, directory: str, path: str = "") -> None:
@@ -42,38 +56,51 @@ class TailSpill:
         else:
             self._file = tempfile.TemporaryFile(dir=directory, prefix=".chakra-tails-")  # noqa: SIM115
         self._writer = open(self._file.fileno(), "wb", buffering=_BUFFER, closefd=False)  # noqa: SIM115
-        self._offsets = array("Q", [0])
         self._size = 0
+        self._own = _Segment(0, self._file.fileno(), array("Q", [0]))  # where appends go
+        self._segments = [self._own]
+        self._adopted: list[IO[bytes]] = []
         self._window = b""  # read-ahead: nodes are mostly requested in the order they were added
         self._window_start = 0
-        self._last_end = 0  # where the last read ended
+        self._window_fd = -1
+        self._last = (0, self._file.fileno())  # where the last read ended, in which file
+
+    def __len__(self) -> int:
+        return self._own.end
 
     def append(self, data: bytes) -> None:
         self._writer.write(data)
         self._size += len(data)
-        self._offsets.append(self._size)
+        self._own.offsets.append(self._size)
 
     def extend(self, items: Sequence[bytes]) -> None:
         """``append`` each of ``items``."""
         self._writer.write(b"".join(items))
-        self._offsets.extend(islice(accumulate(map(len, items), initial=self._size), 1, None))
-        self._size = self._offsets[-1]
+        offsets = self._own.offsets
+        offsets.extend(islice(accumulate(map(len, items), initial=self._size), 1, None))
+        self._size = offsets[-1]
 
     def finish_writing(self) -> None:
         self._writer.flush()
 
     def export(self) -> array[int]:
-        """Flush a named spill and return its offsets, for ``append_exported`` in another process."""
+        """Flush a named spill and return its offsets, for ``adopt`` in another process."""
         self._writer.flush()
-        return self._offsets
+        return self._own.offsets
 
-    def append_exported(self, path: str, offsets: array[int]) -> None:
-        """Append another process's exported tails, in their order, and delete its file."""
-        with open(path, "rb") as source:
-            shutil.copyfileobj(source, self._writer, _BUFFER)
-        base = self._size
-        self._offsets.extend(base + offset for offset in offsets[1:])
-        self._size = base + offsets[-1]
+    def adopt(self, path: str, offsets: array[int]) -> None:
+        """Append another process's exported tails, in their order, read from its file in place
+        (the file may be removed afterwards: it stays open here)."""
+        if len(offsets) < 2:
+            return
+        source = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._adopted.append(source)
+        count = self._own.end
+        if len(self._own.offsets) == 1:  # nothing appended since the last adoption
+            self._segments.pop()
+        self._segments.append(_Segment(count, source.fileno(), offsets))
+        self._own = _Segment(count + len(offsets) - 1, self._file.fileno(), array("Q", [self._size]))
+        self._segments.append(self._own)
 
     def read(self, index: int) -> bytes:
         return next(self.read_each((index,)))
@@ -81,25 +108,35 @@ class TailSpill:
     def read_each(self, indices: Iterable[int]) -> Iterator[bytes]:
         """``read`` of each index in turn. Tails are mostly read in the order they were added,
         maybe skipping some (dropped nodes): a read just after the previous one reads ahead."""
-        offsets, fd = self._offsets, self._file.fileno()
-        window, window_start, last_end = self._window, self._window_start, self._last_end
+        segments = self._segments
+        firsts = [segment.first for segment in segments]
+        segment = segments[0]
+        first, end, offsets, fd = segment.first, segment.end, segment.offsets, segment.fd
+        window, window_start, window_fd = self._window, self._window_start, self._window_fd
+        last_end, last_fd = self._last
         window_end = window_start + len(window)
         for index in indices:
-            start, end = offsets[index], offsets[index + 1]
-            if window_start <= start and end <= window_end:
-                yield window[start - window_start : end - window_start]
-            elif 0 <= start - last_end < _GAP:
-                window, window_start = os.pread(fd, max(end - start, _BUFFER), start), start
+            if not first <= index < end:
+                segment = segments[bisect_right(firsts, index) - 1]
+                first, end, offsets, fd = segment.first, segment.end, segment.offsets, segment.fd
+            start, stop = offsets[index - first], offsets[index - first + 1]
+            if fd == window_fd and window_start <= start and stop <= window_end:
+                yield window[start - window_start : stop - window_start]
+            elif fd == last_fd and 0 <= start - last_end < _GAP:
+                window, window_start, window_fd = os.pread(fd, max(stop - start, _BUFFER), start), start, fd
                 window_end = start + len(window)
-                yield window[: end - start]
+                self._window, self._window_start, self._window_fd = window, window_start, window_fd
+                yield window[: stop - start]
             else:
-                yield os.pread(fd, end - start, start)
-            last_end = end
-            self._window, self._window_start, self._last_end = window, window_start, last_end
+                yield os.pread(fd, stop - start, start)
+            last_end, last_fd = stop, fd
+            self._last = (stop, fd)
 
     def close(self) -> None:
         self._writer.close()
         self._file.close()
+        for source in self._adopted:
+            source.close()
 
 
 def collect(rows: Iterable[NodeRecord | RowBatch], graph: TraceGraph, spill: TailSpill) -> None:
