@@ -23,6 +23,7 @@ if the decoder refuses, those elements are decoded here one by one, exactly as w
 from __future__ import annotations
 
 import codecs
+import io
 import json
 import os
 import re
@@ -77,19 +78,21 @@ class JsonObjectStream:
         *,
         stops: Sequence[int] = (),
         batch: BatchDecoder | None = None,
+        source: IO[bytes] | None = None,
     ):
         """``stops``: byte offsets in the file's content where a streamed array is cut off if an
         element starts exactly there (split points handed to other processes); ``stopped_at``
         tells which one, if any. ``batch``: decodes runs of elements of streamed arrays (see the
-        module docstring)."""
+        module docstring). ``source``: read this content (a part of the file, already open; it
+        is closed with the stream) instead of opening ``path``, which then only names it."""
         self.path = os.fspath(path)
         self.stream_keys = frozenset(stream_keys)
         self.stopped_at: int | None = None
         self._byte_stops = deque(sorted(stops))  # not yet reached by the buffer
         self._stops: deque[tuple[int, int]] = deque()  # (character, byte) of those the buffer reached
         self._fed = 0  # bytes of content handed to the UTF-8 decoder
-        self._raw, self._text_source = self._open()
-        self.total_bytes = os.fstat(self._raw.fileno()).st_size
+        self._raw, self._text_source = (source, source) if source is not None else self._open()
+        self.total_bytes = os.fstat(self._raw.fileno()).st_size if source is None else 0
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
         self._decode = json.JSONDecoder().raw_decode
         self._buf = ""
@@ -115,7 +118,8 @@ class JsonObjectStream:
 
     @property
     def bytes_read(self) -> int:
-        return self._raw.tell()
+        """Bytes of the file read (of its content, with a source given)."""
+        return self._raw.tell() if self.total_bytes else self._fed
 
     @property
     def position(self) -> int:
@@ -271,9 +275,13 @@ class JsonObjectStream:
 
     def _batch_end(self) -> int:
         """Where a batch from the cursor should end (just after an element's '}'), or -1: at
-        the first likely boundary ``BATCH_CHARS`` on, or at the next stop if that comes first."""
+        the first likely boundary ``BATCH_CHARS`` on (the last one, near the end of the text),
+        or at the next stop if that comes first."""
         buf, pos = self._buf, self._pos
         found = _BOUNDARY.search(buf, pos + BATCH_CHARS)
+        if found is None and self._eof:  # near the end: every element but the last
+            for found in _BOUNDARY.finditer(buf, pos + 1):  # noqa: B007 - the last one is kept
+                pass
         if self._stops:
             stop = self._stops[0][0] - self._base
             if found is None or found.start() >= stop:
@@ -307,22 +315,37 @@ class JsonObjectStream:
         if self.stopped_at is None:
             self._check_end()
 
-    def items_from(self, byte_offset: int, key: str, char_offset: int = 0) -> Iterator[tuple[str, Any]]:
-        """Like ``items``, starting at ``byte_offset`` (``char_offset`` characters into the text,
-        for positions in errors): an element of the streamed array ``key``.
-
-        The first pair is ``(key, rest of the array)``; the members after it follow. Used to read
-        a large file in byte ranges, each in its own process.
+    def items_from(self, byte_offset: int | None, key: str, char_offset: int = 0,
+                   seen: frozenset[str] = frozenset()) -> Iterator[tuple[str, Any]]:
+        """Like ``items``, starting at ``byte_offset`` (None: where the source is) at an element
+        of the streamed array ``key``, ``char_offset`` characters into the text (for positions
+        in errors); ``seen``: the top-level keys before ``key``, if known. The first pair is
+        ``(key, rest of the array)``; the members after it follow. Used to read a large file in
+        parts, each in its own process.
         """
-        self._raw.seek(byte_offset)
-        self._fed = byte_offset
+        if byte_offset is not None:
+            self._raw.seek(byte_offset)
+            self._fed = byte_offset
         self._base = char_offset
         yield key, self._array()
         if self.stopped_at is not None:
             return
         if self._close_member():
-            yield from self._members(set())
+            yield from self._members({key, *seen})
         self._check_end()
+
+    def detach(self) -> tuple[bytes, IO[bytes], int]:
+        """Hand over what follows the cursor, instead of reading on: call it when a streamed
+        array's iterator has just been received, unstarted. Returns the content already read but
+        not consumed, the source to read the rest from (the stream no longer does), and how many
+        characters precede the cursor. Only ``close`` may follow."""
+        read_ahead = self._buf[self._pos :].encode("utf-8") + self._decoder.getstate()[0]
+        position = self._base + self._pos
+        source, self._text_source = self._text_source, io.BytesIO()
+        if source is self._raw:
+            self._raw = self._text_source
+        self._buf, self._pos, self._eof = "", 0, True
+        return read_ahead, source, position
 
     def _check_end(self) -> None:
         if self._peek():

@@ -3,13 +3,14 @@ the errors, whether the split points are node boundaries or fall inside nodes.""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 import pytest
 
 from chakra_convert_fast.converter import ConvertOptions, convert
-from chakra_convert_fast.converter.convert import parallel
+from chakra_convert_fast.converter.convert import feed, parallel
 from chakra_convert_fast.converter.errors import ConverterError, TraceContentError
 from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 
@@ -131,3 +132,68 @@ def test_no_split_for_gzip_or_one_job(tmp_path: Path) -> None:
     plain = generate_merged(tmp_path / "t.json", config=config, seed=1).path
     assert parallel.find_splits(str(plain), 1) == []
     assert len(parallel.find_splits(str(plain), 4)) == 3
+
+
+# -- gzip: this process decompresses, workers read chunks ------------------------------------------
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(feed, "MIN_FEED_BYTES", 0)
+    monkeypatch.setattr(feed, "CHUNK_BYTES", 2000)
+
+
+def gzipped(doc_text: str, path: Path) -> Path:
+    path.write_bytes(gzip.compress(doc_text.encode("utf-8")))
+    return path
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("indent", [None, 4])
+def test_gzip_fed_to_workers_is_identical(indent: int | None, tmp_path: Path) -> None:
+    config = make_config("gpt2", layers=2, ranks=2, comm_mix="all")
+    source = generate_merged(tmp_path / "t.json.gz", config=config, order="shuffled", indent=indent, seed=3).path
+    assert feed.should_feed(str(source), 2)
+    assert every_way(source, tmp_path)[0] == "ok"
+    assert convert(source, tmp_path / "o.et", ConvertOptions(jobs=3)).processes == 4
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize(
+    "change",
+    ["none", "false boundaries", "error", "invalid JSON", "metadata after", "empty array", "no array",
+     "duplicate id", "duplicate key after"],
+)
+def test_gzip_chunks_read_like_one_process(change: str, tmp_path: Path) -> None:
+    nodes = many_nodes(120)
+    for node in nodes[::4]:
+        node["name"] = "é中😀 " + node["name"]
+    doc = trace(nodes)
+    if change == "false boundaries":
+        for k in range(10, 120, 9):
+            nodes[k]["inputs"]["values"] = [{"id": 9000 + k}, {"id": 9500 + k}]
+    elif change == "error":
+        del nodes[77]["inputs"]
+    elif change == "metadata after":
+        doc = {**{k: v for k, v in doc.items() if k != "finish_ts"}, "finish_ts": doc["finish_ts"]}
+    elif change == "empty array":
+        doc["nodes"] = []
+    elif change == "no array":
+        del doc["nodes"]
+    elif change == "duplicate id":
+        nodes[100]["id"] = 10
+    text = json.dumps(doc, ensure_ascii=False)
+    if change == "invalid JSON":
+        cut = text.index('"ctrl_deps"', len(text) * 2 // 3)
+        text = text[:cut] + "," + text[cut:]
+    elif change == "duplicate key after":
+        text = text[:-1] + ', "pid": 7}'
+    every_way(gzipped(text, tmp_path / "t.json.gz"), tmp_path)
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("keep", [0.3, 0.7, 0.999])
+def test_truncated_gzip_fails_where_one_process_does(keep: float, tmp_path: Path) -> None:
+    packed = gzip.compress(json.dumps(trace(many_nodes(200))).encode())
+    source = tmp_path / "t.json.gz"
+    source.write_bytes(packed[: int(len(packed) * keep)])
+    kind, message = every_way(source, tmp_path)
+    assert kind == "error" and "gzip" in str(message)

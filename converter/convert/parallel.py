@@ -87,6 +87,7 @@ class RangeResult:
     rows: dict[str, Any]
     spill_offsets: Any  # of the tails in the worker's spill file (RangeReaders.spill_path)
     metadata: dict[str, Any]
+    keys: set[str]  # top-level keys after the nodes ("nodes" too)
     first_old_layout_node: int | None  # counted from the split point
     stopped_at: int | None  # the split point it stopped at, or None: it read to the end
     chars: int  # characters from its split point to where it stopped
@@ -166,8 +167,8 @@ def _work(sender: Connection, path: str, start: int, stops: list[int], spill_pat
 
         reader = TraceReader(path, progress=report, astra_sim=astra_sim)
         collect(reader.records_from(start, stops=stops), graph, spill)
-        sender.send(RangeResult(graph.export_rows(), spill.export(), reader.metadata, reader.first_old_layout_node,
-                                reader.stopped_at, reader.chars_read))
+        sender.send(RangeResult(graph.export_rows(), spill.export(), reader.metadata, reader.keys,
+                                reader.first_old_layout_node, reader.stopped_at, reader.chars_read))
     except Exception:
         sender.send(None)
     finally:
@@ -202,7 +203,7 @@ def read_chain(reader: TraceReader, graph: TraceGraph, spill: TailSpill, splits:
             chars += reader.chars_read
             at = reader.stopped_at
         else:
-            reader.merge_range(part.metadata, part.first_old_layout_node, len(graph))
+            reader.merge_range(part.metadata, part.keys, part.first_old_layout_node, len(graph))
             graph.extend_rows(part.rows)
             spill.adopt(readers.spill_path(at), part.spill_offsets)
             chars += part.chars

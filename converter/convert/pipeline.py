@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import CycleReport, CyclicDependencyError
 from ..io import atomic_output, refuse_overwriting_inputs
-from . import astra, cycles, parallel
+from . import astra, cycles, feed, parallel
 from .astra import AstraChanges
 from .graph import TraceGraph
 from .reader import TraceReader
@@ -104,34 +104,41 @@ def convert_file(
     """Convert the trace file ``input_path`` into ``output_path``; see ``ConvertOptions``.
     Raises a ``ConverterError`` subclass on bad input; no output file is left behind then."""
     refuse_overwriting_inputs(output_path, input_path)
-    splits = parallel.find_splits(input_path, options.jobs or parallel.default_jobs())
-    readers: parallel.RangeReaders | None = None
+    jobs = options.jobs or parallel.default_jobs()
+    fed = feed.should_feed(input_path, jobs)
+    splits = [] if fed else parallel.find_splits(input_path, jobs)
+    workers: parallel.RangeReaders | feed.ChunkWorkers | None = None
     own = [0, 0]  # bytes read by this process, of the file's total
 
     def report(done: int, total: int) -> None:
         own[:] = done, total
         if progress is not None:
-            others = readers.bytes_read() if readers is not None else 0
+            others = workers.bytes_read() if isinstance(workers, parallel.RangeReaders) else 0
             progress("read", min(total, done + others), total)
 
     reader = TraceReader(input_path, progress=report if progress is not None else None, astra_sim=options.astra_sim)
 
     def read(graph: TraceGraph, spill: TailSpill, times: StageTimes) -> None:
-        nonlocal readers
-        if not splits:
+        nonlocal workers
+        waiting = (lambda: report(*own)) if progress is not None else None
+        if fed:
+            workers = feed.ChunkWorkers(input_path, jobs, spill.directory, keep_simulation_fields=options.simulate,
+                                        astra_sim=options.astra_sim)
+            chain = feed.read_fed(reader, graph, spill, workers, report if progress is not None else None)
+        elif splits:
+            workers = parallel.RangeReaders(input_path, splits, spill.directory,
+                                            keep_simulation_fields=options.simulate, astra_sim=options.astra_sim)
+            chain = parallel.read_chain(reader, graph, spill, splits, workers, waiting)
+        else:
             collect(reader.records(), graph, spill)
             return
-        readers = parallel.RangeReaders(input_path, splits, spill.directory, keep_simulation_fields=options.simulate,
-                                        astra_sim=options.astra_sim)
-        chain = parallel.read_chain(reader, graph, spill, splits, readers,
-                                    (lambda: report(*own)) if progress is not None else None)
         times.wait, times.merge = chain.wait, chain.merge
 
     try:
-        return _run(reader, read, output_path, options, progress, processes=len(splits) + 1)
+        return _run(reader, read, output_path, options, progress, processes=jobs + 1 if fed else len(splits) + 1)
     finally:
-        if readers is not None:
-            readers.close()
+        if workers is not None:
+            workers.close()
 
 
 def convert_items(

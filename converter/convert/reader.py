@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import msgspec
 
@@ -53,6 +53,7 @@ class TraceReader:
         self.astra_sim = astra_sim
         self.metadata: dict[str, Any] = {}
         self.seen_nodes = False
+        self.keys: set[str] = set()  # the top-level keys read
         self.stopped_at: int | None = None  # the stop (a byte offset) where reading ended, if any
         self.chars_read = 0  # characters from the start of reading to where it ended
         self.first_old_layout_node: int | None = None  # position of the first 1.0.1-layout node
@@ -75,6 +76,28 @@ class TraceReader:
             self.stopped_at = stream.stopped_at
             self.chars_read = stream.position - char_offset
 
+    def records_from_source(self, source: IO[bytes], first_position: int = 0, char_offset: int = 0) -> Iterator[Row]:
+        """As ``records_from``, reading ``source`` (the file's content from a node's first byte,
+        or from blank space before one or before the array's end; closed here)."""
+        with JsonObjectStream(self.path, stream_keys={"nodes"}, batch=nodesource.decode_nodes, source=source) as stream:
+            items = stream.items_from(None, "nodes", char_offset, frozenset(self.keys))
+            yield from self._consume(items, stream, first_position)
+            self.chars_read = stream.position - char_offset
+
+    def head(self, stream: JsonObjectStream) -> bool:
+        """Read the top-level members before ``nodes`` (metadata; the schema is checked): True if
+        the node array follows (the stream's cursor is then inside it, at its first element)."""
+        for key, value in stream.items():
+            self.keys.add(key)
+            if key == "nodes":
+                self.seen_nodes = True
+                return True
+            if key in METADATA_KEYS:
+                self.metadata[key] = value
+                if key == "schema":
+                    self._check_schema(value)
+        return False
+
     def records_from_items(self, items: Iterator[tuple[str, Any]]) -> Iterator[Row]:
         """Records from top-level ``(key, value)`` pairs made in memory (``nodes``: an iterator of
         node dicts), e.g. the linker's merged trace, without writing it to a file."""
@@ -84,6 +107,7 @@ class TraceReader:
         self, items: Iterator[tuple[str, Any]], stream: JsonObjectStream | None, first: int
     ) -> Iterator[Row]:
         for key, value in items:
+            self.keys.add(key)
             if key == "nodes":
                 self.seen_nodes = True
                 yield from self._node_records(value, stream, first)
@@ -132,15 +156,18 @@ class TraceReader:
         if schema not in ACCEPTED_SCHEMAS:
             raise UnsupportedSchemaError(self.path, unsupported_schema_message(schema))
 
-    def merge_range(self, metadata: dict[str, Any], first_old_layout_node: int | None, offset: int) -> None:
-        """Take what another reader found after a split point: its top-level metadata and where
-        (counted from the split, which is node ``offset``) its first 1.0.1-layout node was."""
-        clash = set(metadata) & set(self.metadata)
+    def merge_range(self, metadata: dict[str, Any], keys: set[str], first_old_layout_node: int | None,
+                    offset: int) -> None:
+        """Take what another reader found after a split point: the top-level keys and metadata
+        after the nodes, and where (counted from the split, which is node ``offset``) its first
+        1.0.1-layout node was."""
+        clash = (keys - {"nodes"}) & self.keys
         if clash:
             raise TraceFormatError(self.path, f"duplicate top-level key {sorted(clash)[0]!r}")
         if self.first_old_layout_node is None and first_old_layout_node is not None:
             self.first_old_layout_node = offset + first_old_layout_node
         self.metadata.update(metadata)
+        self.keys |= keys
         self.seen_nodes = True
 
     def check_complete(self) -> None:
