@@ -14,7 +14,7 @@ whole (they are small: schema, pid, timestamps, distributed info).
 A streamed array's elements may also be decoded many at a time by a ``batch`` decoder (the
 converter's ``nodesource``): from an element start this reader knows (the array's first element,
 or the end of the previous batch or element), it takes the text up to a likely element boundary
-(``}, {"id":``, the same guess as ``convert.parallel``'s split) and hands ``[`` + text + ``]`` to
+(``}, {"id":`` for trace nodes, the same guess as ``convert.parallel``'s split) and hands ``[`` + text + ``]`` to
 the decoder, which returns the elements (yielded together, as a ``DecodedRun``) or None. A batch
 is accepted only if that text is a sequence of complete values, so its end is a real boundary;
 if the decoder refuses, those elements are decoded here one by one, exactly as without it.
@@ -45,7 +45,9 @@ _CHUNK_BYTES = 1 << 20
 _LOOKAHEAD = 1 << 16
 #: A batch ends at the first likely element boundary this many characters after its start.
 BATCH_CHARS = 1 << 18
-_BOUNDARY = re.compile(r'\}\s*,\s*\{\s*"id"\s*:')
+#: Likely boundaries between two trace nodes (writers put "id" first) and two Kineto events ("ph").
+NODE_BOUNDARY = re.compile(r'\}\s*,\s*\{\s*"id"\s*:')
+EVENT_BOUNDARY = re.compile(r'\}\s*,\s*\{\s*"ph"\s*:')
 #: After refused batches the next one waits (BATCH_CHARS << refusals in a row) / 4, up to this many.
 _BATCH_BACKOFF_LIMIT = 7
 _BLANK = " \t\n\r"
@@ -78,13 +80,15 @@ class JsonObjectStream:
         *,
         stops: Sequence[int] = (),
         batch: BatchDecoder | None = None,
+        boundary: re.Pattern[str] = NODE_BOUNDARY,
         source: IO[bytes] | None = None,
     ):
         """``stops``: byte offsets in the file's content where a streamed array is cut off if an
         element starts exactly there (split points handed to other processes); ``stopped_at``
         tells which one, if any. ``batch``: decodes runs of elements of streamed arrays (see the
-        module docstring). ``source``: read this content (a part of the file, already open; it
-        is closed with the stream) instead of opening ``path``, which then only names it."""
+        module docstring), which end where ``boundary`` matches. ``source``: read this content (a
+        part of the file, already open; it is closed with the stream) instead of opening ``path``,
+        which then only names it."""
         self.path = os.fspath(path)
         self.stream_keys = frozenset(stream_keys)
         self.stopped_at: int | None = None
@@ -101,6 +105,7 @@ class JsonObjectStream:
         self._eof = False
         self._read_size = _CHUNK_BYTES
         self._batch = batch
+        self._boundary = boundary
         self._batch_from = 0  # no batch before this character (after refusals)
         self._batch_refusals = 0
 
@@ -278,9 +283,9 @@ class JsonObjectStream:
         the first likely boundary ``BATCH_CHARS`` on (the last one, near the end of the text),
         or at the next stop if that comes first."""
         buf, pos = self._buf, self._pos
-        found = _BOUNDARY.search(buf, pos + BATCH_CHARS)
+        found = self._boundary.search(buf, pos + BATCH_CHARS)
         if found is None and self._eof:  # near the end: every element but the last
-            for found in _BOUNDARY.finditer(buf, pos + 1):  # noqa: B007 - the last one is kept
+            for found in self._boundary.finditer(buf, pos + 1):  # noqa: B007 - the last one is kept
                 pass
         if self._stops:
             stop = self._stops[0][0] - self._base

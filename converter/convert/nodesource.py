@@ -4,36 +4,21 @@ The standard library's scanner decodes one node per call and builds every value 
 node, most of it for parts the converter turns straight back into text (inputs, outputs) or that
 repeat from node to node (attrs). msgspec decodes a whole run of nodes per call into
 ``FastNode``\\ s that keep those parts as raw JSON (``msgspec.Raw``), ~2 us a node; the reader
-caches what the raw parts encode to, keyed by their bytes.
-
-Exactness: a run is accepted only if decoding it with ``json`` would give the same values; else
-``decode_nodes`` returns None and the stream decodes those nodes with the standard library.
-
-* msgspec refuses ``NaN``/``Infinity``, floats that overflow, lone surrogate escapes and integers
-  it cannot hold (refused: the standard library takes over); other numbers come out the same
-  (floats are correctly rounded; the tests compare both on hard and random cases); a duplicate
-  key keeps the last value, as ``json`` does; keys are unescaped before they are matched.
-* msgspec validates the syntax of the values it skips (keys the converter never reads) but not
-  two things the standard library would fail on there: integers longer than Python's digit limit
-  for ``int(str)`` (``_has_long_digit_run``) and nesting deeper than the recursion limit
-  (``_recursion_margin``: msgspec runs with a lower limit than the scanner will).
-* the text is a ``str`` decoded by the stream with the strict UTF-8 codec: invalid UTF-8 never
-  reaches this module.
-* a run starts where an element is known to start; it is decoded as ``[`` + run + ``]``, so it is
-  accepted only if it is a comma-separated sequence of complete values: then its end is an
-  element boundary too, and the next run starts at a known element start (see ``jsonstream``).
+caches what the raw parts encode to, keyed by their bytes. ``fastjson`` says when msgspec's
+values are exactly ``json``'s; a run is decoded as ``[`` + run + ``]``, so it is accepted only if it
+is a comma-separated sequence of complete values: then its end is an element boundary too, and
+the next run starts at a known element start (see ``jsonstream``).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import msgspec
+
+from ..fastjson import ExactDecoder
 
 #: ``attrs`` absent (``Raw`` of nothing: no JSON value is empty).
 ABSENT = msgspec.Raw(b"")
@@ -64,23 +49,10 @@ class RawIO(msgspec.Struct, gc=False):
     types: msgspec.Raw
 
 
-_NODES = msgspec.json.Decoder(list[FastNode])
 _IO = msgspec.json.Decoder(RawIO)
 _ANY = msgspec.json.Decoder()
-#: Levels of nesting kept in reserve: msgspec runs with the recursion limit lowered by this much,
-#: so it refuses (RecursionError) before the standard library, called a few frames deeper, would.
-_RECURSION_MARGIN = 64
-
-
-def decode_nodes(text: str) -> list[FastNode] | None:
-    """The nodes of ``text`` (``[`` + a run of nodes + ``]``), or None where ``json`` could differ."""
-    if _has_long_digit_run(text):
-        return None
-    try:
-        with _recursion_margin():
-            return _NODES.decode(text)
-    except (msgspec.DecodeError, RecursionError, ValueError):  # ValidationError is a DecodeError;
-        return None  # ValueError: the recursion limit is too low to lower
+#: The nodes of ``[`` + a run of nodes + ``]``, or None where ``json`` could differ.
+decode_nodes = ExactDecoder(msgspec.json.Decoder(list[FastNode]))
 
 
 def decode_io(raw: msgspec.Raw) -> RawIO | None:
@@ -108,7 +80,7 @@ def value_text(raw: msgspec.Raw | bytes) -> str | None:
 #: ``value_text`` without decoding: a list of (lists of) integers and strings of these characters is
 #: written by ``str()`` as its JSON text without blank space, with ", " between items and ' for ".
 #: No "-0" (it is 0), no escape, no quote nor comma nor space in strings; integers past the digit
-#: limit never get here (``_has_long_digit_run``).
+#: limit never get here (``fastjson.has_long_digit_run``).
 _LIST_OF_INTS = b"0123456789-[], \t\n\r"
 _PLAIN_STRING = bytes(c for c in range(0x21, 0x7F) if c not in b"\\'\",")
 _BLANK = b" \t\n\r"
@@ -196,36 +168,3 @@ def rest_entries(rest: bytes) -> Any:
     if rest[:1] != b",":
         raise ValueError("not the rest of a list")
     return json.loads(b"[" + rest[1:])
-
-
-# -- what the standard library would refuse in values msgspec skips -------------------------------
-def _has_long_digit_run(text: str) -> bool:
-    """True if ``text`` may hold an integer longer than ``int()`` takes (Python's
-    ``sys.get_int_max_str_digits``). A run of more than ``limit`` digits covers one of the
-    aligned blocks of ``limit // 2`` characters entirely; only blocks that start with a digit
-    are looked at, so this costs microseconds per megabyte."""
-    limit = _int_digit_limit()
-    if not limit:
-        return False
-    block = limit // 2
-    for start in range(0, len(text) - block + 1, block):
-        if "0" <= text[start] <= "9":
-            part = text[start : start + block]
-            if part.isascii() and part.isdigit():
-                return True
-    return False
-
-
-def _int_digit_limit() -> int:
-    get = getattr(sys, "get_int_max_str_digits", None)
-    return int(get()) if get is not None else 0
-
-
-@contextmanager
-def _recursion_margin() -> Iterator[None]:
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(limit - _RECURSION_MARGIN)  # RecursionError if already too deep: refused
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(limit)

@@ -22,10 +22,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any
 
 from ..io import GZIP_MAGIC
+from ..workers import Worker, fork_available
 from .graph import TraceGraph
 from .reader import TraceReader
 from .writer import TailSpill, collect
@@ -51,7 +51,7 @@ def find_splits(path: str, jobs: int) -> list[int]:
     """Likely node boundaries (byte offsets, ascending) cutting a large uncompressed file into
     up to ``jobs`` ranges; none for a small or gzipped file, one job, or where processes cannot
     be forked (also when the file cannot be read: the reader then reports that)."""
-    if jobs < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs < 2 or not fork_available():
         return []
     try:
         return _find_splits(path, jobs)
@@ -99,22 +99,14 @@ class RangeReaders:
 
     def __init__(self, path: str, splits: list[int], spill_dir: str, *, keep_simulation_fields: bool,
                  astra_sim: bool) -> None:
-        context = multiprocessing.get_context("fork")
-        self._progress = context.Array("q", len(splits), lock=False)  # bytes read by each worker
-        self._workers: dict[int, tuple[multiprocessing.process.BaseProcess, Connection, str]] = {}
+        self._progress = multiprocessing.get_context("fork").Array("q", len(splits), lock=False)  # bytes read
+        self._workers: dict[int, tuple[Worker, str]] = {}
         try:
             for slot, split in enumerate(splits):
-                receiver, sender = context.Pipe(duplex=False)
                 fd, spill_path = tempfile.mkstemp(dir=spill_dir, prefix=".chakra-tails-")
                 os.close(fd)  # the worker writes it; we remove it whatever happens (close)
-                process = context.Process(
-                    target=_work, daemon=True,
-                    args=(sender, path, split, splits[slot + 1 :], spill_path, keep_simulation_fields, astra_sim,
-                          self._progress, slot),
-                )
-                self._workers[split] = (process, receiver, spill_path)
-                process.start()
-                sender.close()
+                self._workers[split] = (Worker(_work, path, split, splits[slot + 1 :], spill_path,
+                                               keep_simulation_fields, astra_sim, self._progress, slot), spill_path)
         except BaseException:
             self.close()
             raise
@@ -126,37 +118,29 @@ class RangeReaders:
     def result(self, split: int, waiting: Callable[[], None] | None = None) -> RangeResult | None:
         """The result of the worker that started at ``split``; ``waiting`` is called now and
         then until it comes (progress)."""
-        process, receiver, _ = self._workers[split]
-        outcome: RangeResult | None = None
-        try:
-            while waiting is not None and not receiver.poll(_POLL_SECONDS):
-                waiting()
-            outcome = receiver.recv()
-        except EOFError:
-            outcome = None
-        process.join()
+        worker = self._workers[split][0]
+        while waiting is not None and not worker.receiver.poll(_POLL_SECONDS):
+            waiting()
+        outcome: RangeResult | None = worker.result()
         return outcome
 
     def spill_path(self, split: int) -> str:
-        return self._workers[split][2]
+        return self._workers[split][1]
 
     def close(self) -> None:
         """Stop the workers that still run, and remove their spill files."""
-        for process, receiver, spill_path in self._workers.values():
-            if process.pid is not None:
-                if process.is_alive():
-                    process.terminate()
-                process.join()
-            receiver.close()
+        for worker, spill_path in self._workers.values():
+            worker.stop()
             if os.path.exists(spill_path):
                 os.unlink(spill_path)
+        self._workers.clear()
 
 
-def _work(sender: Connection, path: str, start: int, stops: list[int], spill_path: str,
-          keep_simulation_fields: bool, astra_sim: bool, progress: Any, slot: int) -> None:
+def _work(path: str, start: int, stops: list[int], spill_path: str, keep_simulation_fields: bool, astra_sim: bool,
+          progress: Any, slot: int) -> RangeResult:
     """Worker body: read from ``start`` to the first of ``stops`` where a node starts, or to the
-    end; send a RangeResult, or None on any error (the first process then reads that part itself
-    and reports the error with node numbers)."""
+    end. Any error makes the result None: the first process then reads that part itself and
+    reports the error with node numbers."""
     gc.disable()  # as in the first process: millions of short-lived acyclic objects
     spill = TailSpill(os.path.dirname(spill_path), path=spill_path)
     try:
@@ -167,13 +151,10 @@ def _work(sender: Connection, path: str, start: int, stops: list[int], spill_pat
 
         reader = TraceReader(path, progress=report, astra_sim=astra_sim)
         collect(reader.records_from(start, stops=stops), graph, spill)
-        sender.send(RangeResult(graph.export_rows(), spill.export(), reader.metadata, reader.keys,
-                                reader.first_old_layout_node, reader.stopped_at, reader.chars_read))
-    except Exception:
-        sender.send(None)
+        return RangeResult(graph.export_rows(), spill.export(), reader.metadata, reader.keys,
+                           reader.first_old_layout_node, reader.stopped_at, reader.chars_read)
     finally:
         spill.close()
-        sender.close()
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """Streaming Kineto (chrome trace) reader: keep only the events the linker needs, compactly.
 
 ``chakra_trace_link`` loads the whole Kineto document and wraps every event in an object. Here the
-``traceEvents`` array is streamed one event at a time and only CPU ops, kernel launches and GPU
-ops are kept, as slotted records. Field defaults follow the reference's ``KinetoOperator``
+``traceEvents`` array is streamed (runs of events decoded by msgspec into ``_Event``\\ s that skip
+what the linker never reads; ``fastjson``: exact or refused) and only CPU ops, kernel launches and
+GPU ops are kept, as slotted records. Field defaults follow the reference's ``KinetoOperator``
 (``ts``/``dur`` 0, ``tid`` 0, ``External id`` -1) so the linker can reproduce its results exactly.
 """
 
@@ -13,8 +14,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from ..errors import TraceFormatError
-from ..jsonstream import JsonObjectStream
+from ..fastjson import ExactDecoder
+from ..jsonstream import EVENT_BOUNDARY, DecodedRun, JsonObjectStream
 
 CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation"})
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy"})
@@ -61,26 +65,74 @@ class KinetoEvent:
         "ts",
     )
 
-    def __init__(self, event: dict[str, Any], args: dict[str, Any]) -> None:
-        self.name: str = event.get("name", "")
-        self.cat: str = event.get("cat", "")
-        self.ph: Any = event.get("ph")
-        self.ts: Any = event.get("ts", 0)
-        self.dur: Any = event.get("dur", 0)
+    def __init__(self, event: _Event, args: _Args) -> None:
+        self.name: str = event.name
+        self.cat: str = event.cat
+        self.ph: Any = event.ph
+        self.ts: Any = event.ts
+        self.dur: Any = event.dur
         self.excl: Any = self.dur
-        self.tid: Any = event.get("tid", 0)
-        self.ext: int = int(args.get("External id", -1))
-        self.rf_id: Any = args.get("Record function id")
-        self.corr: Any = args.get("correlation", -1)
-        self.stream: Any = args.get("stream")
-        self.pg_name: Any = args.get("Process Group Name")
+        self.tid: Any = event.tid
+        self.ext: int = int(args.external_id)
+        self.rf_id: Any = args.rf_id
+        self.corr: Any = args.correlation
+        self.stream: Any = args.stream
+        self.pg_name: Any = args.pg_name
         self.inter_dep: Any = None
         self.host_id: int | None = None
 
     @classmethod
+    def from_dict(cls, event: dict[str, Any]) -> KinetoEvent:
+        """The kept event of a decoded Kineto event (its ``args`` an object, or absent)."""
+        return cls(_from_dict(event), _args(event.get("args")))
+
+    @classmethod
     def annotation(cls, name: str, ts: Any) -> KinetoEvent:
         """The process/thread marker ops the reference inserts into its CPU op list (tid 0)."""
-        return cls({"name": name, "ts": ts}, {})
+        return cls(_Event(name=name, ts=ts), _NO_ARGS)
+
+
+class _Args(msgspec.Struct, gc=False):
+    """An event's ``args`` as the linker reads them (absent: what ``dict.get`` gives)."""
+
+    external_id: Any = msgspec.field(default=-1, name="External id")
+    rf_id: Any = msgspec.field(default=None, name="Record function id")
+    correlation: Any = -1
+    stream: Any = None
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+
+
+class _Event(msgspec.Struct, gc=False):
+    """A Kineto event as the linker reads it (absent: what ``dict.get`` gives)."""
+
+    name: Any = ""
+    cat: Any = ""
+    ph: Any = None
+    ts: Any = 0
+    dur: Any = 0
+    tid: Any = 0
+    pid: Any = None
+    args: _Args | None = None
+
+
+_NO_ARGS = _Args()
+_EVENT_RUNS = ExactDecoder(msgspec.json.Decoder(list[_Event]))
+
+
+def _from_dict(event: dict[str, Any]) -> _Event:
+    """An event the standard library decoded, as ``_Event``; its ``args`` are left as decoded
+    (``_args`` reads them if the event is kept)."""
+    return _Event(name=event.get("name", ""), cat=event.get("cat", ""), ph=event.get("ph"), ts=event.get("ts", 0),
+                  dur=event.get("dur", 0), tid=event.get("tid", 0), pid=event.get("pid"), args=event.get("args"))
+
+
+def _args(args: Any) -> _Args:
+    if type(args) is _Args:
+        return args
+    args = args or {}
+    return _Args(external_id=args.get("External id", -1), rf_id=args.get("Record function id"),
+                 correlation=args.get("correlation", -1), stream=args.get("stream"),
+                 pg_name=args.get("Process Group Name"))
 
 
 @dataclass
@@ -97,6 +149,7 @@ class KinetoTrace:
     process_end: Any = 0
     distributed_info: dict[str, Any] | None = None
     pids: set[Any] = field(default_factory=set)
+    exact: bool = True  # every event was decoded by msgspec (so no float is NaN or infinite)
 
     def thread_order(self) -> list[Any]:
         """Thread ids in order of their first event in time (the reference's dict order)."""
@@ -107,7 +160,7 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
     """Stream ``path`` and return the kept events, sorted by start time (stable, as the reference)."""
     trace = KinetoTrace(os.fspath(path))
     seen_events = False
-    with JsonObjectStream(path, stream_keys={"traceEvents"}) as stream:
+    with JsonObjectStream(path, stream_keys={"traceEvents"}, batch=_EVENT_RUNS, boundary=EVENT_BOUNDARY) as stream:
         for key, value in stream.items():
             if key == "traceEvents":
                 seen_events = True
@@ -125,27 +178,31 @@ def _ts(event: KinetoEvent) -> Any:
     return event.ts
 
 
-def _read_events(trace: KinetoTrace, events: Any) -> None:
-    for index, event in enumerate(events):
-        if not isinstance(event, dict):
-            raise TraceFormatError(trace.path, f"traceEvents[{index}] is not a JSON object")
-        _track_time(trace, event, index)
-        cat = event.get("cat", "")
-        if cat not in CPU_CATEGORIES and cat not in GPU_CATEGORIES and cat not in LAUNCH_CATEGORIES:
-            continue
-        args = event.get("args") or {}
-        try:
-            kept = KinetoEvent(event, args)
-        except (TypeError, ValueError) as exc:
-            raise TraceFormatError(trace.path, f"traceEvents[{index}]: bad 'External id': {exc}") from None
-        _classify(trace, kept, event)
+def _read_events(trace: KinetoTrace, elements: Any) -> None:
+    index = 0
+    for element in elements:
+        for event in element if type(element) is DecodedRun else (element,):
+            if type(event) is not _Event:
+                if not isinstance(event, dict):
+                    raise TraceFormatError(trace.path, f"traceEvents[{index}] is not a JSON object")
+                event = _from_dict(event)
+                trace.exact = False
+            _track_time(trace, event, index)
+            cat = event.cat
+            if cat in CPU_CATEGORIES or cat in GPU_CATEGORIES or cat in LAUNCH_CATEGORIES:
+                try:
+                    kept = KinetoEvent(event, _args(event.args))
+                except (TypeError, ValueError) as exc:
+                    raise TraceFormatError(trace.path, f"traceEvents[{index}]: bad 'External id': {exc}") from None
+                _classify(trace, kept, event)
+            index += 1
 
 
-def _classify(trace: KinetoTrace, kept: KinetoEvent, event: dict[str, Any]) -> None:
+def _classify(trace: KinetoTrace, kept: KinetoEvent, event: _Event) -> None:
     if kept.cat in CPU_CATEGORIES:
         if PROFILER_STEP not in kept.name:
             trace.cpu_ops.append(kept)
-            trace.pids.add(event.get("pid"))
+            trace.pids.add(event.pid)
     elif kept.cat in GPU_CATEGORIES:
         trace.gpu_ops.append(kept)
     elif kept.name in LAUNCH_NAMES:
@@ -156,13 +213,13 @@ def _classify(trace: KinetoTrace, kept: KinetoEvent, event: dict[str, Any]) -> N
         trace.launch_by_corr[kept.corr] = kept
 
 
-def _track_time(trace: KinetoTrace, event: dict[str, Any], index: int) -> None:
+def _track_time(trace: KinetoTrace, event: _Event, index: int) -> None:
     """Process and per-thread time spans over every event with a tid, as the reference computes."""
-    tid = event.get("tid", 0)
+    tid = event.tid
     if tid is None:
         return
-    ts = event.get("ts", 0)
-    end = ts + event.get("dur", 0)
+    ts = event.ts
+    end = ts + event.dur
     trace.process_start = min(trace.process_start, ts)
     trace.process_end = max(trace.process_end, end)
     span = trace.threads.get(tid)

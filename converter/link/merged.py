@@ -4,22 +4,34 @@ Nodes are renumbered 0.. in id order, each host node followed by the device ops 
 (copies of the host node with the kernel's name, category, times and stream). ``ctrl_deps`` follow
 the renumbering; a parent id that is not a node gets a fresh id after all nodes, in output order,
 as the reference's id assigner does. Host nodes arrive in file order; if that is not id order,
-each node's text goes to a spill file and is copied out in id order, so memory stays per node.
+each node's block goes to a spill file and is copied out in id order, so memory stays per node.
+
+The output is the reference's JSON document (its values; not its blank space). Writing, nodes are
+decoded only as far as their top-level keys (msgspec: ``{key: raw JSON of its value}``): each value
+the merged node keeps is copied as it is, and the ones the linker sets are encoded by msgspec (the
+standard library's encoder takes ~10x longer), unless one is a float that is not finite (msgspec
+would write ``null`` for it, the reference ``NaN``). Nodes the standard library decoded (where
+msgspec refused) are merged and written by it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from ..io import atomic_text_output
+import msgspec
+
+from ..io import atomic_output
 from .hostindex import NO_CTRL_DEPS, HostIndex, iter_host_nodes
-from .linker import LinkPlan
+from .linker import LinkedOp, LinkPlan
 
 _dumps = json.JSONEncoder().encode
+_encode = msgspec.json.Encoder().encode
+Block = list[dict[str, Any]]
 
 
 class Renumbering:
@@ -53,7 +65,7 @@ class Renumbering:
         return original if found is None else found
 
 
-def merged_nodes(node: dict[str, Any], plan: LinkPlan, ids: Renumbering) -> list[dict[str, Any]]:
+def merged_nodes(node: dict[str, Any], plan: LinkPlan, ids: Renumbering) -> Block:
     """The host node as the merged trace has it, followed by its device ops."""
     host_id = node["id"]
     new_id = ids.new_id[host_id]
@@ -89,56 +101,141 @@ def merged_nodes(node: dict[str, Any], plan: LinkPlan, ids: Renumbering) -> list
     return out
 
 
+def _raw_block(node: dict[str, msgspec.Raw], position: int, index: HostIndex, plan: LinkPlan, ids: Renumbering
+               ) -> bytes:
+    """``merged_nodes`` of a node decoded as raw values, written as JSON text: its values, less
+    those the merged nodes set, then those set."""
+    host_id = index.ids[position]
+    new_id = ids.new_id[host_id]
+    linked = plan.linked.get(host_id)
+    host_values: dict[str, Any] = {"id": new_id}
+    if linked is not None:
+        dep = linked.inter_thread_dep
+        host_values.update(inclusive_dur=linked.inclusive_dur, exclusive_dur=linked.exclusive_dur, ts=linked.ts,
+                           inter_thread_dep=None if dep is None else ids.new_id.get(dep, dep))
+    parent = index.ctrl_deps[position]
+    if parent is not NO_CTRL_DEPS:
+        host_values["ctrl_deps"] = ids.parent(parent)
+    exact = _linked_values_finite(linked, plan.exact_events) and (
+        type(parent) is not float or math.isfinite(parent))
+    texts = [_joined(node, host_values, exact)]
+    for offset, gpu in enumerate(linked.gpu_ops if linked is not None else (), start=1):
+        values = {"inter_thread_dep": host_values["inter_thread_dep"], "id": new_id + offset, "ctrl_deps": new_id,
+                  "cat": gpu.cat, "name": gpu.name, "ph": gpu.ph, "inclusive_dur": gpu.dur,
+                  "exclusive_dur": gpu.excl, "ts": gpu.ts, "stream": gpu.stream}
+        if "ncclDevKernel" in gpu.name and gpu.pg_name is not None:
+            values["pg_name"] = gpu.pg_name
+        texts.append(_joined(node, values, exact))
+    return b",".join(texts)
+
+
+def _joined(node: dict[str, msgspec.Raw], values: dict[str, Any], exact: bool) -> bytes:
+    """The JSON object of ``node``'s raw values with ``values`` set (added after the others)."""
+    kept = {key: raw for key, raw in node.items() if key not in values}
+    added = _encode(values) if exact else _dumps(values).encode("ascii")
+    return _encode(kept)[:-1] + b"," + added[1:] if kept else added
+
+
+def _linked_values_finite(linked: LinkedOp | None, exact_events: bool) -> bool:
+    """Whether every float the linker puts in a host node's block is finite: its times (and,
+    unless every Kineto event was decoded by msgspec, every value taken from an event)."""
+    if linked is None:
+        return True
+    try:
+        total = linked.inclusive_dur + linked.exclusive_dur + linked.ts  # an overflow only errs on the safe side
+        for gpu in linked.gpu_ops:
+            total += gpu.dur + gpu.excl + gpu.ts
+    except TypeError:
+        return False
+    if not math.isfinite(total):
+        return False
+    return exact_events or all(
+        type(v) is not float or math.isfinite(v)
+        for gpu in linked.gpu_ops for v in (gpu.cat, gpu.name, gpu.ph, gpu.stream, gpu.pg_name)
+    )
+
+
+def _blocks(plan: LinkPlan, ids: Renumbering, nodes: Iterator[tuple[Any, bool]]) -> Iterator[tuple[Block, bool]]:
+    """(merged block, whether msgspec may write it) of each host node, in file order."""
+    linked, exact_events = plan.linked, plan.exact_events
+    for node, exact in nodes:
+        exact = exact and _linked_values_finite(linked.get(node["id"]), exact_events)
+        yield merged_nodes(node, plan, ids), exact
+
+
 def merged_items(index: HostIndex, plan: LinkPlan, spill_dir: str) -> Iterator[tuple[str, Any]]:
     """The merged trace as top-level ``(key, value)`` pairs, in file order; the value of ``nodes``
     is an iterator over merged node dicts in output (id) order. Second pass over the host trace."""
     ids = Renumbering(index, plan)
     for key, value in iter_host_nodes(index.path):
         if key == "nodes":
-            yield key, _merged_node_stream(value, index, plan, ids, spill_dir)
+            yield key, _merged_node_stream(_blocks(plan, ids, value), index, spill_dir)
         else:
             yield key, value
 
 
-def _merged_node_stream(
-    nodes: Iterator[Any], index: HostIndex, plan: LinkPlan, ids: Renumbering, spill_dir: str
-) -> Iterator[dict[str, Any]]:
-    blocks = (merged_nodes(node, plan, ids) for node in nodes)
+def _merged_node_stream(blocks: Iterator[tuple[Block, bool]], index: HostIndex, spill_dir: str
+                        ) -> Iterator[dict[str, Any]]:
     if index.ascending:
-        for block in blocks:
+        for block, _ in blocks:
             yield from block
     else:
-        yield from _in_id_order(blocks, index, spill_dir)
+        for text in _in_id_order((_block_text(block, exact) for block, exact in blocks), index, spill_dir):
+            yield from json.loads(b"[" + text + b"]")
 
 
-def _in_id_order(blocks: Iterator[list[dict[str, Any]]], index: HostIndex, spill_dir: str) -> Iterator[dict[str, Any]]:
-    """Spill each node's block as JSON text in file order, then read the blocks back in id order."""
+def _block_text(block: Block, exact: bool) -> bytes:
+    """The block's nodes as JSON text, separated by commas."""
+    if exact:
+        try:
+            return _encode(block)[1:-1]
+        except (msgspec.EncodeError, UnicodeEncodeError, OverflowError):
+            pass  # a lone surrogate, say: the standard library writes it escaped
+    return ",\n".join(map(_dumps, block)).encode("ascii")
+
+
+def _in_id_order(texts: Iterator[bytes], index: HostIndex, spill_dir: str) -> Iterator[bytes]:
+    """Spill each block's text in file order, then read the blocks back in id order."""
     rank = [0] * index.node_count
     for number, position in enumerate(index.sorted_positions()):
         rank[position] = number
     spans: list[tuple[int, int]] = [(0, 0)] * index.node_count
     with tempfile.TemporaryFile(dir=spill_dir) as spill:
-        for position, block in enumerate(blocks):
-            data = _dumps(block).encode()
+        for position, data in enumerate(texts):
             spans[rank[position]] = (spill.tell(), len(data))
             spill.write(data)
+        spill.flush()
         for offset, size in spans:
-            spill.seek(offset)
-            yield from json.loads(spill.read(size))
+            yield os.pread(spill.fileno(), size, offset)
+
+
+def _written_blocks(index: HostIndex, plan: LinkPlan, ids: Renumbering, nodes: Iterator[tuple[Any, bool]]
+                    ) -> Iterator[bytes]:
+    """Each host node's merged block as JSON text, in file order."""
+    for position, (node, exact) in enumerate(nodes):
+        if exact:
+            yield _raw_block(node, position, index, plan, ids)
+        else:
+            block = merged_nodes(node, plan, ids)
+            yield _block_text(block, False)
 
 
 def write_merged(index: HostIndex, plan: LinkPlan, output_path: str) -> None:
     """Write the merged trace; the output appears only once it is complete."""
     spill_dir = os.path.dirname(os.path.abspath(output_path))
-    with atomic_text_output(output_path) as out:
-        out.write("{")
-        for number, (key, value) in enumerate(merged_items(index, plan, spill_dir)):
-            out.write(("," if number else "") + "\n" + _dumps(key) + ": ")
+    ids = Renumbering(index, plan)
+    with atomic_output(output_path, compress=output_path.endswith(".gz")) as out:
+        out.write(b"{")
+        for number, (key, value) in enumerate(iter_host_nodes(index.path, raw=True)):
+            out.write(b"," * (number > 0) + b"\n" + _dumps(key).encode("ascii") + b": ")
             if key == "nodes":
-                out.write("[\n")
-                for count, node in enumerate(value):
-                    out.write((",\n" if count else "") + _dumps(node))
-                out.write("\n]")
+                texts: Iterator[bytes] = _written_blocks(index, plan, ids, value)
+                if not index.ascending:
+                    texts = _in_id_order(texts, index, spill_dir)
+                out.write(b"[\n")
+                for count, text in enumerate(texts):
+                    out.write(b",\n" * (count > 0) + text)
+                out.write(b"\n]")
             else:
-                out.write(_dumps(value))
-        out.write("\n}\n")
+                out.write(_dumps(value).encode("ascii"))
+        out.write(b"\n}\n")
