@@ -45,6 +45,7 @@ examples:
   {PROG} merged.json.gz out.et
   {PROG} convert --host rank0_host.json --device rank0_device.json out.0.et
   {PROG} convert-all outputs/ et/ --jobs 4
+  {PROG} convert-all /shared/outputs/ /shared/et/ --ray head-node:6379
   {PROG} PyTorch --input merged.json --output out.et      (chakra_converter's form)
 
 exit status: 0 on success, 1 when an input cannot be converted (one line on stderr, no output
@@ -169,6 +170,9 @@ def _add_convert_all(commands: Any) -> None:
     parser.add_argument("directory", metavar="DIRECTORY", help="each rank's host and Kineto traces")
     parser.add_argument("outdir", metavar="OUTDIR", help="where <prefix>.<rank>.et files go (created if missing)")
     parser.add_argument("-j", "--jobs", type=_positive, help="ranks converted at once (default: CPU count)")
+    parser.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                        help="run each rank as a task on this Ray cluster (default: the one this machine is "
+                             "part of) instead of local processes; paths must be the same on every node")
     parser.add_argument("--prefix", default="trace", help="output name prefix (default: trace)")
     parser.add_argument("--allow-mismatch", action="store_true", help="link pairs even if they look like two runs")
     _add_conversion_options(parser)
@@ -308,7 +312,8 @@ def _run_link(args: argparse.Namespace, reporter: Reporter) -> int:
 def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
     with ProgressBars(reporter.shows_progress) as bars:
         result = api.convert_all(args.directory, args.outdir, _options(args), jobs=args.jobs, prefix=args.prefix,
-                                 allow_mismatch=args.allow_mismatch, on_rank_done=bars.rank_done)
+                                 allow_mismatch=args.allow_mismatch, on_rank_done=bars.rank_done,
+                                 ray_address=args.ray)
     reporter.info(f"{'rank':>4}  {'status':6}  {'nodes':>9}  {'seconds':>7}  output / problem")
     for o in result.outcomes:
         status, detail = ("ok", o.output or "") if o.ok else ("FAILED", o.message)

@@ -67,12 +67,13 @@ def link(
 
 def _plan(
     host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: str | None,
-    rank: int | None, allow_mismatch: bool,
+    rank: int | None, allow_mismatch: bool, parallel: bool = True,
 ) -> tuple[LinkResult, HostIndex, LinkPlan]:
-    """First pass over the host trace, the Kineto trace, and the links between them (checked)."""
+    """First pass over the host trace, the Kineto trace, and the links between them (checked);
+    ``parallel``: both traces at once, in two processes, when they are large."""
     started = time.perf_counter()
     host, device = os.fspath(host_path), os.fspath(device_path)
-    index, trace = _read_pair(host, device)
+    index, trace = _read_pair(host, device, parallel)
     trace_rank = _check_rank(trace.distributed_info, rank, device)
     plan = plan_links(index, trace)
     warnings = check_pair(plan.stats, host, device, allow_mismatch) + _pid_warning(index.metadata, trace.pids)
@@ -83,12 +84,12 @@ def _plan(
     return result, index, plan
 
 
-def _read_pair(host: str, device: str) -> tuple[HostIndex, KinetoTrace]:
+def _read_pair(host: str, device: str, parallel: bool) -> tuple[HostIndex, KinetoTrace]:
     """The host trace's index and the Kineto trace, read at once by two processes when both are
     large: a worker indexes the host trace while this one reads the Kineto trace. Errors are the
     ones reading them one after the other gives: the host trace's first (a worker that failed is
     read again here, to report the problem)."""
-    if not _worth_a_worker(host, device):
+    if not (parallel and _worth_a_worker(host, device)):
         return index_host_trace(host), read_kineto(device)
     worker = Worker(index_host_trace, host)
     try:
@@ -114,12 +115,12 @@ def _worth_a_worker(host: str, device: str) -> bool:
 
 def link_items(
     host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: str, *,
-    rank: int | None, allow_mismatch: bool,
+    rank: int | None, allow_mismatch: bool, parallel: bool = True,
 ) -> tuple[LinkResult, Iterator[tuple[str, Any]]]:
     """The link plan, and the merged trace as items (made during the host trace's second pass);
-    spill files for an out-of-order host trace go next to ``target``."""
+    spill files for an out-of-order host trace go next to ``target``. ``parallel``: as ``_plan``."""
     with _gc_paused():
-        result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch)
+        result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch, parallel)
     return result, merged_items(index, plan, os.path.dirname(os.path.abspath(target)))
 
 

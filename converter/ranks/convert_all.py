@@ -8,15 +8,16 @@ One rank failing does not stop the others; each outcome is a row of the summary.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..convert.pipeline import ConvertOptions
 from ..errors import ConverterError
 from . import commgroups
 from .commgroups import COMM_GROUP_FILE, CommGroups
 from .discover import FoundTraces, discover
+from .onray import run_on_ray
 from .pair import convert_pair
 
 
@@ -60,25 +61,42 @@ def convert_all(
     prefix: str = "trace",
     allow_mismatch: bool = False,
     on_rank_done: Callable[[RankOutcome], None] | None = None,
+    ray_address: str | None = None,
 ) -> MultiRankResult:
     """Link and convert every rank found in ``directory``; see the module docstring.
-    ``on_rank_done`` is called with each rank's outcome as it finishes."""
+    ``on_rank_done`` is called with each rank's outcome as it finishes. With ``ray_address``,
+    each rank is a task on that Ray cluster (``ranks/onray.py``), else a local process."""
     found = discover(directory)
     os.makedirs(output_dir, exist_ok=True)
     tasks, outcomes = _plan(found, output_dir, prefix)
-    workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks) or 1))
-    if tasks:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_convert_rank, task, options, allow_mismatch) for task in tasks]
-            for future in as_completed(futures):
-                outcomes.append(future.result())
-                if on_rank_done is not None:
-                    on_rank_done(outcomes[-1])
+    options = replace(options, jobs=1)  # ranks run side by side: one process each
+    for outcome in _run(tasks, options, allow_mismatch, jobs, ray_address):
+        outcomes.append(outcome)
+        if on_rank_done is not None:
+            on_rank_done(outcome)
     outcomes.sort(key=lambda o: o.rank)
     groups = commgroups.from_distributed_info(found.dist_info.values())
     group_path = os.path.join(output_dir, COMM_GROUP_FILE)
     commgroups.write(groups, group_path)
     return MultiRankResult(outcomes, group_path, groups)
+
+
+def _run(tasks: list[_Task], options: ConvertOptions, allow_mismatch: bool, jobs: int | None,
+         ray_address: str | None) -> Iterator[RankOutcome]:
+    if not tasks:
+        return
+    if ray_address is not None:
+        yield from run_on_ray(ray_address, _convert_rank, tasks, (options, allow_mismatch), _lost)
+        return
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(_convert_rank, task, options, allow_mismatch) for task in tasks]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def _lost(task: _Task, reason: str) -> RankOutcome:
+    return RankOutcome(task.rank, task.host, task.device, None, False, reason)
 
 
 def _plan(found: FoundTraces, out_dir: str, prefix: str) -> tuple[list[_Task], list[RankOutcome]]:

@@ -35,7 +35,8 @@ def convert_pair(
         if options.rank is None and linked.rank is not None:
             options = replace(options, rank=linked.rank)
         return PairResult(linked, convert_file(keep_merged, output_path, options, progress))
-    linked, items = link_items(host_path, device_path, output_path, rank=rank, allow_mismatch=allow_mismatch)
+    linked, items = link_items(host_path, device_path, output_path, rank=rank, allow_mismatch=allow_mismatch,
+                               parallel=options.jobs != 1)
     if options.rank is None and linked.rank is not None:  # the Kineto trace says which rank this is
         options = replace(options, rank=linked.rank)
     return PairResult(linked, convert_items(items, output_path, options, source_name=linked.host_path))
