@@ -1,94 +1,29 @@
 """``convert-all --ray``: a real two-node Ray cluster on this machine (``ray start --head``, then
-``ray start --address``, one CPU each), 16 ranks, outputs byte-identical to the local run, a
-failing rank reported as locally, progress rank by rank. The cluster's processes are ours: the
-finalizer stops them by process id (those naming the cluster's own temp folder, and theirs)."""
+``ray start --address``, one CPU each: ``fixtures.raycluster``), 16 ranks, outputs byte-identical
+to the local run, a failing rank reported as locally, progress rank by rank. The cluster's
+processes are ours: the fixture stops them by process id when the module's tests are done."""
 
 from __future__ import annotations
 
 import gzip
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator
-from contextlib import suppress
 from pathlib import Path
 
 import pytest
 import ray  # noqa: F401 - the ray extra is part of the test install: missing, this fails, never skips
 
 from chakra_convert_fast.converter import api, cli
+from chakra_convert_fast.fixtures.raycluster import free_port, local_cluster
 from tests.linkcases import edge_case_pair
 
 RANKS = 16
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _ray(*args: str, env: dict[str, str]) -> None:
-    command = [os.path.join(os.path.dirname(sys.executable), "ray"), *args]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180, check=False)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-
-
-def _processes_of(marker: str) -> list[int]:
-    """Processes whose command line names ``marker``, and all their descendants."""
-    parents: dict[int, list[int]] = {}
-    roots = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                named = marker.encode() in cmdline.read()
-        except OSError:
-            continue
-        parents.setdefault(parent, []).append(int(entry))
-        if named:
-            roots.append(int(entry))
-    found: set[int] = set()
-    stack = roots
-    while stack:
-        pid = stack.pop()
-        if pid not in found and pid != os.getpid():
-            found.add(pid)
-            stack.extend(parents.get(pid, ()))
-    return sorted(found)
-
-
-def _stop(pids: list[int]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        time.sleep(2)
-
-
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[str]:
     """The address of a head and a second node, one CPU each, started here and stopped after."""
-    temp = tempfile.mkdtemp(prefix="crf-ray-", dir="/tmp")  # short: Ray's socket paths have a limit
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    address = f"127.0.0.1:{_free_port()}"
-    store = str(80 << 20)
-    try:
-        _ray("start", "--head", "--num-cpus", "1", "--port", address.split(":")[1], "--temp-dir", temp,
-             "--include-dashboard", "false", "--disable-usage-stats", "--object-store-memory", store, env=env)
-        _ray("start", "--address", address, "--num-cpus", "1", "--object-store-memory", store, env=env)
+    with local_cluster(nodes=2, cpus_per_node=1) as address:
         yield address
-    finally:
-        _stop(_processes_of(temp))
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 def make_job(directory: Path) -> None:
@@ -128,6 +63,6 @@ def test_ray_from_the_command_line(ray_cluster: str, tmp_path: Path, capsys: pyt
 def test_no_cluster_there_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     make_job(tmp_path / "job")
     code = cli.main(["convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "--ray",
-                     f"127.0.0.1:{_free_port()}"])
+                     f"127.0.0.1:{free_port()}"])
     err = capsys.readouterr().err
     assert code == 1 and "cannot connect to the Ray cluster" in err and err.count("\n") == 1, err
