@@ -267,7 +267,8 @@ class JsonObjectStream:
         if len(self._buf) - self._pos < 2 * BATCH_CHARS and not self._eof:
             self._fill()
         end = self._batch_end()
-        if end < 0:
+        if end < 0:  # no boundary in the buffer: not before more text comes (each search scans it all)
+            self._batch_from = self._base + len(self._buf)
             return None
         decoded = self._batch("[" + self._buf[self._pos : end] + "]")  # type: ignore[misc]
         if decoded is None:  # decode these here; refused again and again, batch less and less

@@ -20,7 +20,7 @@ from tests.linkcases import edge_case_pair
 
 from .conftest import load_trace
 
-FAST_DECODERS = [(hostindex, "_INDEXED_RUNS"), (hostindex, "_RAW_NODE_RUNS"), (hostindex, "_HOST_NODE_RUNS"),
+FAST_DECODERS = [(hostindex, "_INDEXED_RUNS"), (hostindex, "_RAW_NODE_RUNS"),
                  (kineto, "_EVENT_RUNS")]
 
 

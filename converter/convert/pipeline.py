@@ -1,7 +1,7 @@
 """One trace converted: reader (records, spilled tails) -> graph -> cycles -> writer.
 
 ``convert_file`` reads a JSON trace (a second process parses the second half of a large plain
-file); ``convert_items`` takes top-level ``(key, value)`` pairs made in memory, such as the
+file); ``convert_document`` reads a trace's JSON from an open stream, such as the
 linker's merged trace. Both run the same stages after reading and return a ``ConversionResult``.
 """
 
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO
 
 from ..errors import CycleReport, CyclicDependencyError
 from ..io import atomic_output, refuse_overwriting_inputs
@@ -141,13 +141,13 @@ def convert_file(
             workers.close()
 
 
-def convert_items(
-    items: Iterator[tuple[str, Any]], output_path: str, options: ConvertOptions, *, source_name: str
+def convert_document(
+    source: IO[bytes], output_path: str, options: ConvertOptions, *, source_name: str
 ) -> ConversionResult:
-    """Convert a trace given as top-level ``(key, value)`` pairs (``nodes``: an iterator of node
-    dicts); ``source_name`` names it in errors. Same output as those pairs written to a file."""
+    """Convert a trace read from ``source`` (its JSON, e.g. the linker's merged trace as it is
+    made; closed here); ``source_name`` names it in errors. Same output as that JSON in a file."""
     reader = TraceReader(source_name, astra_sim=options.astra_sim)
-    return _run(reader, lambda graph, spill, _times: collect(reader.records_from_items(items), graph, spill),
+    return _run(reader, lambda graph, spill, _times: collect(reader.records_from_document(source), graph, spill),
                 output_path, options, None)
 
 

@@ -98,10 +98,11 @@ class TraceReader:
                     self._check_schema(value)
         return False
 
-    def records_from_items(self, items: Iterator[tuple[str, Any]]) -> Iterator[Row]:
-        """Records from top-level ``(key, value)`` pairs made in memory (``nodes``: an iterator of
-        node dicts), e.g. the linker's merged trace, without writing it to a file."""
-        yield from self._consume(items, None, 0)
+    def records_from_document(self, source: IO[bytes]) -> Iterator[Row]:
+        """As ``records``, reading the trace's JSON from ``source`` (closed here), e.g. the linker's
+        merged trace as it is made, without writing it to a file."""
+        with JsonObjectStream(self.path, stream_keys={"nodes"}, batch=nodesource.decode_nodes, source=source) as stream:
+            yield from self._consume(stream.items(), stream, 0)
 
     def _consume(
         self, items: Iterator[tuple[str, Any]], stream: JsonObjectStream | None, first: int

@@ -92,34 +92,36 @@ def _indexed_run(text: str) -> list[_IndexedNode] | None:
     return nodes
 
 
-_HOST_NODE_RUNS = ExactDecoder(msgspec.json.Decoder())
 _RAW_NODE_RUNS = ExactDecoder(msgspec.json.Decoder(list[dict[str, msgspec.Raw]]))
 
 
 def _raw_node_run(text: str) -> list[dict[str, msgspec.Raw]] | None:
+    """The run's nodes as ``{key: raw JSON}``, the raw JSON without blank space (what the merged
+    trace copies: written indented, traces are ~4x larger, and so slower to write and to read)."""
+    try:
+        text = msgspec.json.format(text, indent=-1)  # only blank space changes: tokens are kept as they are
+    except (msgspec.DecodeError, RecursionError, ValueError):
+        return None
     nodes = _RAW_NODE_RUNS(text)
     if nodes is None or any("parent" in n and "ctrl_deps" not in n for n in nodes):
         return None  # a 1.0.1-layout node needs the layout's mapping, on decoded values
     return nodes
 
 
-def iter_host_nodes(path: str, *, raw: bool = False) -> Iterator[tuple[str, Any]]:
+def iter_host_nodes(path: str) -> Iterator[tuple[str, Any]]:
     """Top-level ``(key, value)`` pairs of a host trace; ``nodes`` yields ``(node, exact)``: the
-    node mapped to the newer layout, and whether msgspec decoded it (then no float in it is NaN
-    or infinite: msgspec refuses those, and the standard library decodes them). With ``raw``,
-    the nodes msgspec decoded come as ``{key: raw JSON of its value}`` (no value is decoded)."""
-    runs = _raw_node_run if raw else _HOST_NODE_RUNS
-    with JsonObjectStream(path, stream_keys={"nodes"}, batch=runs) as stream:
+    node as msgspec decodes it, ``{key: raw JSON of its value}`` (no value decoded), with exact
+    True; or the node the standard library decoded (where msgspec refused), mapped to the newer
+    layout, with exact False (then its floats may be NaN or infinite)."""
+    with JsonObjectStream(path, stream_keys={"nodes"}, batch=_raw_node_run) as stream:
         for key, value in stream.items():
             yield key, (_mapped_nodes(value) if key == "nodes" else value)
 
 
 def _mapped_nodes(elements: Iterator[Any]) -> Iterator[tuple[Any, bool]]:
     for element in elements:
-        if type(element) is DecodedRun:
+        if type(element) is DecodedRun:  # no 1.0.1-layout node in it: _raw_node_run refused those
             for node in element:
-                if type(node) is dict and "parent" in node:
-                    node = map_old_schema_node(node)
                 yield node, True
         else:
             yield (map_old_schema_node(element) if isinstance(element, dict) else element), False

@@ -16,6 +16,7 @@ msgspec refused) are merged and written by it.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -108,7 +109,7 @@ def _raw_block(node: dict[str, msgspec.Raw], position: int, index: HostIndex, pl
     host_id = index.ids[position]
     new_id = ids.new_id[host_id]
     linked = plan.linked.get(host_id)
-    host_values: dict[str, Any] = {"id": new_id}
+    host_values: dict[str, Any] = {}
     if linked is not None:
         dep = linked.inter_thread_dep
         host_values.update(inclusive_dur=linked.inclusive_dur, exclusive_dur=linked.exclusive_dur, ts=linked.ts,
@@ -118,22 +119,28 @@ def _raw_block(node: dict[str, msgspec.Raw], position: int, index: HostIndex, pl
         host_values["ctrl_deps"] = ids.parent(parent)
     exact = _linked_values_finite(linked, plan.exact_events) and (
         type(parent) is not float or math.isfinite(parent))
-    texts = [_joined(node, host_values, exact)]
+    texts = [_joined(node, new_id, host_values, exact)]
     for offset, gpu in enumerate(linked.gpu_ops if linked is not None else (), start=1):
-        values = {"inter_thread_dep": host_values["inter_thread_dep"], "id": new_id + offset, "ctrl_deps": new_id,
+        values = {"inter_thread_dep": host_values["inter_thread_dep"], "ctrl_deps": new_id,
                   "cat": gpu.cat, "name": gpu.name, "ph": gpu.ph, "inclusive_dur": gpu.dur,
                   "exclusive_dur": gpu.excl, "ts": gpu.ts, "stream": gpu.stream}
         if "ncclDevKernel" in gpu.name and gpu.pg_name is not None:
             values["pg_name"] = gpu.pg_name
-        texts.append(_joined(node, values, exact))
+        texts.append(_joined(node, new_id + offset, values, exact))
     return b",".join(texts)
 
 
-def _joined(node: dict[str, msgspec.Raw], values: dict[str, Any], exact: bool) -> bytes:
-    """The JSON object of ``node``'s raw values with ``values`` set (added after the others)."""
-    kept = {key: raw for key, raw in node.items() if key not in values}
-    added = _encode(values) if exact else _dumps(values).encode("ascii")
-    return _encode(kept)[:-1] + b"," + added[1:] if kept else added
+def _joined(node: dict[str, msgspec.Raw], node_id: int, values: dict[str, Any], exact: bool) -> bytes:
+    """The JSON object of ``node``'s raw values with its id and ``values`` set: the id first (where
+    readers look for a node's start), then the values kept, then the others set."""
+    parts = [b'{"id":', str(node_id).encode("ascii")]
+    kept = {key: raw for key, raw in node.items() if key != "id" and key not in values}
+    if kept:
+        parts += (b",", _encode(kept)[1:-1])
+    if values:
+        parts += (b",", (_encode(values) if exact else _dumps(values).encode("ascii"))[1:-1])
+    parts.append(b"}")
+    return b"".join(parts)
 
 
 def _linked_values_finite(linked: LinkedOp | None, exact_events: bool) -> bool:
@@ -155,42 +162,8 @@ def _linked_values_finite(linked: LinkedOp | None, exact_events: bool) -> bool:
     )
 
 
-def _blocks(plan: LinkPlan, ids: Renumbering, nodes: Iterator[tuple[Any, bool]]) -> Iterator[tuple[Block, bool]]:
-    """(merged block, whether msgspec may write it) of each host node, in file order."""
-    linked, exact_events = plan.linked, plan.exact_events
-    for node, exact in nodes:
-        exact = exact and _linked_values_finite(linked.get(node["id"]), exact_events)
-        yield merged_nodes(node, plan, ids), exact
-
-
-def merged_items(index: HostIndex, plan: LinkPlan, spill_dir: str) -> Iterator[tuple[str, Any]]:
-    """The merged trace as top-level ``(key, value)`` pairs, in file order; the value of ``nodes``
-    is an iterator over merged node dicts in output (id) order. Second pass over the host trace."""
-    ids = Renumbering(index, plan)
-    for key, value in iter_host_nodes(index.path):
-        if key == "nodes":
-            yield key, _merged_node_stream(_blocks(plan, ids, value), index, spill_dir)
-        else:
-            yield key, value
-
-
-def _merged_node_stream(blocks: Iterator[tuple[Block, bool]], index: HostIndex, spill_dir: str
-                        ) -> Iterator[dict[str, Any]]:
-    if index.ascending:
-        for block, _ in blocks:
-            yield from block
-    else:
-        for text in _in_id_order((_block_text(block, exact) for block, exact in blocks), index, spill_dir):
-            yield from json.loads(b"[" + text + b"]")
-
-
-def _block_text(block: Block, exact: bool) -> bytes:
-    """The block's nodes as JSON text, separated by commas."""
-    if exact:
-        try:
-            return _encode(block)[1:-1]
-        except (msgspec.EncodeError, UnicodeEncodeError, OverflowError):
-            pass  # a lone surrogate, say: the standard library writes it escaped
+def _block_text(block: Block) -> bytes:
+    """The block's nodes as JSON text, by the standard library (which decoded them)."""
     return ",\n".join(map(_dumps, block)).encode("ascii")
 
 
@@ -216,26 +189,62 @@ def _written_blocks(index: HostIndex, plan: LinkPlan, ids: Renumbering, nodes: I
         if exact:
             yield _raw_block(node, position, index, plan, ids)
         else:
-            block = merged_nodes(node, plan, ids)
-            yield _block_text(block, False)
+            yield _block_text(merged_nodes(node, plan, ids))
+
+
+def merged_document(index: HostIndex, plan: LinkPlan, spill_dir: str) -> Iterator[bytes]:
+    """The merged trace's JSON text, piece by piece (second pass over the host trace); spill
+    files for an out-of-order host trace go to ``spill_dir``."""
+    ids = Renumbering(index, plan)
+    yield b"{"
+    for number, (key, value) in enumerate(iter_host_nodes(index.path)):
+        yield b"," * (number > 0) + b"\n" + _dumps(key).encode("ascii") + b": "
+        if key == "nodes":
+            texts: Iterator[bytes] = _written_blocks(index, plan, ids, value)
+            if not index.ascending:
+                texts = _in_id_order(texts, index, spill_dir)
+            yield b"[\n"
+            for count, text in enumerate(texts):
+                yield b",\n" * (count > 0) + text
+            yield b"\n]"
+        else:
+            yield _dumps(value).encode("ascii")
+    yield b"\n}\n"
 
 
 def write_merged(index: HostIndex, plan: LinkPlan, output_path: str) -> None:
     """Write the merged trace; the output appears only once it is complete."""
     spill_dir = os.path.dirname(os.path.abspath(output_path))
-    ids = Renumbering(index, plan)
     with atomic_output(output_path, compress=output_path.endswith(".gz")) as out:
-        out.write(b"{")
-        for number, (key, value) in enumerate(iter_host_nodes(index.path, raw=True)):
-            out.write(b"," * (number > 0) + b"\n" + _dumps(key).encode("ascii") + b": ")
-            if key == "nodes":
-                texts: Iterator[bytes] = _written_blocks(index, plan, ids, value)
-                if not index.ascending:
-                    texts = _in_id_order(texts, index, spill_dir)
-                out.write(b"[\n")
-                for count, text in enumerate(texts):
-                    out.write(b",\n" * (count > 0) + text)
-                out.write(b"\n]")
-            else:
-                out.write(_dumps(value).encode("ascii"))
-        out.write(b"\n}\n")
+        for piece in merged_document(index, plan, spill_dir):
+            out.write(piece)
+
+
+class DocumentReader(io.RawIOBase):
+    """A readable file over pieces of bytes made on demand (``merged_document``), for a reader
+    that takes a file: the merged trace is converted without being written anywhere."""
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        super().__init__()
+        self._pieces = pieces
+        self._left = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._left:
+            piece = next(self._pieces, None)
+            if piece is None:
+                return 0
+            self._left = memoryview(piece)
+        count = min(len(buffer), len(self._left))
+        buffer[:count] = self._left[:count]
+        self._left = self._left[count:]
+        return count
+
+    def close(self) -> None:
+        close = getattr(self._pieces, "close", None)
+        if close is not None:
+            close()  # the host trace's stream and spill file
+        super().close()

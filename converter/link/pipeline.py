@@ -2,18 +2,19 @@
 
 ``link`` is ``chakra_trace_link`` without et_replay or HTA, streaming and near-linear, and it refuses
 pairs that do not belong together (the reference links nothing and reports success);
-``link_items`` gives the merged trace as items for the converter instead of writing it.
+``link_document`` gives the merged trace as a readable stream for the converter instead of writing it.
 """
 
 from __future__ import annotations
 
 import gc
+import io
 import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import IO, Any
 
 from ..errors import ConverterError, TraceContentError, TraceFormatError
 from ..io import refuse_overwriting_inputs
@@ -22,10 +23,11 @@ from .hostindex import HostIndex, index_host_trace
 from .kineto import KinetoTrace, read_kineto
 from .linker import LinkPlan, LinkStats
 from .linker import link as plan_links
-from .merged import merged_items, write_merged
+from .merged import DocumentReader, merged_document, write_merged
 
 _MISMATCH_SHARE = 0.5  # more matched ops with differing names than this share: another run
 _MIN_PARALLEL_BYTES = 16 << 20  # both inputs at least this large: read them in two processes
+_DOCUMENT_BUFFER = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -113,15 +115,17 @@ def _worth_a_worker(host: str, device: str) -> bool:
     return fork_available() and min(sizes) >= _MIN_PARALLEL_BYTES and (os.cpu_count() or 1) > 1
 
 
-def link_items(
+def link_document(
     host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: str, *,
     rank: int | None, allow_mismatch: bool, parallel: bool = True,
-) -> tuple[LinkResult, Iterator[tuple[str, Any]]]:
-    """The link plan, and the merged trace as items (made during the host trace's second pass);
-    spill files for an out-of-order host trace go next to ``target``. ``parallel``: as ``_plan``."""
+) -> tuple[LinkResult, IO[bytes]]:
+    """The link plan, and the merged trace's JSON as a readable stream, made as it is read (the
+    host trace's second pass); spill files for an out-of-order host trace go next to ``target``.
+    ``parallel``: as ``_plan``. The caller closes the stream."""
     with _gc_paused():
         result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch, parallel)
-    return result, merged_items(index, plan, os.path.dirname(os.path.abspath(target)))
+    document = merged_document(index, plan, os.path.dirname(os.path.abspath(target)))
+    return result, io.BufferedReader(DocumentReader(document), _DOCUMENT_BUFFER)
 
 
 @contextmanager
