@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chakra_convert_fast.converter import ConvertOptions, convert
-from chakra_convert_fast.converter.convert import feed, parallel
+from chakra_convert_fast.converter.convert import feed, parallel, writer
 from chakra_convert_fast.converter.errors import ConverterError, TraceContentError
 from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 
@@ -23,6 +23,7 @@ JOBS = (1, 2, 3, 5)
 def split_small_files(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parallel, "MIN_SPLIT_BYTES", 0)
     monkeypatch.setattr(parallel, "MIN_RANGE_BYTES", 1)
+    monkeypatch.setattr(writer, "_ROWS_PER_WRITER", 7)  # writing split too
 
 
 def outcome(source: Path, target: Path, jobs: int) -> tuple[str, object]:
@@ -102,6 +103,16 @@ def test_invalid_json_in_any_range_is_reported_at_its_character(where: float, tm
     source.write_text(text[:cut] + "," + text[cut:], encoding="utf-8")
     kind, message = every_way(source, tmp_path)
     assert kind == "error" and f"invalid JSON at character {cut}:" in str(message)
+
+
+@pytest.mark.parametrize("broken", [4, 30, 60])
+def test_write_errors_in_any_slice_name_the_right_node(broken: int, tmp_path: Path) -> None:
+    nodes = many_nodes()
+    nodes[broken]["name"] = "bad \ud800 name"  # refused when its name field is encoded (written)
+    source = tmp_path / "t.json"
+    source.write_text(json.dumps(trace(nodes)))
+    kind, message = every_way(source, tmp_path)
+    assert kind == "error" and f"node #{broken} " in str(message) and "not valid Unicode" in str(message)
 
 
 def test_duplicate_ids_across_ranges(tmp_path: Path) -> None:

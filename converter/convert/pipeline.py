@@ -175,7 +175,7 @@ def _run(
         times.build, stage = time.perf_counter() - stage, time.perf_counter()
         with atomic_output(target) as out:
             write_metadata(out, reader.path, reader.metadata)
-            written, comm, edges = write_nodes(out, graph, spill, progress)
+            written, comm, edges = write_nodes(out, graph, spill, progress, options.jobs or parallel.default_jobs())
         times.write = time.perf_counter() - stage
     finally:
         spill.close()

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from ..errors import TraceContentError
 from ..schema.chakra import COMM_NODE_TYPES
+from ..workers import Worker, fork_available
 from . import encode
 from .graph import TraceGraph
 from .records import NodeRecord, RowBatch
@@ -24,6 +25,7 @@ from .records import NodeRecord, RowBatch
 _BUFFER = 1 << 20
 _WRITE_BATCH = 4096  # records joined per write
 _GAP = 1 << 16  # tails skipped ahead of the read-ahead window that still extend it
+_ROWS_PER_WRITER = 100_000  # fewer nodes than this a process: writing is not split
 
 
 class _Segment:
@@ -162,12 +164,63 @@ def write_metadata(out: IO[bytes], path: str, metadata: dict[str, Any]) -> None:
 Progress = Callable[[str, int, int], None]
 
 
-def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: Progress | None) -> tuple[int, int, int]:
-    """Write every kept node in id order; returns (nodes, comm nodes, data deps)."""
+def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: Progress | None,
+                jobs: int = 1) -> tuple[int, int, int]:
+    """Write every kept node in id order; returns (nodes, comm nodes, data deps). With ``jobs``
+    over 1 and many nodes, workers forked now (they share the graph and the spill) encode the
+    later slices of the id order into files next to the output, copied in after this process's
+    own slice; a slice whose worker failed is written here (so an error names the right node)."""
+    rows = graph.rows_by_id()
+    slices = min(jobs, len(rows) // _ROWS_PER_WRITER) if fork_available() else 1
+    if slices < 2:
+        return _write_rows(out, graph, spill, rows, progress)
+    cuts = [len(rows) * k // slices for k in range(slices + 1)]
+    out.flush()  # the workers inherit the file: nothing of it may wait in a buffer they copy
+    workers = []
+    try:
+        for k in range(1, slices):
+            fd, path = tempfile.mkstemp(dir=spill.directory, prefix=".chakra-part-")
+            os.close(fd)
+            workers.append((Worker(_write_part, path, graph, spill, rows[cuts[k] : cuts[k + 1]]), path))
+        totals = list(_write_rows(out, graph, spill, rows[: cuts[1]], progress))
+        for k, (worker, path) in enumerate(workers, start=1):
+            part = worker.result()
+            if part is None:
+                part = _write_rows(out, graph, spill, rows[cuts[k] : cuts[k + 1]], None)
+            else:
+                out.flush()
+                _copy_into(out, path)
+            totals = [a + b for a, b in zip(totals, part, strict=True)]
+            if progress is not None:
+                progress("write", cuts[k + 1], len(rows))
+    finally:
+        for worker, path in workers:
+            worker.stop()
+            if os.path.exists(path):
+                os.unlink(path)
+    return totals[0], totals[1], totals[2]
+
+
+def _write_part(path: str, graph: TraceGraph, spill: TailSpill, rows: list[int]) -> tuple[int, int, int]:
+    """Worker body: ``rows``' records into the file ``path``."""
+    with open(path, "wb", buffering=_BUFFER) as part:
+        return _write_rows(part, graph, spill, rows, None)
+
+
+def _copy_into(out: IO[bytes], path: str) -> None:
+    with open(path, "rb") as source:
+        size = os.fstat(source.fileno()).st_size
+        offset = 0
+        while offset < size:
+            offset += os.sendfile(out.fileno(), source.fileno(), offset, size - offset)
+
+
+def _write_rows(out: IO[bytes], graph: TraceGraph, spill: TailSpill, rows: list[int], progress: Progress | None
+                ) -> tuple[int, int, int]:
+    """The records of ``rows`` (in this order); returns (nodes, comm nodes, data deps)."""
     ids, names, types, deps = graph.ids, graph.names, graph.types, graph.deps
     send_recv, dep_count, ctrl_dep = graph.send_recv, graph.deps.count, graph.ctrl_dep
     overrides, zero_duration = graph.tail_overrides, graph.zero_duration
-    rows = graph.rows_by_id()
     prefixes: dict[tuple[str, int], bytes] = {}
     pending: list[bytes] = []
     edges = 0
