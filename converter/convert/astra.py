@@ -22,18 +22,18 @@ default output:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..schema.chakra import CollectiveCommType, NodeType
 from . import encode
 from .collectives import HOST_OP_PREFIX
 from .graph import TraceGraph
+from .nodes import OpKind
 from .records import HostOp
 
 #: Host-side collectives come from gloo, which records no process group: the default one.
 HOST_COLLECTIVE_GROUP = "0"
-_METADATA = int(NodeType.METADATA_NODE)
 _SEND, _RECV = int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)
 _BROADCAST = int(CollectiveCommType.BROADCAST)
 
@@ -46,7 +46,6 @@ class AstraChanges:
     ctrl_deps_dropped: int = 0
     host_collectives: int = 0
     worker_ops_zeroed: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 def apply(graph: TraceGraph, rank: int | None) -> AstraChanges:
@@ -56,17 +55,17 @@ def apply(graph: TraceGraph, rank: int | None) -> AstraChanges:
     _remove_metadata(graph, changes)
     _host_collectives(graph, rank, changes)
     graph.drop_missing_ctrl = True
-    changes.ctrl_deps_dropped = sum(1 for row in graph.final_rows() if _ctrl_names_unwritten(graph, row))
+    changes.ctrl_deps_dropped = len(graph.ctrl_to_dropped())
     return changes
 
 
 def diagnose(graph: TraceGraph) -> list[str]:
     """Why ASTRA-sim would reject the default output of ``graph``, one reason per kind."""
     problems = []
-    missing = sum(1 for row in graph.final_rows() if _ctrl_names_unwritten(graph, row))
+    missing = len(graph.ctrl_to_dropped())
     if missing:
         problems.append(f"{missing} ctrl_deps name a node that is not in the file")
-    metadata = sum(1 for row in graph.final_rows() if graph.types[row] == _METADATA)
+    metadata = len(_written_metadata(graph))
     if metadata:
         problems.append(f"{metadata} METADATA node(s)")
     host = sum(1 for _ in _paired_host_collectives(graph, require_collective=False))
@@ -75,23 +74,21 @@ def diagnose(graph: TraceGraph) -> list[str]:
     return problems
 
 
-def _ctrl_names_unwritten(graph: TraceGraph, row: int) -> bool:
-    return bool(graph.has_ctrl[row]) and not graph.final[graph.parent_row(row)]
+def _written_metadata(graph: TraceGraph) -> set[int]:
+    return {row for row in graph.rows_of_kind(OpKind.METADATA) if graph.final[row]}
 
 
 # -- 1. METADATA nodes ------------------------------------------------------------------------------
 def _remove_metadata(graph: TraceGraph, changes: AstraChanges) -> None:
-    removed = {row for row in graph.final_rows() if graph.types[row] == _METADATA}
+    removed = _written_metadata(graph)
     if not removed:
         return
     ids = graph.ids
     inherited = {ids[row]: _inherited_edges(graph, row, removed) for row in removed}
-    for row in graph.final_rows():
-        if row in removed:
-            continue
-        edges = graph.deps.edges(row)
-        if any(dep in inherited for dep, _ in edges):
-            graph.deps.replace(row, _rewired(edges, inherited))
+    dependents = {row for dep in inherited for row in graph.deps.rows_depending_on(dep)} - removed
+    for row in sorted(dependents):
+        graph.deps.replace(row, _rewired(graph.deps.edges(row), inherited))
+    for row in {child for m in removed for child in graph.children(m)} - removed:
         parent = graph.parent_row(row)
         while graph.has_ctrl[row] and parent in removed:  # a child of a removed node: its parent's parent
             parent = graph.parent_row(parent)

@@ -91,6 +91,22 @@ class DepTable:
             return True
         return count > 2 and any(dep == dep_id for dep, _ in self._extra.get(node, ()))
 
+    def rows_depending_on(self, dep_id: int) -> list[int]:
+        """Rows with ``dep_id`` among their dependencies (scans in C, for a few ids)."""
+        rows = []
+        for slot, minimum in ((self._first, 1), (self._second, 2)):
+            start = 0
+            while True:
+                try:
+                    row = slot.index(dep_id, start)
+                except ValueError:
+                    break
+                if self.count[row] >= minimum:
+                    rows.append(row)
+                start = row + 1
+        rows.extend(row for row, extra in self._extra.items() if any(dep == dep_id for dep, _ in extra))
+        return sorted(set(rows))
+
     def replace(self, node: int, edges: list[tuple[int, bool]]) -> None:
         """Set a node's edges anew (cycle breaking)."""
         self.count[node] = 0
@@ -133,6 +149,7 @@ class TraceGraph:
         self.deps = DepTable(0)
         self.final = bytearray()
         self.dangling_removed = 0
+        self.dropped: list[int] = []  # converted rows dropped as dangling
         self._parent_idx = array("l")
         self._child_start = array("l")
         self._children = array("l")
@@ -397,13 +414,28 @@ class TraceGraph:
         """Keep converted nodes that have a dependency or are one (the reference's single pass)."""
         deps, referenced = self.deps, self._referenced
         final = bytearray(len(self))
-        kept = 0
+        dropped = self.dropped = []
         for row in self.order:
             if deps.count[row] or referenced[row]:
                 final[row] = 1
-                kept += 1
+            else:
+                dropped.append(row)
         self.final = final
-        self.dangling_removed = len(self.order) - kept
+        self.dangling_removed = len(dropped)
+
+    def rows_of_kind(self, kind: nodes.OpKind) -> list[int]:
+        """Rows of one op kind (a scan in C: for the rare kinds)."""
+        rows, marker, kinds = [], bytes([kind]), self.kinds
+        row = kinds.find(marker)
+        while row >= 0:
+            rows.append(row)
+            row = kinds.find(marker, row + 1)
+        return rows
+
+    def ctrl_to_dropped(self) -> list[int]:
+        """Written rows whose ctrl_deps names a node dropped as dangling (so not in the file)."""
+        final, has_ctrl = self.final, self.has_ctrl
+        return [child for row in self.dropped for child in self.children(row) if final[child] and has_ctrl[child]]
 
     def final_rows(self) -> list[int]:
         """Rows that are written, in the order the reference's node map holds them."""
