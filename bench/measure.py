@@ -11,6 +11,7 @@ interpreter rather than by the (large) pytest process; the trampoline's ~10 MB i
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -66,11 +67,36 @@ class Run:
     stderr: str
 
 
-def ours_command(src: Path, dst: Path) -> list[str]:
-    """``chakra-convert-fast INPUT OUTPUT`` (the installed script, or else the module)."""
+def ours_command(src: Path, dst: Path, *options: str) -> list[str]:
+    """``chakra-convert-fast INPUT OUTPUT [options]`` (the installed script, or else the module)."""
+    return [*_ours(), str(src), str(dst), *options]
+
+
+def convert_all_command(directory: Path, outdir: Path, *options: str) -> list[str]:
+    """``chakra-convert-fast convert-all DIRECTORY OUTDIR [options]``."""
+    return [*_ours(), "convert-all", str(directory), str(outdir), *options]
+
+
+def _ours() -> list[str]:
     exe = shutil.which("chakra-convert-fast")
-    command = [exe] if exe else [sys.executable, "-m", "chakra_convert_fast.converter"]
-    return [*command, str(src), str(dst)]
+    return [exe] if exe else [sys.executable, "-m", "chakra_convert_fast.converter"]
+
+
+_SUMMARY = re.compile(r"nodes/s; (\d+) reading, (\d+)% in sequential stages\)")
+_RANK_ROW = re.compile(r"^\s*(\d+)\s+(ok|FAILED)\s+([\d,]+)\s+([\d.]+)\s", re.M)
+
+
+def summary_figures(stderr: str) -> dict[str, float]:
+    """Processes reading and the share of sequential stages, from a conversion's summary line."""
+    found = _SUMMARY.search(stderr)
+    if found is None:
+        return {}
+    return {"processes": int(found.group(1)), "sequential_fraction": int(found.group(2)) / 100}
+
+
+def rank_seconds(stderr: str) -> dict[int, float]:
+    """Seconds of each rank that converted, from convert-all's table."""
+    return {int(m.group(1)): float(m.group(4)) for m in _RANK_ROW.finditer(stderr) if m.group(2) == "ok"}
 
 
 def reference_command(src: Path, dst: Path) -> list[str]:

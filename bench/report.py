@@ -4,14 +4,17 @@
     python -m bench.report                      # newest JSON under bench/results
     python -m bench.report run.json --out bench/results
 
-Writes ``benchmark.md`` and ``benchmark.png`` (time and peak memory against node count, ours and
-the reference) into ``--out``.
+Writes ``benchmark.md`` (the side-by-side table; the ``--jobs`` scaling table; the Ray run, with the
+estimate for ``--machines`` machines of ``--cores`` cores converting ``--estimate-ranks`` ranks of
+``--estimate-nodes`` nodes) and ``benchmark.png`` (time and peak memory against node count, ours
+and the reference) into ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +45,86 @@ class Row:
         return self.ours_mb / self.ref_mb if self.ref_mb else None
 
 
+@dataclass(frozen=True, slots=True)
+class ScalingRow:
+    """One ``--jobs`` run."""
+
+    packing: str  # json or gzip
+    nodes: int
+    jobs: int
+    seconds: float
+    peak_mb: float
+    processes: int | None
+    sequential_fraction: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RayRow:
+    """One convert-all run on a Ray cluster, and the same ranks by local processes."""
+
+    ranks: int
+    nodes_per_rank: int
+    cluster_nodes: int
+    local_s: float
+    ray_s: float
+    rank_mean_s: float
+    rank_max_s: float
+
+
+def _extra(paths: list[Path], kind: str) -> list[dict[str, Any]]:
+    found = []
+    for path in paths:
+        doc: dict[str, Any] = json.loads(path.read_text())
+        found += [b.get("extra_info", {}) for b in doc.get("benchmarks", [])
+                  if b.get("extra_info", {}).get("kind", "convert") == kind]
+    return found
+
+
+def load_scaling(paths: list[Path]) -> list[ScalingRow]:
+    rows = [ScalingRow(i["packing"], int(i["nodes"]), int(i["jobs"]), float(i["ours_s"]), i["ours_peak_rss"] / MB,
+                       i.get("processes"), i.get("sequential_fraction")) for i in _extra(paths, "scaling")]
+    return sorted(rows, key=lambda r: (r.packing != "json", r.nodes, r.jobs))
+
+
+def load_ray(paths: list[Path]) -> list[RayRow]:
+    return [RayRow(int(i["ranks"]), int(i["nodes_per_rank"]), int(i["ray_nodes"]), float(i["local_s"]),
+                   float(i["ray_s"]), float(i["rank_seconds_mean"]), float(i["rank_seconds_max"]))
+            for i in _extra(paths, "ray")]
+
+
+def markdown_scaling(rows: list[ScalingRow]) -> str:
+    """Wall time by ``--jobs``, with the speed-up over one job and the sequential stages' share."""
+    lines = ["| input | nodes | --jobs | processes | seconds | speed-up | sequential share | peak RSS (MB) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    single = {(r.packing, r.nodes): r.seconds for r in rows if r.jobs == 1}
+    for r in rows:
+        base = single.get((r.packing, r.nodes))
+        lines.append(
+            f"| {r.packing} | {r.nodes:,} | {r.jobs} | {r.processes if r.processes is not None else '?'} | "
+            f"{r.seconds:.2f} | {_fmt(base / r.seconds if base else None, '.2f')} | "
+            f"{_fmt(r.sequential_fraction, '.0%')} | {r.peak_mb:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def markdown_ray(rows: list[RayRow], ranks: int, nodes: int, machines: int, cores: int) -> str:
+    """The Ray runs, and the estimate for ``ranks`` ranks of ``nodes`` nodes on ``machines`` x ``cores``."""
+    lines = ["| ranks | nodes / rank | Ray nodes | local processes (s) | Ray (s) | per rank, mean (s) "
+             "| per rank, max (s) |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r.ranks} | {r.nodes_per_rank:,} | {r.cluster_nodes} | {r.local_s:.2f} | {r.ray_s:.2f} | "
+                     f"{r.rank_mean_s:.2f} | {r.rank_max_s:.2f} |")
+    if rows:
+        r = max(rows, key=lambda row: row.nodes_per_rank)
+        per_rank = r.rank_mean_s * nodes / r.nodes_per_rank
+        waves = math.ceil(ranks / (machines * cores))
+        lines += ["", f"Estimate: {ranks:,} ranks of {nodes:,} nodes on {machines} machines of {cores} cores (one "
+                  f"rank per core, a wave of {machines * cores}): {waves} wave(s) x {per_rank:,.0f} s a rank "
+                  f"(measured {r.rank_mean_s:.2f} s for {r.nodes_per_rank:,} nodes, scaled by node count) = "
+                  f"~{waves * per_rank / 60:,.1f} min, plus reading the inputs from shared storage."]
+    return "\n".join(lines) + "\n"
+
+
 def latest_json(folder: Path = RESULTS) -> Path:
     """The newest ``*.json`` under ``folder`` (pytest-benchmark autosaves into a subfolder)."""
     found = sorted(folder.rglob("*.json"), key=lambda p: p.stat().st_mtime)
@@ -59,7 +142,7 @@ def load_rows(paths: list[Path]) -> list[Row]:
         doc: dict[str, Any] = json.loads(path.read_text())
         for bench in doc.get("benchmarks", []):
             info = bench.get("extra_info", {})
-            if "nodes" not in info or "ours_s" not in info:
+            if "nodes" not in info or "ours_s" not in info or info.get("kind", "convert") != "convert":
                 continue
             ref_rss = info.get("ref_peak_rss")
             rows.append(
@@ -130,19 +213,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("json", nargs="*", type=Path, help="pytest-benchmark JSON files (default: the newest)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for benchmark.md and benchmark.png")
+    parser.add_argument("--estimate-ranks", type=int, default=1024)
+    parser.add_argument("--estimate-nodes", type=int, default=1_000_000, help="nodes per rank of the estimate")
+    parser.add_argument("--machines", type=int, default=32)
+    parser.add_argument("--cores", type=int, default=16, help="cores per machine of the estimate")
     args = parser.parse_args(argv)
     try:
-        rows = load_rows(args.json or [latest_json()])
+        paths = args.json or [latest_json()]
+        rows, scaling, ray = load_rows(paths), load_scaling(paths), load_ray(paths)
     except (FileNotFoundError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not rows:
+    if not rows and not scaling and not ray:
         print("error: no benchmark rows with extra_info found", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    table = markdown(rows)
+    table = markdown(rows) if rows else ""
+    if scaling:
+        table += "\n### --jobs scaling\n\n" + markdown_scaling(scaling)
+    if ray:
+        table += "\n### convert-all on Ray\n\n" + markdown_ray(ray, args.estimate_ranks, args.estimate_nodes,
+                                                                 args.machines, args.cores)
     (args.out / "benchmark.md").write_text(table)
-    plot(rows, args.out / "benchmark.png")
+    if rows:
+        plot(rows, args.out / "benchmark.png")
     print(table, end="")
     print(f"wrote {args.out / 'benchmark.md'} and {args.out / 'benchmark.png'}")
     return 0

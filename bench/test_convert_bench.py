@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bench.conftest import REPO
-from bench.measure import Run, measure, ours_command, reference_command
+from bench.measure import Run, measure, ours_command, reference_command, summary_figures
 
 
 def _check(run: Run, who: str) -> None:
@@ -37,6 +37,7 @@ def test_convert(benchmark: Any, trace_for: Any, ref_max_nodes: int, tmp_path: P
         "ours_s": runs[-1].seconds,
         "ours_peak_rss": runs[-1].peak_rss_bytes,
         "ours_nodes_per_s": nodes / runs[-1].seconds,
+        **summary_figures(runs[-1].stderr),
     }
     if nodes <= ref_max_nodes:
         ref = measure(reference_command(src, tmp_path / "ref.et"), cwd=REPO)

@@ -101,11 +101,14 @@ def link(
 def convert_all(
     directory: PathArg, output_dir: PathArg, options: ConvertOptions | None = None, *, jobs: int | None = None,
     prefix: str = "trace", allow_mismatch: bool = False, on_rank_done: Callable[[RankOutcome], None] | None = None,
+    ray_address: str | None = None,
 ) -> MultiRankResult:
     """Link and convert every rank in ``directory`` into ``output_dir/<prefix>.<rank>.et``, ``jobs``
-    ranks at a time, and write ``comm_group.json``; failing ranks are reported, not raised."""
+    ranks at a time (or each a task on the Ray cluster at ``ray_address``, "auto" for the local one),
+    and write ``comm_group.json``; failing ranks are reported, not raised."""
     return _convert_all(os.fspath(directory), os.fspath(output_dir), options or ConvertOptions(), jobs=jobs,
-                        prefix=prefix, allow_mismatch=allow_mismatch, on_rank_done=on_rank_done)
+                        prefix=prefix, allow_mismatch=allow_mismatch, on_rank_done=on_rank_done,
+                        ray_address=ray_address)
 
 
 def write_comm_groups(device_traces: Sequence[PathArg], output_path: PathArg) -> CommGroups:

@@ -4,7 +4,7 @@ All work is done by ``api``. Human output (progress bars, summaries, warnings, e
 stderr, and to ``--log-filename`` when given; stdout carries only what a command produces as data.
 Forms accepted (the last one is ``chakra_converter``'s, so its scripts only swap the executable)::
 
-    chakra-convert-fast [convert] INPUT OUTPUT [options]
+    chakra-convert-fast [convert] INPUT OUTPUT [--jobs N] [options]
     chakra-convert-fast convert --host HOST --device DEVICE OUTPUT [options]
     chakra-convert-fast link --host HOST --device DEVICE OUTPUT
     chakra-convert-fast convert-all DIRECTORY OUTDIR [options]
@@ -46,6 +46,7 @@ examples:
   {PROG} merged.json.gz out.et
   {PROG} convert --host rank0_host.json --device rank0_device.json out.0.et
   {PROG} convert-all outputs/ et/ --jobs 4
+  {PROG} convert-all /shared/outputs/ /shared/et/ --ray head-node:6379
   {PROG} PyTorch --input merged.json --output out.et      (chakra_converter's form)
 
 exit status: 0 on success, 1 when an input cannot be converted (one line on stderr, no output
@@ -160,9 +161,15 @@ def _add_convert(commands: Any) -> None:
                         help="INPUT OUTPUT, or only OUTPUT with --host and --device")
     _add_pair_options(parser, required=False)
     parser.add_argument("--keep-merged", metavar="PATH", help="with --host/--device: also write the merged JSON")
+    _add_jobs_option(parser)
     _add_conversion_options(parser)
     _add_output_options(parser)
     parser.set_defaults(run=_run_convert)
+
+
+def _add_jobs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-j", "--jobs", dest="read_jobs", type=_positive, metavar="N",
+                        help="processes reading a large plain-JSON input, a byte range each (default: CPU count)")
 
 
 def _add_link(commands: Any) -> None:
@@ -186,6 +193,9 @@ def _add_convert_all(commands: Any) -> None:
     parser.add_argument("directory", metavar="DIRECTORY", help="each rank's host and Kineto traces")
     parser.add_argument("outdir", metavar="OUTDIR", help="where <prefix>.<rank>.et files go (created if missing)")
     parser.add_argument("-j", "--jobs", type=_positive, help="ranks converted at once (default: CPU count)")
+    parser.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                        help="run each rank as a task on this Ray cluster (default: the one this machine is "
+                             "part of) instead of local processes; paths must be the same on every node")
     parser.add_argument("--prefix", default="trace", help="output name prefix (default: trace)")
     parser.add_argument("--allow-mismatch", action="store_true", help="link pairs even if they look like two runs")
     _add_conversion_options(parser)
@@ -224,6 +234,7 @@ def _add_reference_form(commands: Any) -> None:
     )
     parser.add_argument("--input", required=True, metavar="INPUT", help="merged or host trace, .json or .json.gz")
     parser.add_argument("--output", required=True, metavar="OUTPUT", help="Chakra trace to write (.et)")
+    _add_jobs_option(parser)
     _add_conversion_options(parser)
     _add_output_options(parser)
     parser.set_defaults(run=_run_reference_form)
@@ -351,7 +362,8 @@ def _run_link(args: argparse.Namespace, reporter: Reporter) -> int:
 def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
     with ProgressBars(reporter.shows_progress) as bars:
         result = api.convert_all(args.directory, args.outdir, _options(args), jobs=args.jobs, prefix=args.prefix,
-                                 allow_mismatch=args.allow_mismatch, on_rank_done=bars.rank_done)
+                                 allow_mismatch=args.allow_mismatch, on_rank_done=bars.rank_done,
+                                 ray_address=args.ray)
     reporter.info(f"{'rank':>4}  {'status':6}  {'nodes':>9}  {'seconds':>7}  output / problem")
     for o in result.outcomes:
         status, detail = ("ok", o.output or "") if o.ok else ("FAILED", o.message)
@@ -420,7 +432,7 @@ def _report_json(report: api.CheckReport) -> dict[str, Any]:
 def _options(args: argparse.Namespace) -> api.ConvertOptions:
     return api.ConvertOptions(
         simulate=args.simulate, break_cycles=args.break_cycles, allow_missing_parents=args.allow_missing_parents,
-        astra_sim=args.astra_sim, rank=getattr(args, "rank", None),
+        astra_sim=args.astra_sim, rank=getattr(args, "rank", None), jobs=getattr(args, "read_jobs", None),
     )
 
 
@@ -528,7 +540,8 @@ class Reporter:
         self.info(
             f"wrote {result.output_path}: {result.nodes_written:,} nodes ({result.dangling_removed:,} dangling "
             f"removed, {result.comm_nodes:,} comm nodes, {result.data_deps:,} data deps) from {result.nodes_read:,} "
-            f"in {result.seconds:.2f} s ({result.nodes_read / max(result.seconds, 1e-9):,.0f} nodes/s)"
+            f"in {result.seconds:.2f} s ({result.nodes_read / max(result.seconds, 1e-9):,.0f} nodes/s; "
+            f"{result.processes} reading, {result.sequential_fraction:.0%} in sequential stages)"
         )
         if result.simulation is not None:
             self.info(f"simulated execution: {result.simulation.end_time_us:,} us "

@@ -474,6 +474,9 @@ class SpillFile:
     def flush(self) -> None:
         self._writer.flush()
 
+    def fileno(self) -> int:
+        return self._file.fileno()
+
     def pread(self, size: int, offset: int) -> bytes:
         try:
             return os.pread(self._file.fileno(), size, offset)

@@ -10,16 +10,27 @@ grammar is exactly ``json.load``'s, so values (and their ``str()``) match the re
 
 Only top-level keys named in ``stream_keys`` are streamed; every other top-level value is decoded
 whole (they are small: schema, pid, timestamps, distributed info).
+
+A streamed array's elements may also be decoded many at a time by a ``batch`` decoder (the
+converter's ``nodesource``): from an element start this reader knows (the array's first element,
+or the end of the previous batch or element), it takes the text up to a likely element boundary
+(``}, {"id":`` for trace nodes, the same guess as ``convert.parallel``'s split) and hands ``[`` + text + ``]`` to
+the decoder, which returns the elements (yielded together, as a ``DecodedRun``) or None. A batch
+is accepted only if that text is a sequence of complete values, so its end is a real boundary;
+if the decoder refuses, those elements are decoded here one by one, exactly as without it.
 """
 
 from __future__ import annotations
 
 import codecs
+import io
 import json
 import os
 import re
-from collections.abc import Iterator
-from typing import Any
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any
 
 from .errors import TraceFormatError
 from .io import TraceFile, open_trace
@@ -37,6 +48,16 @@ _LOOKAHEAD = 1 << 16
 #: buffer is refilled and the value decoded again. An error further from the end is an error in
 #: the file, reported without reading any more.
 _CUT_MARGIN = 16
+#: A batch ends at the first likely element boundary this many characters after its start.
+BATCH_CHARS = 1 << 18
+#: Likely boundaries between two trace nodes (writers put "id" first) and two Kineto events ("ph").
+NODE_BOUNDARY = re.compile(r'\}\s*,\s*\{\s*"id"\s*:')
+EVENT_BOUNDARY = re.compile(r'\}\s*,\s*\{\s*"ph"\s*:')
+#: After refused batches the next one waits (BATCH_CHARS << refusals in a row) / 4, up to this many.
+_BATCH_BACKOFF_LIMIT = 7
+_BLANK = " \t\n\r"
+#: Decodes ``[`` + a run of elements + ``]``, or returns None (then the elements are decoded here).
+BatchDecoder = Callable[[str], "list[Any] | None"]
 _CONCATENATED_HINT = (
     "the file holds several concatenated JSON documents (seen when two ranks, or two saves of the "
     "execution trace observer, write the same file); `chakra-convert-fast repair INPUT OUTPUT` keeps the "
@@ -44,11 +65,16 @@ _CONCATENATED_HINT = (
 )
 
 
+class DecodedRun(list[Any]):
+    """Elements of a streamed array decoded together by the batch decoder, yielded as one item."""
+
+
 class JsonObjectStream:
     """Iterate ``(key, value)`` over a file's top-level JSON object, streaming selected arrays.
 
-    For a key in ``stream_keys`` the value is an iterator over the array's elements; it must be
-    consumed before the next pair is requested (whatever is left is skipped, element by element).
+    For a key in ``stream_keys`` the value is an iterator over the array's elements (and over
+    ``DecodedRun`` lists of them, with a batch decoder); it must be consumed before the next pair is
+    requested (whatever is left is skipped).
     ``bytes_read``/``total_bytes`` follow the underlying file, for progress bars.
     """
 
@@ -57,18 +83,29 @@ class JsonObjectStream:
         path: str | os.PathLike[str],
         stream_keys: frozenset[str] | set[str] = frozenset(),
         *,
-        stop_at: int | None = None,
+        stops: Sequence[int] = (),
+        batch: BatchDecoder | None = None,
+        boundary: re.Pattern[str] = NODE_BOUNDARY,
+        source: IO[bytes] | None = None,
         byte_range: tuple[int, int] | None = None,
     ):
-        """``stop_at``: a character offset where a streamed array is cut off if an element
-        starts exactly there (a split point handed to another process); ``stopped`` tells.
-        ``byte_range``: read only those bytes of the file's content (one object among several)."""
+        """``stops``: byte offsets in the file's content where a streamed array is cut off if an
+        element starts exactly there (split points handed to other processes); ``stopped_at``
+        tells which one, if any. ``batch``: decodes runs of elements of streamed arrays (see the
+        module docstring), which end where ``boundary`` matches. ``source``: read this content (a
+        part of the file, already open; it is closed with the stream) instead of opening ``path``,
+        which then only names it. ``byte_range``: read only those bytes of the file's content
+        (one object among several)."""
         self.path = os.fspath(path)
         self.stream_keys = frozenset(stream_keys)
-        self.stop_at = stop_at
-        self.stopped = False
-        self._file: TraceFile = open_trace(self.path, byte_range)
-        self.total_bytes = self._file.size
+        self.stopped_at: int | None = None
+        self._byte_stops = deque(sorted(stops))  # not yet reached by the buffer
+        self._stops: deque[tuple[int, int]] = deque()  # (character, byte) of those the buffer reached
+        self._fed = 0  # bytes of content handed to the UTF-8 decoder
+        #: The file (the project's opener: gzip and OS errors are TraceFormatErrors), or a source.
+        self._file: TraceFile | None = None if source is not None else open_trace(self.path, byte_range)
+        self._source: IO[bytes] | None = source
+        self.total_bytes = self._file.size if self._file is not None else 0
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
         self._decode = json.JSONDecoder().raw_decode
         self._buf = ""
@@ -76,6 +113,10 @@ class JsonObjectStream:
         self._base = 0  # characters discarded before _buf[0], for absolute positions in errors
         self._eof = False
         self._read_size = _CHUNK_BYTES
+        self._batch = batch
+        self._boundary = boundary
+        self._batch_from = 0  # no batch before this character (after refusals)
+        self._batch_refusals = 0
 
     # -- context management ---------------------------------------------------------------
     def __enter__(self) -> JsonObjectStream:
@@ -85,28 +126,67 @@ class JsonObjectStream:
         self.close()
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+        if self._source is not None:
+            self._source.close()
 
     @property
     def bytes_read(self) -> int:
-        return self._file.position
+        """Bytes of the file read (of its content, with a source given)."""
+        return self._file.position if self._file is not None else self._fed
 
-    # -- buffering ------------------------------------------------------------------------
+    @property
+    def position(self) -> int:
+        """Characters before the cursor (an element's start, after ``stopped_at``)."""
+        return self._base + self._pos
+
+    # -- opening and buffering ------------------------------------------------------------
     def _fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
 
+    def _read_bytes(self, size: int) -> bytes:
+        if self._file is not None:
+            return self._file.read(size)
+        assert self._source is not None
+        try:
+            return self._source.read(size)
+        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            raise self._fail(f"cannot read (corrupt or truncated gzip data?): {exc}") from exc
+
     def _fill(self) -> None:
         """Append the next chunk of text to the buffer, dropping what has been consumed."""
-        data = self._file.read(self._read_size)
+        pending = self._decoder.getstate()[0] if self._byte_stops else b""
+        data = self._read_bytes(self._read_size)
         final = not data
         try:
             text = self._decoder.decode(data, final)
         except UnicodeDecodeError as exc:
             raise self._fail("is not UTF-8 text (binary data?)") from exc
+        if self._byte_stops:
+            self._locate_stops(pending, data)
+        self._fed += len(data)
         self._base += self._pos
         self._buf = self._buf[self._pos :] + text
         self._pos = 0
         self._eof = final
+
+    def _locate_stops(self, pending: bytes, data: bytes) -> None:
+        """The characters where the stops in ``data`` (just read) are: what precedes a stop in
+        the text is the decoder's pending bytes and ``data`` up to the stop (a stop is a '{',
+        never inside a character)."""
+        chars = self._base + len(self._buf)  # characters before this chunk's text
+        ascii_only = not pending and data.isascii()
+        while self._byte_stops and self._byte_stops[0] < self._fed + len(data):
+            stop = self._byte_stops.popleft()
+            if stop < self._fed:
+                continue  # before this chunk: passed over already
+            head = data[: stop - self._fed]
+            try:
+                at = chars + (len(head) if ascii_only else len((pending + head).decode("utf-8")))
+            except UnicodeDecodeError:
+                continue  # not where a character starts: no element starts there
+            self._stops.append((at, stop))
 
     def _at(self, what: str) -> str:
         return f"{what} at character {self._base + self._pos}"
@@ -177,16 +257,18 @@ class JsonObjectStream:
         if self._peek() == "]":
             self._pos += 1
             return
-        stop_at = self.stop_at
+        stops = self._stops
         while True:
-            if stop_at is not None:
+            if stops or self._byte_stops:
                 self._skip_ws()
-                if self._base + self._pos >= stop_at:
-                    if self._base + self._pos == stop_at:
-                        self.stopped = True
-                        return
-                    stop_at = self.stop_at = None  # the split point was inside a value: not a boundary
-            yield self._value()
+                here = self._base + self._pos
+                while stops and stops[0][0] < here:
+                    stops.popleft()  # the split point was inside a value: not a boundary
+                if stops and stops[0][0] == here:
+                    self.stopped_at = stops[0][1]
+                    return
+            batch = self._next_batch() if self._batch is not None else None
+            yield self._value() if batch is None else batch
             found = self._peek()
             self._pos += 1
             if found == "]":
@@ -194,6 +276,53 @@ class JsonObjectStream:
             if found != ",":
                 self._pos -= 1
                 raise self._fail(self._unexpected(found, "expected ',' or ']' in an array"))
+
+    def _next_batch(self) -> DecodedRun | None:
+        """The elements from the cursor (an element start) to a likely boundary, decoded by the
+        batch decoder, with the cursor moved past them; None to decode one element here."""
+        self._skip_ws()
+        if self._base + self._pos < self._batch_from:
+            return None
+        if len(self._buf) - self._pos < 2 * BATCH_CHARS and not self._eof:
+            self._fill()
+        end = self._batch_end()
+        if end < 0:  # no boundary in the buffer: not before more text comes (each search scans it all)
+            self._batch_from = self._base + len(self._buf)
+            return None
+        decoded = self._batch("[" + self._buf[self._pos : end] + "]")  # type: ignore[misc]
+        if decoded is None:  # decode these here; refused again and again, batch less and less
+            self._batch_refusals = min(self._batch_refusals + 1, _BATCH_BACKOFF_LIMIT)
+            self._batch_from = self._base + end + ((BATCH_CHARS << self._batch_refusals) >> 2)
+            return None
+        self._batch_refusals = 0
+        self._pos = end
+        return DecodedRun(decoded)
+
+    def _batch_end(self) -> int:
+        """Where a batch from the cursor should end (just after an element's '}'), or -1: at
+        the first likely boundary ``BATCH_CHARS`` on (the last one, near the end of the text),
+        or at the next stop if that comes first."""
+        buf, pos = self._buf, self._pos
+        found = self._boundary.search(buf, pos + BATCH_CHARS)
+        if found is None and self._eof:  # near the end: every element but the last
+            for found in self._boundary.finditer(buf, pos + 1):  # noqa: B007 - the last one is kept
+                pass
+        if self._stops:
+            stop = self._stops[0][0] - self._base
+            if found is None or found.start() >= stop:
+                return self._element_end_before(stop)
+        return -1 if found is None else found.start() + 1
+
+    def _element_end_before(self, stop: int) -> int:
+        """Just after the '}' that precedes ``stop`` across a comma (and blank space), or -1."""
+        start = max(self._pos, stop - 256)
+        head = self._buf[start:stop].rstrip(_BLANK)
+        if not head.endswith(","):
+            return -1
+        head = head[:-1].rstrip(_BLANK)
+        if not head.endswith("}"):
+            return -1
+        return start + len(head)
 
     # -- the top-level object -------------------------------------------------------------
     def items(self) -> Iterator[tuple[str, Any]]:
@@ -208,23 +337,43 @@ class JsonObjectStream:
             self._pos += 1
         else:
             yield from self._members(set())
-        if not self.stopped:
+        if self.stopped_at is None:
             self._check_end()
 
-    def items_from(self, byte_offset: int, key: str, char_offset: int) -> Iterator[tuple[str, Any]]:
-        """Like ``items``, starting at ``byte_offset`` (``char_offset`` characters into the text):
-        an element of the streamed array ``key``.
-
-        The first pair is ``(key, rest of the array)``; the members after it follow. Used by a
-        second process that reads the second half of a large file; errors give positions in the
-        whole file.
+    def items_from(self, byte_offset: int | None, key: str, char_offset: int = 0,
+                   seen: frozenset[str] = frozenset()) -> Iterator[tuple[str, Any]]:
+        """Like ``items``, starting at ``byte_offset`` (None: where the source is) at an element
+        of the streamed array ``key``, ``char_offset`` characters into the text (for positions
+        in errors); ``seen``: the top-level keys before ``key``, if known. The first pair is
+        ``(key, rest of the array)``; the members after it follow. Used to read a large file in
+        parts, each in its own process.
         """
-        self._file.seek(byte_offset)
+        if byte_offset is not None:
+            if self._file is not None:
+                self._file.seek(byte_offset)
+            elif self._source is not None:
+                self._source.seek(byte_offset)
+            self._fed = byte_offset
         self._base = char_offset
         yield key, self._array()
+        if self.stopped_at is not None:
+            return
         if self._close_member():
-            yield from self._members(set())
+            yield from self._members({key, *seen})
         self._check_end()
+
+    def detach(self) -> tuple[bytes, TraceFile | IO[bytes], int]:
+        """Hand over what follows the cursor, instead of reading on: call it when a streamed
+        array's iterator has just been received, unstarted. Returns the content already read but
+        not consumed, the source to read the rest from (the stream no longer does), and how many
+        characters precede the cursor. Only ``close`` may follow."""
+        read_ahead = self._buf[self._pos :].encode("utf-8") + self._decoder.getstate()[0]
+        position = self._base + self._pos
+        source: TraceFile | IO[bytes] | None = self._file if self._file is not None else self._source
+        assert source is not None
+        self._file, self._source = None, io.BytesIO()
+        self._buf, self._pos, self._eof = "", 0, True
+        return read_ahead, source, position
 
     def _check_end(self) -> None:
         if self._peek():
@@ -245,7 +394,7 @@ class JsonObjectStream:
                 yield key, elements
                 for _ in elements:  # skip whatever the consumer left
                     pass
-                if self.stopped:
+                if self.stopped_at is not None:
                     return
             else:
                 yield key, self._value()

@@ -45,7 +45,7 @@ class Worker:
         context = multiprocessing.get_context("fork" if fork_available() else None)
         try:
             self.receiver, sender = context.Pipe(duplex=False)
-            with _signals_held():
+            with signals_held():
                 self._process = context.Process(
                     target=_run, args=(os.getpid(), self.receiver, sender, function, args), daemon=True
                 )
@@ -104,7 +104,7 @@ def run_all(
 
 
 @contextmanager
-def _signals_held() -> Iterator[None]:
+def signals_held() -> Iterator[None]:
     """Termination signals wait (in this thread) until the block ends; a child forked inside
     starts with them held too, and releases them once its own handlers are set."""
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
@@ -117,7 +117,7 @@ def _signals_held() -> Iterator[None]:
 def _run(parent: int, receiver: Connection, sender: Connection, function: Callable[..., Any],
          args: tuple[Any, ...]) -> None:
     """The worker's body: its signal handling and parent watch, the call, the result sent back."""
-    _become_worker(parent)
+    become_worker(parent)
     receiver.close()  # the parent's end: holding it, a send to a dead parent would wait forever
     try:
         outcome = function(*args)
@@ -128,7 +128,9 @@ def _run(parent: int, receiver: Connection, sender: Connection, function: Callab
     sender.close()
 
 
-def _become_worker(parent: int) -> None:
+def become_worker(parent: int) -> None:
+    """In a process just forked (inside ``signals_held``) from ``parent``: leave Ctrl-C to the
+    parent, unwind on SIGTERM/SIGHUP, release the held signals, and exit when the parent dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _exit_on_signal)

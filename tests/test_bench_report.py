@@ -50,3 +50,20 @@ def test_main_without_results_fails_cleanly(tmp_path: Path, capsys: pytest.Captu
     empty.write_text('{"benchmarks": []}')
     assert main([str(empty), "--out", str(tmp_path)]) == 2
     assert "no benchmark rows" in capsys.readouterr().err
+
+
+def test_scaling_and_ray_tables(tmp_path: Path) -> None:
+    scaling = [{"kind": "scaling", "packing": p, "nodes": 1000, "jobs": j, "ours_s": s, "ours_peak_rss": 10 * MB,
+                "processes": j, "sequential_fraction": 0.3} for p, j, s in (("json", 1, 4.0), ("json", 2, 2.5))]
+    ray = [{"kind": "ray", "ranks": 16, "nodes_per_rank": 1000, "ray_nodes": 2, "local_s": 9.0, "ray_s": 10.0,
+            "rank_seconds_mean": 1.5, "rank_seconds_max": 2.0}]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"benchmarks": [{"name": "x", "extra_info": i} for i in scaling + ray]
+                                + [_bench("small", 10_000, 1.0, 4.0)]}))
+    assert [r.nodes for r in load_rows([path])] == [10_000]  # scaling and Ray rows are not conversions
+    assert main([str(path), "--out", str(tmp_path), "--machines", "4", "--cores", "2"]) == 0
+    table = (tmp_path / "benchmark.md").read_text()
+    assert "| json | 1,000 | 2 | 2 | 2.50 | 1.60 | 30% | 10 |" in table
+    assert "| 16 | 1,000 | 2 | 9.00 | 10.00 | 1.50 | 2.00 |" in table
+    # 1,024 ranks on 4 x 2 cores: 128 waves of 1.5 s x 1,000 (1M nodes / 1,000 per rank)
+    assert "128 wave(s) x 1,500 s a rank" in table

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chakra_convert_fast.converter import convert, jsonstream
+from chakra_convert_fast.converter import ConvertOptions, convert, jsonstream
 from chakra_convert_fast.converter.convert import parallel
 from chakra_convert_fast.converter.errors import TraceFormatError
 from chakra_convert_fast.converter.jsonstream import JsonObjectStream
@@ -127,17 +127,18 @@ def test_a_value_cut_by_the_buffer_end_is_still_read(cut: str, tmp_path: Path, m
         assert stream_all(path) == json.loads(text)
 
 
-def test_positions_after_the_two_process_split_are_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_positions_after_a_split_are_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parallel, "MIN_SPLIT_BYTES", 0)
+    monkeypatch.setattr(parallel, "MIN_RANGE_BYTES", 1)
     nodes = two_threads() + [op(100 + i, f"aten::é{i}", 2) for i in range(60)]  # characters != bytes
     nodes[-3]["exclusive_dur"] = "@@@"
     text = json.dumps(trace(nodes)).replace('"@@@"', "tru")
     path = tmp_path / "t.json"
     path.write_text(text)
-    split = parallel.find_split(str(path), 0)
-    assert split is not None and split.char_offset < text.index("tru")
+    splits = parallel.find_splits(str(path), 2)
+    assert len(splits) == 1 and splits[0] < len(text[: text.index("tru")].encode())  # a worker meets the error
     with pytest.raises(TraceFormatError, match=f"invalid JSON at character {text.index('tru')}:"):
-        convert(path, tmp_path / "o.et")
+        convert(path, tmp_path / "o.et", ConvertOptions(jobs=2))
     assert list(tmp_path.iterdir()) == [path]
 
 

@@ -99,7 +99,7 @@ def test_exclusive_durations_match_reference_on_random_overlaps(seed: int) -> No
     ops = []
     for _ in range(300):
         ts = rng.choice([rng.randint(0, 400), rng.randint(0, 400) + rng.random()])
-        ops.append(KinetoEvent({"ts": ts, "dur": rng.choice([0, 1, 3, 10, 40, 2.5, 0.125])}, {}))
+        ops.append(KinetoEvent.from_dict({"ts": ts, "dur": rng.choice([0, 1, 3, 10, 40, 2.5, 0.125])}))
     ops.sort(key=lambda op: op.ts)
     _exclusive_durations(ops)
     assert [op.excl for op in ops] == _reference_exclusive(ops)

@@ -1,4 +1,4 @@
-"""The installed package: one namespace of its own, and a light install (only tqdm at run time)."""
+"""The installed package: one namespace of its own, and a light install (only tqdm and msgspec at run time)."""
 
 from __future__ import annotations
 
@@ -33,15 +33,15 @@ def test_every_module_is_under_the_project_namespace(wheel: zipfile.ZipFile) -> 
             assert f"chakra_convert_fast/{source.relative_to(ROOT).as_posix()}" in packaged, source
 
 
-def test_the_only_run_time_dependency_is_tqdm(wheel: zipfile.ZipFile) -> None:
+def test_the_only_run_time_dependencies_are_tqdm_and_msgspec(wheel: zipfile.ZipFile) -> None:
     metadata = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
     requires = re.findall(r"^Requires-Dist: (.+)$", wheel.read(metadata).decode(), re.M)
-    assert [r for r in requires if "extra ==" not in r] == ["tqdm>=4.60"]
+    assert [r for r in requires if "extra ==" not in r] == ["tqdm>=4.60", "msgspec<1,>=0.18"]
     assert not any(re.match(r"(mlc-chakra|protobuf|pandas|HolisticTraceAnalysis)\b", r) and "extra ==" not in r
                    for r in requires)
 
 
-def test_the_converter_imports_nothing_outside_the_standard_library_but_tqdm() -> None:
+def test_the_converter_imports_nothing_outside_the_standard_library_but_tqdm_and_msgspec() -> None:
     code = (
         "import sys; import chakra_convert_fast.converter.cli; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'chakra', 'google', 'pandas', 'torch', 'numpy'}))"

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..schema.chakra import GLOBAL_METADATA_FIELDS, IO_FIELDS, NODE_FIELDS, NodeType
 from . import wire
-from .wire import BoundedCache, varint
+from .wire import SMALL, BoundedCache, varint
 
 _HEAD = ("id", "name", "type", "ctrl_deps", "data_deps")
 _TAIL = ("duration_micros", "inputs", "outputs", "attr")
@@ -49,6 +49,28 @@ def name_field(name: str, what: str) -> bytes:
     return wire.length_delimited(TAG_NAME, wire.utf8(name, what)) if name else b""
 
 
+def name_and_type(name: str, node_type: int) -> bytes:
+    """The name and type fields, which many nodes share (raises ValueError for a bad name)."""
+    return name_field(name, "name") + _TYPE_FIELDS[node_type]
+
+
+def delimited_node(node_id: int, name_and_type_fields: bytes, ctrl_dep: int, data_deps: Sequence[int],
+                   rest: bytes) -> bytes:
+    """A whole length-delimited ``Node`` record: ``head`` (with at most one ctrl_dep, none if
+    ``ctrl_dep`` < 0) and the ``rest`` of the node (tail and communication attrs)."""
+    message = (TAG_ID + varint(node_id) if node_id else b"") + name_and_type_fields
+    if ctrl_dep >= 0:
+        ctrl = varint(ctrl_dep)
+        message += TAG_CTRL + SMALL[len(ctrl)] + ctrl
+    if data_deps:
+        data = varint(data_deps[0]) if len(data_deps) == 1 else b"".join(map(varint, data_deps))
+        message = b"".join((message, TAG_DATA, varint(len(data)), data, rest))
+    else:
+        message += rest
+    size = len(message)
+    return (SMALL[size] if size < 16384 else varint(size)) + message
+
+
 # -- tail: duration, inputs, outputs, attrs ------------------------------------------------------
 def duration_micros(name: str, exclusive_dur: Any) -> int:
     """``int(exclusive_dur)``, forced to 0 for ``Optimizer.step`` (it spans most of the step)."""
@@ -73,7 +95,7 @@ def without_duration(tail_bytes: bytes) -> bytes:
     return tail_bytes[end + 1 :]
 
 
-_IO_FIELD_CACHE = BoundedCache()  # (io tag, text) -> encoded field; shapes and types repeat a lot
+_IO_FIELD_CACHE: BoundedCache[bytes] = BoundedCache()  # (io tag, text) -> encoded field; shapes and types repeat a lot
 
 
 def _io_field(io_tag: bytes, text: str, what: str) -> bytes:
@@ -93,27 +115,42 @@ def io_info(field_tag: bytes, io: Any, what: str) -> bytes:
         values, shapes, types = io["values"], io["shapes"], io["types"]
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{what} lacks 'values', 'shapes' or 'types'") from exc
-    text = str(values)  # tensor ids make these unique: not worth caching
-    encoded = wire.utf8(text, what) if text else b""
-    payload = (
-        (_TAG_IO_VALUES + varint(len(encoded)) + encoded if text else b"")
-        + _io_field(_TAG_IO_SHAPES, str(shapes), what)
-        + _io_field(_TAG_IO_TYPES, str(types), what)
-    )
+    return io_field(field_tag, str(values), str(shapes), str(types), what)
+
+
+def io_field(field_tag: bytes, values: str, shapes: str, types: str, what: str) -> bytes:
+    """The ``inputs``/``outputs`` field from the ``str()`` of its three lists."""
+    return io_field_with(field_tag, values, shapes_and_types(shapes, types, what), what)
+
+
+def shapes_and_types(shapes: str, types: str, what: str) -> bytes:
+    """The shapes and types parts of an ``inputs``/``outputs`` field (they repeat a lot)."""
+    return _io_field(_TAG_IO_SHAPES, shapes, what) + _io_field(_TAG_IO_TYPES, types, what)
+
+
+def io_field_with(field_tag: bytes, values: str, shapes_and_types_part: bytes, what: str) -> bytes:
+    """The ``inputs``/``outputs`` field from the ``str()`` of its values and its encoded rest."""
+    if values:
+        encoded = wire.utf8(values, what)  # tensor ids make these unique: not cached
+        payload = _TAG_IO_VALUES + varint(len(encoded)) + encoded + shapes_and_types_part
+    else:
+        payload = shapes_and_types_part
     return field_tag + varint(len(payload)) + payload
 
 
 #: (attribute, encoder) in the order the reference appends them.
 _INT_ATTRS = tuple(wire.Int64Attr(name) for name in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid"))
-_RF_ID = _INT_ATTRS[0]
+_RF_ID, _FW_PARENT, _SEQ_ID, _SCOPE, _TID, _FW_TID = _INT_ATTRS
+#: Encoders of rf_id, fw_parent and seq_id, the attrs that change from node to node.
+LEADING_ATTRS = (_RF_ID, _FW_PARENT, _SEQ_ID)
 _OP_SCHEMA = wire.attr_name("op_schema")
-_OP_SCHEMA_CACHE = BoundedCache()  # op_schema value -> encoded attr; a few hundred distinct ones
+_OP_SCHEMA_CACHE: BoundedCache[bytes] = BoundedCache()  # op_schema value -> encoded attr; a few hundred distinct ones
 _IS_CPU_OP = wire.attr_name("is_cpu_op")
 _STREAM_ATTR = wire.Int64Attr("stream")
 _IS_CPU = wire.bool_attr(_IS_CPU_OP, True)
 _IS_GPU = wire.bool_attr(_IS_CPU_OP, False)
 #: The attrs after rf_id repeat from node to node (same thread, scope, schema): encode them once.
-_ATTR_BLOCKS = BoundedCache()
+_ATTR_BLOCKS: BoundedCache[bytes] = BoundedCache()
 
 
 def tail(fields: dict[str, Any], name: str, is_gpu: bool, duration_value: int) -> bytes:
@@ -152,10 +189,13 @@ def _cacheable(key: tuple[Any, ...]) -> bool:
 
 
 def _attrs_after_rf_id(values: tuple[Any, ...]) -> bytes:
-    *ints, op_schema, is_gpu, stream = values
-    parts = [encode(value) for encode, value in zip(_INT_ATTRS[1:], ints, strict=True)]
-    parts.append(_op_schema(op_schema))
-    parts.append(_IS_GPU if is_gpu else _IS_CPU)
+    fw_parent, seq_id, *rest = values
+    return _FW_PARENT(fw_parent) + _SEQ_ID(seq_id) + attrs_after_seq_id(*rest)
+
+
+def attrs_after_seq_id(scope: Any, tid: Any, fw_tid: Any, op_schema: Any, is_gpu: bool, stream: Any) -> bytes:
+    """scope, tid, fw_tid, op_schema, is_cpu_op and stream (when not None): they repeat."""
+    parts = [_SCOPE(scope), _TID(tid), _FW_TID(fw_tid), _op_schema(op_schema), _IS_GPU if is_gpu else _IS_CPU]
     if stream is not None:
         parts.append(_STREAM_ATTR(stream))
     return b"".join(parts)

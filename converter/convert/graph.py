@@ -15,12 +15,14 @@ reproduces ``PyTorchConverter`` step by step, iteratively:
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
+from itertools import compress
 from typing import Any, NamedTuple
 
 from ..errors import TraceContentError
 from ..schema.chakra import NodeType
 from . import nodes
-from .records import HostOp, NodeRecord
+from .records import HostOp, NodeRecord, RowBatch
 
 _GPU = nodes.OpKind.GPU
 
@@ -181,6 +183,39 @@ class TraceGraph:
             self.durations.append(rec.duration)
             self.streams.append(rec.stream)
 
+    def add_batch(self, batch: RowBatch) -> None:
+        """``add`` for many plain rows at once (no errors, no SendRecv kernels)."""
+        row = len(self.ids)
+        self._index_rows(batch.ids, row)
+        self.ids.extend(batch.ids)
+        self._parents.extend(batch.parents)
+        self._has_parent.extend(batch.has_parent)
+        self.names.extend(batch.names)  # interned by the reader
+        self.kinds.extend(batch.kinds)
+        self.is_gpu.extend(batch.is_gpu)
+        self.types.extend(batch.types)
+        self._inter_thread.extend(batch.inter_thread_deps)
+        if batch.pg_names:
+            self._pg_names.update((row + i, value) for i, value in batch.pg_names.items())
+        if self._keep_simulation:
+            self.durations.extend(batch.durations)
+            self.streams.extend(batch.streams)
+
+    def _index_rows(self, ids: Sequence[int], first_row: int) -> None:
+        """Index rows ``first_row``... by id; raise for the first id seen before, as ``add`` does."""
+        index = self.index
+        size = len(index)
+        if index.keys().isdisjoint(ids):
+            index.update(zip(ids, range(first_row, first_row + len(ids)), strict=True))
+            if len(index) == size + len(ids):
+                return
+            for node_id in ids:  # an id twice in ``ids``: back to the index before them
+                index.pop(node_id, None)
+        for row, node_id in enumerate(ids, first_row):
+            previous = index.setdefault(node_id, row)
+            if previous != row:
+                raise TraceContentError(self.path, f"duplicate node id {node_id} (nodes #{previous} and #{row})")
+
     _COLUMNS = ("ids", "_parents", "_has_parent", "names", "kinds", "is_gpu", "types", "_inter_thread",
                 "durations", "streams")
     _ROW_DICTS = ("_errors", "_pg_names", "_send_recv_sizes", "host_ops")
@@ -192,15 +227,11 @@ class TraceGraph:
         return state
 
     def extend_rows(self, state: dict[str, Any]) -> None:
-        """Append rows exported by another graph (the second half of the same trace)."""
+        """Append rows exported by another graph (a later range of the same trace)."""
         offset = len(self.ids)
-        for row, node_id in enumerate(state["ids"], offset):
-            previous = self.index.setdefault(node_id, row)
-            if previous != row:
-                raise TraceContentError(self.path, f"duplicate node id {node_id} (nodes #{previous} and #{row})")
+        self._index_rows(state["ids"], offset)
         for name in self._COLUMNS:
             getattr(self, name).extend(state[name])
-        self.names[offset:] = [self._interned.setdefault(n, n) for n in self.names[offset:]]
         for name in self._ROW_DICTS:
             getattr(self, name).update((row + offset, value) for row, value in state[name].items())
 
@@ -271,20 +302,24 @@ class TraceGraph:
         has_ctrl = bytearray(size)
         order = array("l")
         kinds, is_gpu, parent_idx = self.kinds, self.is_gpu, self._parent_idx
-
-        def convert(row: int) -> None:
+        child_start, children = self._child_start, self._children
+        for row in range(size):
+            if kinds[row] == _GPU:
+                continue
+            # convert(row), then each GPU child; a node keeps ctrl_deps if its parent came first
             parent = parent_idx[row]
             has_ctrl[row] = parent >= 0 and first[parent] >= 0
             if first[row] < 0:
                 first[row] = len(order)
                 order.append(row)
-
-        for row in range(size):
-            if kinds[row] != _GPU:
-                convert(row)
-                for child in self.children(row):
+            low, high = child_start[row], child_start[row + 1]
+            if low < high:
+                for child in children[low:high]:
                     if is_gpu[child]:
-                        convert(child)
+                        has_ctrl[child] = first[row] >= 0  # its parent is this row, converted now
+                        if first[child] < 0:
+                            first[child] = len(order)
+                            order.append(child)
         self.order, self.has_ctrl, self._first = order, has_ctrl, first
 
     def _check_converted(self) -> None:
@@ -321,8 +356,11 @@ class TraceGraph:
         Also marks each dependency target as referenced (for dangling removal) and counts edges
         that point at an equal or larger id (without them the graph is trivially acyclic).
         """
-        ids, kinds, inter_thread, deps, first = self.ids, self.kinds, self._inter_thread, self.deps, self._first
-        stamp, ascending = self._stamp, self._ids_ascending
+        ids, kinds, inter_thread, first = self.ids, self.kinds, self._inter_thread, self._first
+        stamp, ascending, referenced = self._stamp, self._ids_ascending, self._referenced
+        count, add, has = self.deps.count, self.deps.add, self.deps.has
+        child_start, children = self._child_start, self._children
+        forward = 0
         stack = [root]
         last_cpu = last_any = -1
         while stack:
@@ -330,30 +368,37 @@ class TraceGraph:
             if stamp[row] == root_number:
                 continue
             stamp[row] = root_number
+            row_id = ids[row]
             if kinds[row] == _GPU:
-                if last_any >= 0 and not deps.has(row, ids[last_any]):
-                    self._add_dep(row, last_any, False)
+                if last_any >= 0:
+                    target_id = ids[last_any]
+                    if not (count[row] and has(row, target_id)):
+                        add(row, target_id, False)
+                        referenced[last_any] = 1
+                        forward += target_id >= row_id
                 last_any = last_cpu
             else:
                 itd = inter_thread[row]
-                if itd and not deps.has(row, itd):
-                    self._add_dep(row, self._dependency_row(row, itd), True)
-                if last_cpu >= 0 and not deps.has(row, ids[last_cpu]):
-                    self._add_dep(row, last_cpu, False)
+                if itd and not (count[row] and has(row, itd)):
+                    referenced[self._dependency_row(row, itd)] = 1
+                    add(row, itd, True)
+                    forward += itd >= row_id
+                if last_cpu >= 0:
+                    target_id = ids[last_cpu]
+                    if not (count[row] and has(row, target_id)):
+                        add(row, target_id, False)
+                        referenced[last_cpu] = 1
+                        forward += target_id >= row_id
                 last_cpu = last_any = row
-            kids = [c for c in self.children(row) if first[c] >= 0 and stamp[c] != root_number]
-            if kids:
-                if not ascending:
-                    kids.sort(key=ids.__getitem__)
-                kids.reverse()
+            low, high = child_start[row], child_start[row + 1]
+            if low < high:
+                kids = [c for c in children[low:high] if first[c] >= 0 and stamp[c] != root_number]
+                if len(kids) > 1:
+                    if not ascending:
+                        kids.sort(key=ids.__getitem__)
+                    kids.reverse()
                 stack.extend(kids)
-
-    def _add_dep(self, row: int, target: int, inter_thread: bool) -> None:
-        target_id = self.ids[target]
-        self.deps.add(row, target_id, inter_thread)
-        self._referenced[target] = 1
-        if target_id >= self.ids[row]:
-            self.forward_edges += 1
+        self.forward_edges += forward
 
     def _dependency_row(self, row: int, dep_id: int) -> int:
         """The row of an ``inter_thread_dep`` target; it must exist and be converted (the reference
@@ -397,6 +442,12 @@ class TraceGraph:
         final = self.final
         return [row for row in self.order if final[row]]
 
+    def rows_by_id(self) -> list[int]:
+        """Rows that are written, in id order (the output's order)."""
+        if self._ids_ascending:
+            return list(compress(range(len(self)), self.final))
+        return sorted(self.final_rows(), key=self.ids.__getitem__)
+
     def parent_row(self, row: int) -> int:
         """The row of ``row``'s ctrl_deps parent (-1 if it names no node)."""
         return self._parent_idx[row]
@@ -407,12 +458,17 @@ class TraceGraph:
     def ctrl_deps(self, row: int) -> tuple[int, ...]:
         """The ctrl_deps written for ``row``: its parent if the reference keeps it (and, with
         ``drop_missing_ctrl``, only if the parent is written too)."""
+        parent = self.ctrl_dep(row)
+        return () if parent < 0 else (parent,)
+
+    def ctrl_dep(self, row: int) -> int:
+        """``ctrl_deps`` as one id, or -1 for none."""
         if not self.has_ctrl[row]:
-            return ()
+            return -1
         parent = self._parent_idx[row]
         if self.drop_missing_ctrl and not self.final[parent]:
-            return ()
-        return (self.ids[parent],)
+            return -1
+        return self.ids[parent]
 
     # -- views for cycle checking and writing ------------------------------------------------
     def successors(self, row: int) -> list[int]:

@@ -1,7 +1,7 @@
 """One trace converted: reader (records, spilled tails) -> graph -> cycles -> writer.
 
 ``convert_file`` reads a JSON trace (a second process parses the second half of a large plain
-file); ``convert_items`` takes top-level ``(key, value)`` pairs made in memory, such as the
+file); ``convert_document`` reads a trace's JSON from an open stream, such as the
 linker's merged trace. Both run the same stages after reading and return a ``ConversionResult``.
 """
 
@@ -12,17 +12,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO
 
 from ..errors import CycleReport, CyclicDependencyError
 from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
-from . import astra, cycles, parallel
+from . import astra, cycles, feed, parallel
 from .astra import AstraChanges
 from .graph import TraceGraph
 from .reader import TraceReader
-from .records import NodeRecord
 from .simulate import SimulationInput, SimulationResult, simulate
-from .writer import Progress, TailSpill, write_metadata, write_nodes
+from .writer import Progress, TailSpill, collect, write_metadata, write_nodes
 
 _CYCLE_EXAMPLES = 5
 
@@ -35,8 +34,8 @@ class ConvertOptions:
     ``allow_missing_parents`` accepts ``ctrl_deps`` that point at no node, as the reference does;
     ``simulate`` runs the reference's simple execution model on the result; ``astra_sim`` writes
     what ASTRA-sim runs instead of the reference's bytes (``convert/astra.py``), with ``rank`` as
-    the own end of sends and receives; ``use_second_core`` lets a worker process parse the
-    second half of a large plain-JSON file.
+    the own end of sends and receives; ``jobs`` is how many processes read a large plain-JSON
+    file, each a byte range (``convert/parallel.py``): None for one per CPU, 1 for this one only.
     """
 
     simulate: bool = False
@@ -44,7 +43,7 @@ class ConvertOptions:
     allow_missing_parents: bool = False
     astra_sim: bool = False
     rank: int | None = None
-    use_second_core: bool = True
+    jobs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +55,23 @@ class RemovedEdge:
     dependency_id: int
     dependency_name: str
     inter_thread: bool
+
+
+@dataclass
+class StageTimes:
+    """Wall seconds of each stage. Reading is parallel (``read``: this process's own range,
+    ``wait``: waiting for the workers' ranges); merging their rows, building the graph (with
+    cycles and the --astra-sim changes) and writing are sequential."""
+
+    read: float = 0.0
+    wait: float = 0.0
+    merge: float = 0.0
+    build: float = 0.0
+    write: float = 0.0
+
+    @property
+    def sequential(self) -> float:
+        return self.merge + self.build + self.write
 
 
 @dataclass(frozen=True)
@@ -72,6 +88,13 @@ class ConversionResult:
     simulation: SimulationResult | None = None
     astra_changes: AstraChanges | None = None  # with --astra-sim
     simulator_problems: list[str] = field(default_factory=list)  # without it: why ASTRA-sim would refuse the output
+    stages: StageTimes = field(default_factory=StageTimes)
+    processes: int = 1  # that read the input
+
+    @property
+    def sequential_fraction(self) -> float:
+        """The share of the run spent in its sequential stages (merge, graph, write)."""
+        return self.stages.sequential / self.seconds if self.seconds else 0.0
 
 
 def convert_file(
@@ -82,56 +105,80 @@ def convert_file(
     output file is left behind then."""
     check_input(input_path)
     target = check_output(output_path, input_path)
-    split = parallel.find_split(input_path, parallel.MIN_SPLIT_BYTES) if options.use_second_core else None
-    reader = TraceReader(input_path, progress=_read_progress(progress, split), astra_sim=options.astra_sim)
-    worker: parallel.SecondHalfReader | None = None
+    jobs = options.jobs or parallel.default_jobs()
+    fed = feed.should_feed(input_path, jobs)
+    splits = [] if fed else parallel.find_splits(input_path, jobs)
+    workers: parallel.RangeReaders | feed.ChunkWorkers | None = None
+    own = [0, 0]  # bytes read by this process, of the file's total
 
-    def read(graph: TraceGraph, spill: TailSpill) -> None:
-        nonlocal worker
-        if split is not None:
-            worker = parallel.SecondHalfReader(input_path, split, target.work_dir, options.simulate, options.astra_sim)
-        _collect(reader.records(split.char_offset if split else None), graph, spill)
-        if split is not None and worker is not None:
-            _second_half(reader, graph, spill, split, worker)
+    def report(done: int, total: int) -> None:
+        own[:] = done, total
+        if progress is not None:
+            others = workers.bytes_read() if isinstance(workers, parallel.RangeReaders) else 0
+            progress("read", min(total, done + others), total)
+
+    reader = TraceReader(input_path, progress=report if progress is not None else None, astra_sim=options.astra_sim)
+
+    def read(graph: TraceGraph, spill: TailSpill, times: StageTimes) -> None:
+        nonlocal workers
+        waiting = (lambda: report(*own)) if progress is not None else None
+        if fed:
+            workers = feed.ChunkWorkers(input_path, jobs, spill.directory, keep_simulation_fields=options.simulate,
+                                        astra_sim=options.astra_sim)
+            chain = feed.read_fed(reader, graph, spill, workers, report if progress is not None else None)
+        elif splits:
+            workers = parallel.RangeReaders(input_path, splits, spill.directory,
+                                            keep_simulation_fields=options.simulate, astra_sim=options.astra_sim)
+            chain = parallel.read_chain(reader, graph, spill, splits, workers, waiting)
+        else:
+            collect(reader.records(), graph, spill)
+            return
+        times.wait, times.merge = chain.wait, chain.merge
 
     try:
-        return _run(reader, read, target, options, progress)
+        return _run(reader, read, target, options, progress, processes=jobs + 1 if fed else len(splits) + 1)
     finally:
-        if worker is not None:
-            worker.close()
+        if workers is not None:
+            workers.close()
 
 
-def convert_items(
-    items: Iterator[tuple[str, Any]], target: OutputTarget, options: ConvertOptions, *, source_name: str
+def convert_document(
+    source: IO[bytes], target: OutputTarget, options: ConvertOptions, *, source_name: str
 ) -> ConversionResult:
-    """Convert a trace given as top-level ``(key, value)`` pairs (``nodes``: an iterator of node
-    dicts) into ``target`` (see ``io.check_output``); ``source_name`` names it in errors. Same
-    output as those pairs written to a file."""
+    """Convert a trace read from ``source`` (its JSON, e.g. the linker's merged trace as it is
+    made; closed here) into ``target`` (see ``io.check_output``); ``source_name`` names it in
+    errors. Same output as that JSON in a file."""
     reader = TraceReader(source_name, astra_sim=options.astra_sim)
-    return _run(reader, lambda graph, spill: _collect(reader.records_from_items(items), graph, spill),
+    return _run(reader, lambda graph, spill, _times: collect(reader.records_from_document(source), graph, spill),
                 target, options, None)
 
 
 def _run(
-    reader: TraceReader, read: Callable[[TraceGraph, TailSpill], None], target: OutputTarget,
-    options: ConvertOptions, progress: Progress | None,
+    reader: TraceReader, read: Callable[[TraceGraph, TailSpill, StageTimes], None], target: OutputTarget,
+    options: ConvertOptions, progress: Progress | None, processes: int = 1,
 ) -> ConversionResult:
-    """The stages after reading: graph, cycles, writing; ``read`` fills the graph and the spill."""
+    """The stages after reading: graph, cycles, writing; ``read`` fills the graph and the spill
+    (and says how long it spent merging what other processes read)."""
     started = time.perf_counter()
+    times = StageTimes()
     graph = TraceGraph(reader.path, keep_simulation_fields=options.simulate)
     spill = TailSpill(SpillFile(target.work_dir))
     try:
         with _gc_paused():
-            read(graph, spill)
+            read(graph, spill, times)
         reader.check_complete()
         spill.finish_writing()
+        stage = time.perf_counter()
+        times.read = stage - started - times.wait - times.merge
         graph.build(options.allow_missing_parents)
         changes = astra.apply(graph, options.rank) if options.astra_sim else None
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)
+        times.build, stage = time.perf_counter() - stage, time.perf_counter()
         with atomic_output(target) as out:
             write_metadata(out, reader.path, reader.metadata)
-            written, comm, edges = write_nodes(out, graph, spill, progress)
+            written, comm, edges = write_nodes(out, graph, spill, progress, options.jobs or parallel.default_jobs())
+        times.write = time.perf_counter() - stage
     finally:
         spill.close()
     return ConversionResult(
@@ -147,36 +194,9 @@ def _run(
         simulation=_simulate(graph) if options.simulate else None,
         astra_changes=changes,
         simulator_problems=problems,
+        stages=times,
+        processes=processes,
     )
-
-
-def _read_progress(progress: Progress | None, split: parallel.SplitPoint | None) -> Callable[[int, int], None] | None:
-    """Bytes read by this process; with a split, out of its own half (the worker reads the other)."""
-    if progress is None:
-        return None
-    if split is None:
-        return lambda done, total: progress("read", done, total)
-    return lambda done, _total: progress("read", min(done, split.byte_offset), split.byte_offset)
-
-
-def _collect(records: Iterator[NodeRecord], graph: TraceGraph, spill: TailSpill) -> None:
-    for record in records:
-        graph.add(record)
-        spill.append(record.tail)
-
-
-def _second_half(reader: TraceReader, graph: TraceGraph, spill: TailSpill, split: parallel.SplitPoint,
-                 worker: parallel.SecondHalfReader) -> None:
-    """Take the worker's half if the split point was a real node boundary, else read on here."""
-    if not reader.stopped:
-        return  # the guess fell inside a value; this process has read everything
-    half = worker.result()
-    if half is None:  # the worker hit a problem: read that half here, to report it precisely
-        _collect(reader.records_from(split.byte_offset, split.char_offset, len(graph)), graph, spill)
-        return
-    reader.merge_second_half(half.metadata, half.first_old_layout_node, len(graph))
-    graph.extend_rows(half.rows)
-    spill.append_exported(worker.spill, half.spill_offsets)
 
 
 @contextmanager

@@ -1,9 +1,11 @@
-"""The compact record of one node: what the graph and the writer need; the JSON is dropped."""
+"""The compact record of one node, or of many read together: what the graph and the writer need;
+the JSON is dropped."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .collectives import HostCollective
 from .nodes import OpKind
@@ -38,3 +40,22 @@ class NodeRecord:
     duration: int
     stream: Any
     host_op: HostOp | None = None  # c10d:: and gloo: nodes only
+
+
+class RowBatch(NamedTuple):
+    """Many nodes read together (the fast path), column by column, in file order. They carry no
+    error, no communication attributes, no host op (``c10d::``, ``gloo:``) and, being plain, a
+    parent flag per node."""
+
+    ids: Sequence[int]
+    parents: Sequence[int]  # 0 where there is none
+    has_parent: Sequence[int]
+    names: Sequence[str]
+    kinds: Sequence[int]
+    is_gpu: Sequence[int]
+    types: Sequence[int]
+    inter_thread_deps: Sequence[int]
+    durations: Sequence[int]
+    streams: Sequence[Any]
+    tails: Sequence[bytes]
+    pg_names: dict[int, Any]  # index in the batch -> pg_name, where it is not ""

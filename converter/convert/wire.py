@@ -7,11 +7,12 @@ oneof unset), so a value the reference cannot encode fails here too, with a read
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from ..schema.chakra import ATTRIBUTE_FIELDS, NODE_FIELDS, tag
 
 _U64 = 1 << 64
+_V = TypeVar("_V")
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 SMALL = [bytes([v]) for v in range(0x80)] + [bytes([(v & 0x7F) | 0x80, v >> 7]) for v in range(0x80, 1 << 14)]
 
@@ -69,7 +70,7 @@ def utf8(value: str, what: str) -> bytes:
         raise ValueError(f"{what} is not valid Unicode (lone surrogate escape?)") from exc
 
 
-class BoundedCache(dict[Any, bytes]):
+class BoundedCache(dict[Any, _V]):
     """A dict that forgets everything past ``limit`` entries: a memo for repeated strings that
     must not grow with adversarial input."""
 
@@ -77,7 +78,7 @@ class BoundedCache(dict[Any, bytes]):
         super().__init__()
         self.limit = limit
 
-    def remember(self, key: Any, value: bytes) -> bytes:
+    def remember(self, key: Any, value: _V) -> _V:
         if len(self) >= self.limit:
             self.clear()
         self[key] = value
@@ -104,22 +105,29 @@ def attribute(name_part: bytes, value_part: bytes, field_key: bytes = TAG_ATTR) 
 
 
 class Int64Attr:
-    """Encoder of one named int64 attribute; values below 2**14 come from a table (most of them)."""
+    """Encoder of one named int64 attribute; values below 2**14 come from a table (most of them),
+    negative and huge ones are remembered (``seq_id`` is often -1, which takes ten bytes)."""
 
-    __slots__ = ("_name_part", "_prefix", "_table", "what")
+    __slots__ = ("_name_part", "_others", "_prefix", "_table", "what")
 
     def __init__(self, name: str) -> None:
         self.what = name
         self._name_part = attr_name(name)
         self._prefix = self._name_part + _TAG_INT64
         self._table = [attribute(self._name_part, _TAG_INT64 + SMALL[v]) for v in range(1 << 14)]
+        self._others: BoundedCache[bytes] = BoundedCache(1 << 12)
 
     def __call__(self, value: Any) -> bytes:
-        if type(value) is int and 0 <= value < 268435456:
-            if value < 16384:
-                return self._table[value]
-            body = self._prefix + varint(value)
-            return TAG_ATTR + SMALL[len(body)] + body
+        if type(value) is int:
+            if 0 <= value < 268435456:
+                if value < 16384:
+                    return self._table[value]
+                body = self._prefix + varint(value)
+                return TAG_ATTR + SMALL[len(body)] + body
+            found = self._others.get(value)
+            if found is not None:
+                return found
+            return self._others.remember(value, int64_attr(self._name_part, value, self.what))
         return int64_attr(self._name_part, value, self.what)
 
 

@@ -1,7 +1,9 @@
 """Host trace, first pass: the few fields of each node the linker needs, not the nodes themselves.
 
 The merged trace is written in a second pass over the file (``merged.py``), so memory here is a
-handful of integers per node whatever the size of each node's inputs and attributes.
+handful of integers per node whatever the size of each node's inputs and attributes. Runs of nodes
+are decoded by msgspec into ``_IndexedNode``\\ s, which skip everything else (``fastjson``: exact
+or refused; a run holding a 1.0.1-layout node is refused too, as it needs the layout's mapping).
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from ..errors import TraceContentError, TraceFormatError
-from ..jsonstream import JsonObjectStream
+from ..fastjson import ExactDecoder
+from ..jsonstream import DecodedRun, JsonObjectStream
 from ..schema.compat import map_old_schema_node
 
 ROOT_ID = 1  # et_replay's root: the process node, id 1
@@ -63,26 +68,79 @@ class HostIndex:
         return seen
 
 
-def iter_host_nodes(path: str, index_metadata: dict[str, Any] | None = None) -> Iterator[tuple[str, Any]]:
-    """Top-level ``(key, value)`` pairs of a host trace; ``nodes`` yields mapped node dicts."""
-    with JsonObjectStream(path, stream_keys={"nodes"}) as stream:
+class _Attr(msgspec.Struct, gc=False):
+    name: Any = None
+    value: Any = None
+
+
+class _IndexedNode(msgspec.Struct, gc=False):
+    """What the first pass reads of a node (absent: UNSET for ctrl_deps). The types are those
+    ``_dict_fields`` accepts: a run msgspec refuses is read by the standard library and checked
+    there, so that errors name the node."""
+
+    name: str
+    id: Any = None
+    ctrl_deps: int | float | str | bool | msgspec.UnsetType | None = msgspec.UNSET
+    attrs: list[_Attr] | None = None
+    parent: Any = msgspec.UNSET  # 1.0.1 layout (with no ctrl_deps)
+
+
+_INDEXED_RUNS = ExactDecoder(msgspec.json.Decoder(list[_IndexedNode]))
+
+
+def _indexed_run(text: str) -> list[_IndexedNode] | None:
+    nodes = _INDEXED_RUNS(text)
+    if nodes is None or any(n.parent is not msgspec.UNSET and n.ctrl_deps is msgspec.UNSET for n in nodes):
+        return None
+    return nodes
+
+
+_RAW_NODE_RUNS = ExactDecoder(msgspec.json.Decoder(list[dict[str, msgspec.Raw]]))
+
+
+def _raw_node_run(text: str) -> list[dict[str, msgspec.Raw]] | None:
+    """The run's nodes as ``{key: raw JSON}``, the raw JSON without blank space (what the merged
+    trace copies: written indented, traces are ~4x larger, and so slower to write and to read)."""
+    try:
+        text = msgspec.json.format(text, indent=-1)  # only blank space changes: tokens are kept as they are
+    except (msgspec.DecodeError, RecursionError, ValueError):
+        return None
+    nodes = _RAW_NODE_RUNS(text)
+    if nodes is None or any("parent" in n and "ctrl_deps" not in n for n in nodes):
+        return None  # a 1.0.1-layout node needs the layout's mapping, on decoded values
+    return nodes
+
+
+def iter_host_nodes(path: str) -> Iterator[tuple[str, Any]]:
+    """Top-level ``(key, value)`` pairs of a host trace; ``nodes`` yields ``(node, exact)``: the
+    node as msgspec decodes it, ``{key: raw JSON of its value}`` (no value decoded), with exact
+    True; or the node the standard library decoded (where msgspec refused), mapped to the newer
+    layout, with exact False (then its floats may be NaN or infinite)."""
+    with JsonObjectStream(path, stream_keys={"nodes"}, batch=_raw_node_run) as stream:
         for key, value in stream.items():
-            if key == "nodes":
-                yield key, (map_old_schema_node(n) if isinstance(n, dict) else n for n in value)
-            else:
-                if index_metadata is not None:
-                    index_metadata[key] = value
-                yield key, value
+            yield key, (_mapped_nodes(value) if key == "nodes" else value)
+
+
+def _mapped_nodes(elements: Iterator[Any]) -> Iterator[tuple[Any, bool]]:
+    for element in elements:
+        if type(element) is DecodedRun:  # no 1.0.1-layout node in it: _raw_node_run refused those
+            for node in element:
+                yield node, True
+        else:
+            yield (map_old_schema_node(element) if isinstance(element, dict) else element), False
 
 
 def index_host_trace(path: str | os.PathLike[str]) -> HostIndex:
     """First pass over a host trace; raises on layouts the linker cannot use."""
     index = HostIndex(os.fspath(path))
     seen_nodes = False
-    for key, value in iter_host_nodes(index.path, index.metadata):
-        if key == "nodes":
-            seen_nodes = True
-            _index_nodes(index, value)
+    with JsonObjectStream(index.path, stream_keys={"nodes"}, batch=_indexed_run) as stream:
+        for key, value in stream.items():
+            if key == "nodes":
+                seen_nodes = True
+                _index_nodes(index, value)
+            else:
+                index.metadata[key] = value
     if not seen_nodes:
         raise TraceFormatError(index.path, "no 'nodes' array: not a Chakra host execution trace")
     if not index.node_count:
@@ -90,20 +148,46 @@ def index_host_trace(path: str | os.PathLike[str]) -> HostIndex:
     return index
 
 
-def _index_nodes(index: HostIndex, nodes: Iterator[Any]) -> None:
+def _index_nodes(index: HostIndex, elements: Iterator[Any]) -> None:
     seen: set[int] = set()
     previous = -1
-    for position, node in enumerate(nodes):
-        node_id = _node_id(index.path, position, node)
-        if node_id in seen:
-            raise TraceContentError(index.path, f"node #{position}: duplicate node id {node_id}")
-        seen.add(node_id)
-        index.ascending = index.ascending and node_id > previous
-        previous = node_id
-        index.ids.append(node_id)
-        index.ctrl_deps.append(_parent(index.path, position, node))
-        index.rf_ids.append(_rf_id(index.path, position, node))
-        index.names.append(_name(index.path, position, node))
+    position = 0
+    for element in elements:
+        single = map_old_schema_node(element) if isinstance(element, dict) else element
+        for node in element if type(element) is DecodedRun else (single,):
+            if type(node) is _IndexedNode:
+                node_id, ctrl_deps, rf_id, name = _indexed_fields(index.path, position, node)
+            else:
+                node_id, ctrl_deps, rf_id, name = _dict_fields(index.path, position, node)
+            if node_id in seen:
+                raise TraceContentError(index.path, f"node #{position}: duplicate node id {node_id}")
+            seen.add(node_id)
+            index.ascending = index.ascending and node_id > previous
+            previous = node_id
+            index.ids.append(node_id)
+            index.ctrl_deps.append(ctrl_deps)
+            index.rf_ids.append(rf_id)
+            index.names.append(name)
+            position += 1
+
+
+def _indexed_fields(path: str, position: int, node: _IndexedNode) -> tuple[int, Any, Any, str]:
+    node_id = node.id
+    if type(node_id) is not int or not 0 <= node_id < _U64:  # the ids of a Chakra trace are uint64
+        raise TraceContentError(path, f"node #{position}: id must be a non-negative integer below 2**64, "
+                                      f"got {node_id!r}")
+    found = None
+    for attr in node.attrs or ():
+        if attr.name == "rf_id":
+            found = attr.value
+    ctrl_deps = NO_CTRL_DEPS if node.ctrl_deps is msgspec.UNSET else node.ctrl_deps
+    return node_id, ctrl_deps, _as_rf_id(found), node.name
+
+
+def _dict_fields(path: str, position: int, node: Any) -> tuple[int, Any, Any, str]:
+    """A node the standard library decoded, checked as msgspec checks ``_IndexedNode``."""
+    node_id = _node_id(path, position, node)
+    return node_id, _parent(path, position, node), _rf_id(path, position, node), _name(path, position, node)
 
 
 def _node_id(path: str, position: int, node: Any) -> int:
@@ -147,6 +231,10 @@ def _rf_id(path: str, position: int, node: dict[str, Any]) -> Any:
     for attr in attrs:
         if isinstance(attr, dict) and attr.get("name") == "rf_id":
             found = attr.get("value")
+    return _as_rf_id(found)
+
+
+def _as_rf_id(found: Any) -> int | None:
     try:
         return None if found is None else int(found)
     except (TypeError, ValueError):

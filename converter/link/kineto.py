@@ -1,8 +1,9 @@
 """Streaming Kineto (chrome trace) reader: keep only the events the linker needs, compactly.
 
 ``chakra_trace_link`` loads the whole Kineto document and wraps every event in an object. Here the
-``traceEvents`` array is streamed one event at a time and only CPU ops, kernel launches and GPU
-ops are kept, as slotted records. Field defaults follow the reference's ``KinetoOperator``
+``traceEvents`` array is streamed (runs of events decoded by msgspec into ``_Event``\\ s that skip
+what the linker never reads; ``fastjson``: exact or refused) and only CPU ops, kernel launches and
+GPU ops are kept, as slotted records. Field defaults follow the reference's ``KinetoOperator``
 (``ts``/``dur`` 0, ``tid`` 0, ``External id`` -1) so the linker can reproduce its results exactly.
 """
 
@@ -12,10 +13,13 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from ..errors import TraceFormatError
-from ..jsonstream import JsonObjectStream
+from ..fastjson import ExactDecoder
+from ..jsonstream import EVENT_BOUNDARY, DecodedRun, JsonObjectStream
 
 CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation"})
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy"})
@@ -62,26 +66,81 @@ class KinetoEvent:
         "ts",
     )
 
-    def __init__(self, event: dict[str, Any], args: dict[str, Any]) -> None:
-        self.name: str = event.get("name", "")
-        self.cat: str = event.get("cat", "")
-        self.ph: Any = event.get("ph")
-        self.ts: Any = event.get("ts", 0)
-        self.dur: Any = event.get("dur", 0)
+    def __init__(self, event: _Event, args: _Args) -> None:
+        self.name: str = event.name
+        self.cat: Any = event.cat  # one of the kept categories (strings), or "" for a marker
+        self.ph: Any = event.ph
+        self.ts: Any = event.ts
+        self.dur: Any = event.dur
         self.excl: Any = self.dur
-        self.tid: Any = event.get("tid", 0)
-        self.ext: int = int(args.get("External id", -1))
-        self.rf_id: Any = args.get("Record function id")
-        self.corr: Any = args.get("correlation", -1)
-        self.stream: Any = args.get("stream")
-        self.pg_name: Any = args.get("Process Group Name")
+        self.tid: Any = event.tid
+        self.ext: int = int(args.external_id)
+        self.rf_id: Any = args.rf_id
+        self.corr: Any = args.correlation
+        self.stream: Any = args.stream
+        self.pg_name: Any = args.pg_name
         self.inter_dep: Any = None
         self.host_id: int | None = None
 
     @classmethod
+    def from_dict(cls, event: dict[str, Any]) -> KinetoEvent:
+        """The kept event of a decoded Kineto event (its ``args`` an object, or absent)."""
+        return cls(_from_dict(event), _args(event.get("args")))
+
+    @classmethod
     def annotation(cls, name: str, ts: Any) -> KinetoEvent:
         """The process/thread marker ops the reference inserts into its CPU op list (tid 0)."""
-        return cls({"name": name, "ts": ts}, {})
+        return cls(_Event(name=name, ts=ts), _NO_ARGS)
+
+
+#: A JSON value the linker can key a table with (``_is_key``).
+_Key = int | float | str | bool | None
+#: A JSON number that mixes with floats (``_is_time``); msgspec gives integers of any size, so a
+#: larger one is left to the standard library's path and its check.
+_Time = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)] | float
+
+
+class _Args(msgspec.Struct, gc=False):
+    """An event's ``args`` as the linker reads them (absent: what ``dict.get`` gives)."""
+
+    external_id: Any = msgspec.field(default=-1, name="External id")
+    rf_id: _Key = msgspec.field(default=None, name="Record function id")
+    correlation: _Key = -1
+    stream: Any = None
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+
+
+class _Event(msgspec.Struct, gc=False):
+    """A Kineto event as the linker reads it (absent: what ``dict.get`` gives)."""
+
+    name: Any = ""
+    cat: _Key = ""
+    ph: Any = None
+    ts: _Time = 0
+    dur: _Time = 0
+    tid: _Key = 0
+    pid: _Key = None
+    args: _Args | None = None
+
+
+_NO_ARGS = _Args()
+_EVENT_RUNS = ExactDecoder(msgspec.json.Decoder(list[_Event]))
+
+
+def _from_dict(event: dict[str, Any]) -> _Event:
+    """An event the standard library decoded, as ``_Event``; its ``args`` are left as decoded
+    (``_args`` reads them if the event is kept)."""
+    return _Event(name=event.get("name", ""), cat=event.get("cat", ""), ph=event.get("ph"), ts=event.get("ts", 0),
+                  dur=event.get("dur", 0), tid=event.get("tid", 0), pid=event.get("pid"), args=event.get("args"))
+
+
+def _args(args: Any) -> _Args:
+    if type(args) is _Args:
+        return args
+    args = args or {}
+    return _Args(external_id=args.get("External id", -1), rf_id=args.get("Record function id"),
+                 correlation=args.get("correlation", -1), stream=args.get("stream"),
+                 pg_name=args.get("Process Group Name"))
 
 
 @dataclass
@@ -98,6 +157,7 @@ class KinetoTrace:
     process_end: Any = 0
     distributed_info: dict[str, Any] | None = None
     pids: set[Any] = field(default_factory=set)
+    exact: bool = True  # every event was decoded by msgspec (so no float is NaN or infinite)
 
     def thread_order(self) -> list[Any]:
         """Thread ids in order of their first event in time (the reference's dict order)."""
@@ -108,7 +168,7 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
     """Stream ``path`` and return the kept events, sorted by start time (stable, as the reference)."""
     trace = KinetoTrace(os.fspath(path))
     seen_events = False
-    with JsonObjectStream(path, stream_keys={"traceEvents"}) as stream:
+    with JsonObjectStream(path, stream_keys={"traceEvents"}, batch=_EVENT_RUNS, boundary=EVENT_BOUNDARY) as stream:
         for key, value in stream.items():
             if key == "traceEvents":
                 seen_events = True
@@ -129,6 +189,8 @@ def _ts(event: KinetoEvent) -> Any:
 #: Fields the linker uses, and the JSON values it can use them as (a missing field takes the
 #: reference's default; another value makes the reference fail with a TypeError or an
 #: OverflowError). Times are added to each other; ids and the pid key tables; names are searched.
+#: msgspec enforces the same through ``_Event``'s and ``_Args``' field types (a run it refuses is
+#: decoded by the standard library, and its events checked here).
 _Check = tuple[tuple[str, Callable[[Any], bool], str], ...]
 
 
@@ -152,33 +214,49 @@ _ARGS: _Check = (
 _SHOWN = 60  # characters of a bad value shown in an error
 
 
-def _read_events(trace: KinetoTrace, events: Any) -> None:
-    for index, event in enumerate(events):
-        if not isinstance(event, dict):
-            raise TraceFormatError(trace.path, f"traceEvents[{index}] is not a JSON object")
-        _check(trace.path, index, event, event, _EVERY if event.get("tid", 0) is None else _EVERY + _TIMED)
-        _track_time(trace, event, index)
-        cat = event.get("cat", "")
-        if cat not in CPU_CATEGORIES and cat not in GPU_CATEGORIES and cat not in LAUNCH_CATEGORIES:
-            continue
-        _check(trace.path, index, event, event, _KEPT)
+def _read_events(trace: KinetoTrace, elements: Any) -> None:
+    index = 0
+    for element in elements:
+        for event in element if type(element) is DecodedRun else (element,):
+            if type(event) is not _Event:
+                event = _checked(trace.path, index, event)
+                trace.exact = False
+            _track_time(trace, event, index)
+            cat = event.cat
+            if cat in CPU_CATEGORIES or cat in GPU_CATEGORIES or cat in LAUNCH_CATEGORIES:
+                if type(event.name) is not str:  # msgspec does not check the name: most events are not kept
+                    raise TraceFormatError(trace.path, f"traceEvents[{index}]: 'name' must be a string, "
+                                                       f"got {_shown(event.name)}")
+                try:
+                    kept = KinetoEvent(event, _args(event.args))
+                except (TypeError, ValueError) as exc:
+                    raise TraceFormatError(trace.path, f"{_event_name(index, event.name)}: bad 'External id': "
+                                                       f"{exc}") from None
+                _classify(trace, kept, event)
+            index += 1
+
+
+def _checked(path: str, index: int, event: Any) -> _Event:
+    """An event the standard library decoded, checked as msgspec checks ``_Event``."""
+    if not isinstance(event, dict):
+        raise TraceFormatError(path, f"traceEvents[{index}] is not a JSON object")
+    _check(path, index, event, event, _EVERY if event.get("tid", 0) is None else _EVERY + _TIMED)
+    cat = event.get("cat", "")
+    if cat in CPU_CATEGORIES or cat in GPU_CATEGORIES or cat in LAUNCH_CATEGORIES:
+        _check(path, index, event, event, _KEPT)
         args = event.get("args") or {}
         if not isinstance(args, dict):
-            raise TraceFormatError(trace.path, f"{_event_name(index, event)}: 'args' must be a JSON object, "
-                                               f"got {_shown(args)}")
-        _check(trace.path, index, event, args, _ARGS)
-        try:
-            kept = KinetoEvent(event, args)
-        except (TypeError, ValueError) as exc:
-            raise TraceFormatError(trace.path, f"{_event_name(index, event)}: bad 'External id': {exc}") from None
-        _classify(trace, kept, event)
+            raise TraceFormatError(path, f"{_event_name(index, event.get('name'))}: 'args' must be a JSON object, "
+                                         f"got {_shown(args)}")
+        _check(path, index, event, args, _ARGS)
+    return _from_dict(event)
 
 
 def _check(path: str, index: int, event: dict[str, Any], values: dict[str, Any], fields: _Check) -> None:
     for key, valid, expected in fields:
         if key in values and not valid(values[key]):
             raise TraceFormatError(
-                path, f"{_event_name(index, event)}: '{key}' must be {expected}, got {_shown(values[key])}"
+                path, f"{_event_name(index, event.get('name'))}: '{key}' must be {expected}, got {_shown(values[key])}"
             )
 
 
@@ -187,16 +265,15 @@ def _shown(value: Any) -> str:
     return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
 
 
-def _event_name(index: int, event: dict[str, Any]) -> str:
-    name = event.get("name")
+def _event_name(index: int, name: Any) -> str:
     return f"traceEvents[{index}] ({_shown(name)})" if isinstance(name, str) else f"traceEvents[{index}]"
 
 
-def _classify(trace: KinetoTrace, kept: KinetoEvent, event: dict[str, Any]) -> None:
+def _classify(trace: KinetoTrace, kept: KinetoEvent, event: _Event) -> None:
     if kept.cat in CPU_CATEGORIES:
         if PROFILER_STEP not in kept.name:
             trace.cpu_ops.append(kept)
-            trace.pids.add(event.get("pid"))
+            trace.pids.add(event.pid)
     elif kept.cat in GPU_CATEGORIES:
         trace.gpu_ops.append(kept)
     elif kept.name in LAUNCH_NAMES:
@@ -207,13 +284,13 @@ def _classify(trace: KinetoTrace, kept: KinetoEvent, event: dict[str, Any]) -> N
         trace.launch_by_corr[kept.corr] = kept
 
 
-def _track_time(trace: KinetoTrace, event: dict[str, Any], index: int) -> None:
+def _track_time(trace: KinetoTrace, event: _Event, index: int) -> None:
     """Process and per-thread time spans over every event with a tid, as the reference computes."""
-    tid = event.get("tid", 0)
+    tid = event.tid
     if tid is None:
         return
-    ts = event.get("ts", 0)
-    end = ts + event.get("dur", 0)
+    ts = event.ts
+    end = ts + event.dur
     trace.process_start = min(trace.process_start, ts)
     trace.process_end = max(trace.process_end, end)
     span = trace.threads.get(tid)

@@ -62,6 +62,7 @@ class LinkStats:
 class LinkPlan:
     linked: dict[int, LinkedOp]
     stats: LinkStats
+    exact_events: bool = False  # every Kineto event was decoded by msgspec (no NaN nor infinity)
 
 
 def link(index: HostIndex, trace: KinetoTrace) -> LinkPlan:
@@ -76,7 +77,7 @@ def link(index: HostIndex, trace: KinetoTrace) -> LinkPlan:
     stats.gpu_linked = sum(len(op.gpu_ops) for op in linked.values())
     attached = {id(g) for op in linked.values() for g in op.gpu_ops}
     stats.gpu_unattached = sum(1 for ops in gpu_by_ext.values() for g in ops if id(g) not in attached)
-    return LinkPlan(linked, stats)
+    return LinkPlan(linked, stats, trace.exact)
 
 
 def _cpu_ops_by_thread(cpu_ops: list[KinetoEvent]) -> dict[Any, list[KinetoEvent]]:

@@ -2,26 +2,32 @@
 
 ``link`` is ``chakra_trace_link`` without et_replay or HTA, streaming and near-linear, and it refuses
 pairs that do not belong together (the reference links nothing and reports success);
-``link_items`` gives the merged trace as items for the converter instead of writing it.
+``link_document`` gives the merged trace as a readable stream for the converter instead of writing it.
 """
 
 from __future__ import annotations
 
+import gc
+import io
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import IO, Any
 
-from ..errors import TraceContentError, TraceFormatError
+from ..errors import ConverterError, TraceContentError, TraceFormatError
 from ..io import OutputTarget, check_input, check_output
+from ..workers import Worker, fork_available
 from .hostindex import HostIndex, index_host_trace
-from .kineto import read_kineto
+from .kineto import KinetoTrace, read_kineto
 from .linker import LinkPlan, LinkStats
 from .linker import link as plan_links
-from .merged import merged_items, write_merged
+from .merged import DocumentReader, merged_document, write_merged
 
 _MISMATCH_SHARE = 0.5  # more matched ops with differing names than this share: another run
+_MIN_PARALLEL_BYTES = 16 << 20  # both inputs at least this large: read them in two processes
+_DOCUMENT_BUFFER = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -55,21 +61,22 @@ def link(
     check_input(host)
     check_input(device)
     target = None if output_path is None else check_output(output_path, host, device)
-    result, index, plan = _plan(host, device, None if target is None else target.path, rank, allow_mismatch)
-    if target is not None:
-        write_merged(index, plan, target)
+    with _gc_paused():
+        result, index, plan = _plan(host, device, None if target is None else target.path, rank, allow_mismatch)
+        if target is not None:
+            write_merged(index, plan, target)
     return replace(result, seconds=time.perf_counter() - started)
 
 
 def _plan(
     host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: str | None,
-    rank: int | None, allow_mismatch: bool,
+    rank: int | None, allow_mismatch: bool, parallel: bool = True,
 ) -> tuple[LinkResult, HostIndex, LinkPlan]:
-    """First pass over the host trace, the Kineto trace, and the links between them (checked)."""
+    """First pass over the host trace, the Kineto trace, and the links between them (checked);
+    ``parallel``: both traces at once, in two processes, when they are large."""
     started = time.perf_counter()
     host, device = os.fspath(host_path), os.fspath(device_path)
-    index = index_host_trace(host)
-    trace = read_kineto(device)
+    index, trace = _read_pair(host, device, parallel)
     trace_rank = _check_rank(trace.distributed_info, rank, device)
     plan = plan_links(index, trace)
     warnings = check_pair(plan.stats, host, device, allow_mismatch)
@@ -81,14 +88,59 @@ def _plan(
     return result, index, plan
 
 
-def link_items(
+def _read_pair(host: str, device: str, parallel: bool) -> tuple[HostIndex, KinetoTrace]:
+    """The host trace's index and the Kineto trace, read at once by two processes when both are
+    large: a worker indexes the host trace while this one reads the Kineto trace. Errors are the
+    ones reading them one after the other gives: the host trace's first (a worker that failed is
+    read again here, to report the problem)."""
+    if not (parallel and _worth_a_worker(host, device)):
+        return index_host_trace(host), read_kineto(device)
+    worker = Worker(index_host_trace, host)
+    try:
+        try:
+            trace = read_kineto(device)
+        except ConverterError:
+            if worker.result() is None:
+                index_host_trace(host)  # raises the host trace's own error, which comes first
+            raise
+        index = worker.result()
+    finally:
+        worker.stop()
+    return (index if index is not None else index_host_trace(host)), trace
+
+
+def _worth_a_worker(host: str, device: str) -> bool:
+    try:
+        sizes = os.path.getsize(host), os.path.getsize(device)
+    except OSError:
+        return False
+    return fork_available() and min(sizes) >= _MIN_PARALLEL_BYTES and (os.cpu_count() or 1) > 1
+
+
+def link_document(
     host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: OutputTarget, *,
-    rank: int | None, allow_mismatch: bool,
-) -> tuple[LinkResult, Iterator[tuple[str, Any]]]:
-    """The link plan, and the merged trace as items (made during the host trace's second pass);
-    spill files for an out-of-order host trace go where ``target`` keeps its temporary data."""
-    result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch)
-    return result, merged_items(index, plan, target.work_dir)
+    rank: int | None, allow_mismatch: bool, parallel: bool = True,
+) -> tuple[LinkResult, IO[bytes]]:
+    """The link plan, and the merged trace's JSON as a readable stream, made as it is read (the
+    host trace's second pass); spill files for an out-of-order host trace go where ``target``
+    keeps its temporary data.
+    ``parallel``: as ``_plan``. The caller closes the stream."""
+    with _gc_paused():
+        result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch, parallel)
+    document = merged_document(index, plan, target.work_dir)
+    return result, io.BufferedReader(DocumentReader(document), _DOCUMENT_BUFFER)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Reading allocates millions of short-lived acyclic objects; refcounting frees them all."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _check_rank(info: dict[str, Any] | None, rank: int | None, device: str) -> int | None:

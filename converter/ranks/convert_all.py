@@ -9,9 +9,9 @@ One rank failing does not stop the others; each outcome is a row of the summary.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import closing, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..convert.pipeline import ConvertOptions
 from ..errors import ConverterError
@@ -20,6 +20,7 @@ from ..workers import run_all
 from . import commgroups
 from .commgroups import COMM_GROUP_FILE, CommGroups
 from .discover import TRACE_SUFFIXES, FoundTraces, discover
+from .onray import run_on_ray
 from .pair import convert_pair
 
 
@@ -65,15 +66,17 @@ def convert_all(
     prefix: str = "trace",
     allow_mismatch: bool = False,
     on_rank_done: Callable[[RankOutcome], None] | None = None,
+    ray_address: str | None = None,
 ) -> MultiRankResult:
     """Link and convert every rank found in ``directory``; see the module docstring.
-    ``on_rank_done`` is called with each rank's outcome as it finishes. ``output_dir`` is created
-    if missing (and removed again if the command ends with nothing in it)."""
+    ``on_rank_done`` is called with each rank's outcome as it finishes. With ``ray_address``,
+    each rank is a task on that Ray cluster (``ranks/onray.py``), else a local process.
+    ``output_dir`` is created if missing (and removed again if the command ends with nothing in it)."""
     _check_prefix(prefix)
     found = discover(directory)
     created = output_directory(output_dir)
     try:
-        result = _convert_all(found, output_dir, options, jobs, prefix, allow_mismatch, on_rank_done)
+        result = _convert_all(found, output_dir, options, jobs, prefix, allow_mismatch, on_rank_done, ray_address)
     finally:
         if created:
             with suppress(OSError):  # only succeeds if nothing was written there
@@ -83,17 +86,16 @@ def convert_all(
 
 def _convert_all(
     found: FoundTraces, output_dir: str, options: ConvertOptions, jobs: int | None, prefix: str,
-    allow_mismatch: bool, on_rank_done: Callable[[RankOutcome], None] | None,
+    allow_mismatch: bool, on_rank_done: Callable[[RankOutcome], None] | None, ray_address: str | None,
 ) -> MultiRankResult:
     groups = commgroups.from_distributed_info(found.dist_info.values())
     group_target = check_output(os.path.join(output_dir, COMM_GROUP_FILE))
+    options = replace(options, jobs=1)  # ranks run side by side: one process each
     tasks, outcomes = _plan(found, output_dir, prefix, options, allow_mismatch)
-    workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks) or 1))
-    with closing(run_all(_convert_rank, tasks, workers)) as finished:
-        for task, outcome in finished:
-            outcomes.append(outcome if outcome is not None else _died(task))
-            if on_rank_done is not None:
-                on_rank_done(outcomes[-1])
+    for outcome in _run(tasks, jobs, ray_address):
+        outcomes.append(outcome)
+        if on_rank_done is not None:
+            on_rank_done(outcome)
     outcomes.sort(key=lambda o: o.rank)
     if not any(o.ok for o in outcomes):
         return MultiRankResult(outcomes, None, groups)
@@ -125,6 +127,24 @@ def _same_directory(one: str, other: str) -> bool:
 def _check_prefix(prefix: str) -> None:
     if not prefix or prefix in (".", "..") or any(s and s in prefix for s in (os.sep, os.altsep, "\0")):
         raise ConverterError(f"output prefix {prefix!r}: must be a plain file name (not empty, no '/')")
+
+
+def _run(tasks: list[_Task], jobs: int | None, ray_address: str | None) -> Iterator[RankOutcome]:
+    """Each task's outcome as it finishes: on the Ray cluster at ``ray_address``, else in local
+    worker processes, ``jobs`` at a time (a worker that dies is a failed rank)."""
+    if not tasks:
+        return
+    if ray_address is not None:
+        yield from run_on_ray(ray_address, _convert_rank, tasks, (), _lost)
+        return
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+    with closing(run_all(_convert_rank, tasks, workers)) as finished:
+        for task, outcome in finished:
+            yield outcome if outcome is not None else _died(task)
+
+
+def _lost(task: _Task, reason: str) -> RankOutcome:
+    return RankOutcome(task.rank, task.host, task.device, None, False, reason)
 
 
 def _plan(found: FoundTraces, out_dir: str, prefix: str, options: ConvertOptions,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..convert.pipeline import ConversionResult, ConvertOptions, convert_file, convert_items
+from ..convert.pipeline import ConversionResult, ConvertOptions, convert_document, convert_file
 from ..convert.writer import Progress
 from ..errors import OutputError
 from ..io import check_input, check_output
-from ..link.pipeline import LinkResult, link, link_items
+from ..link.pipeline import LinkResult, link, link_document
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ def convert_pair(
     allow_mismatch: bool = False,
     progress: Progress | None = None,
 ) -> PairResult:
-    """Link and convert. The merged nodes go straight into the converter; the merged JSON is
+    """Link and convert. The merged JSON goes straight into the converter as it is made; it is
     written only with ``keep_merged`` (then it is converted from that file)."""
     check_input(host_path)
     check_input(device_path)
@@ -41,8 +41,9 @@ def convert_pair(
         if options.rank is None and linked.rank is not None:
             options = replace(options, rank=linked.rank)
         return PairResult(linked, convert_file(keep_merged, output_path, options, progress))
-    linked, items = link_items(host_path, device_path, target, rank=rank, allow_mismatch=allow_mismatch)
+    linked, document = link_document(host_path, device_path, target, rank=rank, allow_mismatch=allow_mismatch,
+                                     parallel=options.jobs != 1)
     if options.rank is None and linked.rank is not None:  # the Kineto trace says which rank this is
         options = replace(options, rank=linked.rank)
-    return PairResult(linked, convert_items(items, target, options, source_name=linked.host_path))
+    return PairResult(linked, convert_document(document, target, options, source_name=linked.host_path))
 

@@ -73,3 +73,13 @@ def effective_fields(node: dict[str, Any]) -> dict[str, Any]:
         if attribute not in fields:
             fields[attribute] = get(key, default)
     return fields
+
+
+#: Attributes read from the node's top level; an ``attrs`` entry of the same name overrides one.
+TOP_LEVEL_ATTRIBUTES = frozenset(attribute for attribute, _, _ in _TOP_LEVEL)
+
+
+def attrs_touch_node_fields(names: frozenset[str] | set[str]) -> bool:
+    """True if ``attrs`` entries of these names would override a top-level field or be refused
+    (a reserved name): ``effective_fields`` is then needed to tell what the node holds."""
+    return not (TOP_LEVEL_ATTRIBUTES.isdisjoint(names) and _RESERVED_ATTRS.isdisjoint(names))

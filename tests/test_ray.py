@@ -1,0 +1,68 @@
+"""``convert-all --ray``: a real two-node Ray cluster on this machine (``ray start --head``, then
+``ray start --address``, one CPU each: ``fixtures.raycluster``), 16 ranks, outputs byte-identical
+to the local run, a failing rank reported as locally, progress rank by rank. The cluster's
+processes are ours: the fixture stops them by process id when the module's tests are done."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray  # noqa: F401 - the ray extra is part of the test install: missing, this fails, never skips
+
+from chakra_convert_fast.converter import api, cli
+from chakra_convert_fast.fixtures.raycluster import free_port, local_cluster
+from tests.linkcases import edge_case_pair
+
+RANKS = 16
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[str]:
+    """The address of a head and a second node, one CPU each, started here and stopped after."""
+    with local_cluster(nodes=2, cpus_per_node=1) as address:
+        yield address
+
+
+def make_job(directory: Path) -> None:
+    for rank in range(RANKS):
+        edge_case_pair(directory, layers=6, rank=rank, world=RANKS)
+
+
+def test_ray_cluster_converts_like_local_processes(ray_cluster: str, tmp_path: Path) -> None:
+    make_job(tmp_path / "job")
+    host = tmp_path / "job" / "rank5_host.json.gz"
+    host.write_bytes(gzip.compress(gzip.decompress(host.read_bytes())[:-300]))  # a truncated host trace
+    local = api.convert_all(tmp_path / "job", tmp_path / "local", jobs=2)
+    done: list[int] = []
+    remote = api.convert_all(tmp_path / "job", tmp_path / "ray", ray_address=ray_cluster,
+                             on_rank_done=lambda outcome: done.append(outcome.rank))
+    assert sorted(done) == list(range(RANKS))  # progress: every rank reported as it finished
+    assert [o.rank for o in remote.outcomes] == list(range(RANKS))
+    assert [(o.ok, o.message) for o in remote.outcomes] == [(o.ok, o.message) for o in local.outcomes]
+    assert not remote.outcomes[5].ok and "truncated JSON" in remote.outcomes[5].message
+    for rank in range(RANKS):
+        if rank != 5:
+            name = f"trace.{rank}.et"
+            assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
+    assert not (tmp_path / "ray" / "trace.5.et").exists()
+    assert (tmp_path / "ray" / "comm_group.json").read_bytes() == (tmp_path / "local" / "comm_group.json").read_bytes()
+
+
+def test_ray_from_the_command_line(ray_cluster: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_job(tmp_path / "job")
+    code = cli.main(["convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "--ray", ray_cluster])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.et")) == sorted(f"trace.{r}.et" for r in range(RANKS))
+    assert err.count("  ok  ") == RANKS
+
+
+def test_no_cluster_there_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_job(tmp_path / "job")
+    code = cli.main(["convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "--ray",
+                     f"127.0.0.1:{free_port()}"])
+    err = capsys.readouterr().err
+    assert code == 1 and "cannot connect to the Ray cluster" in err and err.count("\n") == 1, err
