@@ -25,7 +25,7 @@ from .check.rules import check as _check
 from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.writer import Progress
 from .errors import TraceFormatError
-from .io import open_log  # the log file of the command line: appended to, never truncated
+from .io import open_log, same_file  # the log file of the command line: appended to, never truncated; its checks
 from .link.pipeline import LinkResult
 from .link.pipeline import link as _link
 from .ranks import commgroups
@@ -61,6 +61,7 @@ __all__ = [
     "link",
     "open_log",
     "repair",
+    "same_file",
     "write_comm_groups",
 ]
 

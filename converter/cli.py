@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -304,20 +303,12 @@ def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
     named = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged",
                                               "comm_groups")]
     for name in [str(n) for n in [*named, *getattr(args, "paths", []), *getattr(args, "files", [])] if n]:
-        if _same_file(name, log):
+        if api.same_file(name, log):
             return name
     if args.command == "convert-all" and api.convert_all_uses(log, args.directory, args.outdir, args.prefix):
         return "a trace or an output of convert-all"
     return None
 
-
-def _same_file(one: str, other: str) -> bool:
-    if os.path.abspath(one) == os.path.abspath(other):
-        return True
-    try:
-        return os.path.samefile(one, other)
-    except (OSError, ValueError):
-        return False
 
 
 def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:

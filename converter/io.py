@@ -131,6 +131,16 @@ def open_trace(path: str | os.PathLike[str], byte_range: tuple[int, int] | None 
     return TraceFile(path, byte_range)
 
 
+def same_file(one: str, other: str) -> bool:
+    """Whether two paths name the same file (or directory), existing or not."""
+    if os.path.abspath(one) == os.path.abspath(other):
+        return True
+    try:
+        return os.path.samefile(one, other)
+    except (OSError, ValueError):
+        return False
+
+
 def check_input(path: str | os.PathLike[str]) -> None:
     """Raise the ``TraceFormatError`` that opening ``path`` would, before any work starts."""
     TraceFile(path).close()

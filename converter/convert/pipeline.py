@@ -7,14 +7,13 @@ linker's merged trace. Both run the same stages after reading and return a ``Con
 
 from __future__ import annotations
 
-import gc
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
 from ..errors import CycleReport, CyclicDependencyError
+from ..gcpause import gc_paused
 from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
 from . import astra, cycles, feed, parallel
 from .astra import AstraChanges
@@ -164,7 +163,7 @@ def _run(
     graph = TraceGraph(reader.path, keep_simulation_fields=options.simulate)
     spill = TailSpill(SpillFile(target.work_dir))
     try:
-        with _gc_paused():
+        with gc_paused():
             read(graph, spill, times)
         reader.check_complete()
         spill.finish_writing()
@@ -198,17 +197,6 @@ def _run(
         processes=processes,
     )
 
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Reading allocates millions of short-lived acyclic objects; refcounting frees them all."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _check_cycles(graph: TraceGraph, break_them: bool) -> list[RemovedEdge]:

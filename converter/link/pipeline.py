@@ -7,16 +7,14 @@ pairs that do not belong together (the reference links nothing and reports succe
 
 from __future__ import annotations
 
-import gc
 import io
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from ..errors import ConverterError, TraceContentError, TraceFormatError
+from ..gcpause import gc_paused
 from ..io import OutputTarget, check_input, check_output
 from ..workers import Worker, fork_available
 from .hostindex import HostIndex, index_host_trace
@@ -61,7 +59,7 @@ def link(
     check_input(host)
     check_input(device)
     target = None if output_path is None else check_output(output_path, host, device)
-    with _gc_paused():
+    with gc_paused():
         result, index, plan = _plan(host, device, None if target is None else target.path, rank, allow_mismatch)
         if target is not None:
             write_merged(index, plan, target)
@@ -125,22 +123,11 @@ def link_document(
     host trace's second pass); spill files for an out-of-order host trace go where ``target``
     keeps its temporary data.
     ``parallel``: as ``_plan``. The caller closes the stream."""
-    with _gc_paused():
+    with gc_paused():
         result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch, parallel)
     document = merged_document(index, plan, target.work_dir)
     return result, io.BufferedReader(DocumentReader(document), _DOCUMENT_BUFFER)
 
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Reading allocates millions of short-lived acyclic objects; refcounting frees them all."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _check_rank(info: dict[str, Any] | None, rank: int | None, device: str) -> int | None:

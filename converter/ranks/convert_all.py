@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from ..convert.pipeline import ConvertOptions
 from ..errors import ConverterError
-from ..io import check_output, output_directory
+from ..io import check_output, output_directory, same_file
 from ..workers import run_all
 from . import commgroups
 from .commgroups import COMM_GROUP_FILE, CommGroups
@@ -107,21 +107,13 @@ def uses_file(path: str, directory: str, output_dir: str, prefix: str) -> bool:
     """Whether ``convert_all`` could read or write ``path``: a trace file of ``directory``, or an
     output (``<prefix>.<rank>.et``, ``comm_group.json``) of ``output_dir``."""
     folder, name = os.path.split(os.path.abspath(path))
-    if _same_directory(folder, directory) and name.endswith(TRACE_SUFFIXES):
+    if same_file(folder, directory) and name.endswith(TRACE_SUFFIXES):
         return True
-    if not _same_directory(folder, output_dir):
+    if not same_file(folder, output_dir):
         return False
     rank = name[len(prefix) + 1 : -len(".et")] if name.startswith(f"{prefix}.") and name.endswith(".et") else ""
     return name == COMM_GROUP_FILE or rank.lstrip("-").isdigit()
 
-
-def _same_directory(one: str, other: str) -> bool:
-    if os.path.abspath(one) == os.path.abspath(other):
-        return True
-    try:
-        return os.path.samefile(one, other)
-    except (OSError, ValueError):
-        return False
 
 
 def _check_prefix(prefix: str) -> None:
