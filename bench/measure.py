@@ -3,7 +3,10 @@
 The peak is the larger of the child's ``ru_maxrss`` from ``wait4`` (the operating system's
 accounting, not tracemalloc) and the sum of ``VmRSS`` over the child and its own children,
 sampled every 20 ms from /proc: ``ru_maxrss`` covers only the largest single process, and our
-converter reads large files with two. Linux folds the RSS of the process that spawned the child
+converter reads large files with several. Summed RSS counts a page shared by forked processes
+once per process, so the peak of the summed ``Pss`` (proportional set size, from
+``/proc/PID/smaps_rollup``: each shared page split between its sharers) is recorded too: the
+physical memory the run held. Linux folds the RSS of the process that spawned the child
 (at the moment of ``exec``) into ``ru_maxrss``, so the child is spawned by a tiny trampoline
 interpreter rather than by the (large) pytest process; the trampoline's ~10 MB is the floor.
 """
@@ -19,7 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-# argv: stderr_file timeout_s cmd... ; prints {"seconds", "maxrss_kb", "status"} as JSON.
+# argv: stderr_file timeout_s cmd... ; prints {"seconds", "maxrss_kb", "maxpss_kb", "status"} as JSON.
 TRAMPOLINE = r"""
 import json, os, sys, time
 err, timeout, cmd = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
@@ -31,17 +34,23 @@ def rss_kb(p):
             return next((int(line.split()[1]) for line in fh if line.startswith("VmRSS:")), 0)
     except OSError:
         return 0
-def tree_rss_kb(p):
+def pss_kb(p):
+    try:
+        with open(f"/proc/{p}/smaps_rollup") as fh:
+            return next((int(line.split()[1]) for line in fh if line.startswith("Pss:")), 0)
+    except OSError:
+        return 0
+def tree(p):
     try:
         with open(f"/proc/{p}/task/{p}/children") as fh:
             kids = [int(k) for k in fh.read().split()]
     except OSError:
         kids = []
-    return rss_kb(p) + sum(tree_rss_kb(k) for k in kids)
+    return [p] + [q for k in kids for q in tree(k)]
 start = time.perf_counter()
 pid = os.posix_spawnp(cmd[0], cmd, os.environ, file_actions=actions)
 deadline = start + timeout if timeout > 0 else None
-tree_peak = 0
+tree_peak = pss_peak = 0
 while True:
     got, status, usage = os.wait4(pid, os.WNOHANG)
     if got:
@@ -50,10 +59,12 @@ while True:
         os.kill(pid, 9)
         got, status, usage = os.wait4(pid, 0)
         break
-    tree_peak = max(tree_peak, tree_rss_kb(pid))
+    procs = tree(pid)
+    tree_peak = max(tree_peak, sum(rss_kb(p) for p in procs))
+    pss_peak = max(pss_peak, sum(pss_kb(p) for p in procs))
     time.sleep(0.02)
 print(json.dumps({"seconds": time.perf_counter() - start, "maxrss_kb": max(usage.ru_maxrss, tree_peak),
-                  "status": os.waitstatus_to_exitcode(status)}))
+                  "maxpss_kb": pss_peak, "status": os.waitstatus_to_exitcode(status)}))
 """
 
 
@@ -62,7 +73,8 @@ class Run:
     """One measured conversion."""
 
     seconds: float
-    peak_rss_bytes: int
+    peak_rss_bytes: int  # the summed RSS: shared pages counted once per process
+    peak_pss_bytes: int  # the summed PSS: the physical memory held (sampled, so 0 for very short runs)
     returncode: int
     stderr: str
 
@@ -117,4 +129,4 @@ def measure(cmd: list[str], cwd: Path | None = None, timeout: float | None = Non
         )
         result = json.loads(out.stdout)
         tail = err.read_bytes()[-4000:].decode(errors="replace") if err.exists() else ""
-    return Run(result["seconds"], result["maxrss_kb"] * 1024, result["status"], tail)
+    return Run(result["seconds"], result["maxrss_kb"] * 1024, result["maxpss_kb"] * 1024, result["status"], tail)

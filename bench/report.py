@@ -32,9 +32,11 @@ class Row:
     nodes: int
     ranks: int
     ours_s: float
-    ours_mb: float
+    ours_mb: float  # peak summed RSS
     ref_s: float | None
     ref_mb: float | None
+    ours_pss_mb: float | None = None  # peak summed PSS (runs before it was measured: None)
+    ref_pss_mb: float | None = None
 
     @property
     def time_ratio(self) -> float | None:
@@ -43,6 +45,10 @@ class Row:
     @property
     def mem_ratio(self) -> float | None:
         return self.ours_mb / self.ref_mb if self.ref_mb else None
+
+    @property
+    def pss_ratio(self) -> float | None:
+        return self.ours_pss_mb / self.ref_pss_mb if self.ours_pss_mb and self.ref_pss_mb else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,7 @@ class ScalingRow:
     jobs: int
     seconds: float
     peak_mb: float
+    pss_mb: float | None
     processes: int | None
     sequential_fraction: float | None
 
@@ -81,8 +88,12 @@ def _extra(paths: list[Path], kind: str) -> list[dict[str, Any]]:
 
 
 def load_scaling(paths: list[Path]) -> list[ScalingRow]:
-    rows = [ScalingRow(i["packing"], int(i["nodes"]), int(i["jobs"]), float(i["ours_s"]), i["ours_peak_rss"] / MB,
-                       i.get("processes"), i.get("sequential_fraction")) for i in _extra(paths, "scaling")]
+    rows = [
+        ScalingRow(i["packing"], int(i["nodes"]), int(i["jobs"]), float(i["ours_s"]), i["ours_peak_rss"] / MB,
+                   i["ours_peak_pss"] / MB if i.get("ours_peak_pss") else None, i.get("processes"),
+                   i.get("sequential_fraction"))
+        for i in _extra(paths, "scaling")
+    ]
     return sorted(rows, key=lambda r: (r.packing != "json", r.nodes, r.jobs))
 
 
@@ -94,7 +105,7 @@ def load_ray(paths: list[Path]) -> list[RayRow]:
 
 def markdown_scaling(rows: list[ScalingRow]) -> str:
     """Wall time by ``--jobs``, with the speed-up over one job and the sequential stages' share."""
-    lines = ["| input | nodes | --jobs | processes | seconds | speed-up | sequential share | peak RSS (MB) |",
+    lines = ["| input | nodes | --jobs | processes | seconds | speed-up | sequential share | peak RSS / PSS (MB) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     single = {(r.packing, r.nodes): r.seconds for r in rows if r.jobs == 1}
     for r in rows:
@@ -102,7 +113,7 @@ def markdown_scaling(rows: list[ScalingRow]) -> str:
         lines.append(
             f"| {r.packing} | {r.nodes:,} | {r.jobs} | {r.processes if r.processes is not None else '?'} | "
             f"{r.seconds:.2f} | {_fmt(base / r.seconds if base else None, '.2f')} | "
-            f"{_fmt(r.sequential_fraction, '.0%')} | {r.peak_mb:.0f} |"
+            f"{_fmt(r.sequential_fraction, '.0%')} | {r.peak_mb:.0f} / {_fmt(r.pss_mb, '.0f')} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -144,7 +155,7 @@ def load_rows(paths: list[Path]) -> list[Row]:
             info = bench.get("extra_info", {})
             if "nodes" not in info or "ours_s" not in info or info.get("kind", "convert") != "convert":
                 continue
-            ref_rss = info.get("ref_peak_rss")
+            ref_rss, ours_pss, ref_pss = info.get("ref_peak_rss"), info.get("ours_peak_pss"), info.get("ref_peak_pss")
             rows.append(
                 Row(
                     bench["name"],
@@ -154,6 +165,8 @@ def load_rows(paths: list[Path]) -> list[Row]:
                     info["ours_peak_rss"] / MB,
                     info.get("ref_s"),
                     ref_rss / MB if ref_rss else None,
+                    ours_pss / MB if ours_pss else None,
+                    ref_pss / MB if ref_pss else None,
                 )
             )
     return sorted(rows, key=lambda r: (r.ranks, r.nodes))
@@ -166,15 +179,16 @@ def _fmt(v: float | None, spec: str) -> str:
 def markdown(rows: list[Row]) -> str:
     """The README table: one line per case, ratios are ours / reference (lower is better)."""
     lines = [
-        "| trace | nodes | ours (s) | reference (s) | time ratio | ours peak (MB) | reference peak (MB) "
-        "| memory ratio | ours nodes/s |",
+        "| trace | nodes | ours (s) | reference (s) | time ratio | ours peak RSS / PSS (MB) "
+        "| reference peak RSS / PSS (MB) | memory ratio RSS / PSS | ours nodes/s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r.ranks}-rank GPT-2 | {r.nodes:,} | {r.ours_s:.2f} | {_fmt(r.ref_s, '.2f')} | "
-            f"{_fmt(r.time_ratio, '.2f')} | {r.ours_mb:.0f} | {_fmt(r.ref_mb, '.0f')} | "
-            f"{_fmt(r.mem_ratio, '.3f')} | {r.nodes / r.ours_s:,.0f} |"
+            f"{_fmt(r.time_ratio, '.2f')} | {r.ours_mb:.0f} / {_fmt(r.ours_pss_mb, '.0f')} | "
+            f"{_fmt(r.ref_mb, '.0f')} / {_fmt(r.ref_pss_mb, '.0f')} | "
+            f"{_fmt(r.mem_ratio, '.3f')} / {_fmt(r.pss_ratio, '.3f')} | {r.nodes / r.ours_s:,.0f} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -36,6 +36,7 @@ def test_convert(benchmark: Any, trace_for: Any, ref_max_nodes: int, tmp_path: P
         "input_bytes": src.stat().st_size,
         "ours_s": runs[-1].seconds,
         "ours_peak_rss": runs[-1].peak_rss_bytes,
+        "ours_peak_pss": runs[-1].peak_pss_bytes,
         "ours_nodes_per_s": nodes / runs[-1].seconds,
         **summary_figures(runs[-1].stderr),
     }
@@ -45,6 +46,7 @@ def test_convert(benchmark: Any, trace_for: Any, ref_max_nodes: int, tmp_path: P
         info.update(
             ref_s=ref.seconds,
             ref_peak_rss=ref.peak_rss_bytes,
+            ref_peak_pss=ref.peak_pss_bytes,
             ref_nodes_per_s=nodes / ref.seconds,
             time_ratio=runs[-1].seconds / ref.seconds,
             mem_ratio=runs[-1].peak_rss_bytes / ref.peak_rss_bytes,

@@ -23,5 +23,6 @@ def test_jobs_scaling(benchmark: Any, trace_for: Any, scaling_nodes: int, tmp_pa
     if run.returncode != 0:
         pytest.fail(f"--jobs {jobs} failed with exit code {run.returncode}:\n{run.stderr}")
     benchmark.extra_info.update(kind="scaling", nodes=nodes, jobs=jobs, packing=packing, ours_s=run.seconds,
-                                ours_peak_rss=run.peak_rss_bytes, input_bytes=src.stat().st_size,
+                                ours_peak_rss=run.peak_rss_bytes, ours_peak_pss=run.peak_pss_bytes,
+                                input_bytes=src.stat().st_size,
                                 **summary_figures(run.stderr))

@@ -13,9 +13,10 @@ MB = 1024 * 1024
 
 
 def _bench(name: str, nodes: int, ours_s: float, ref_s: float | None) -> dict[str, object]:
-    info: dict[str, object] = {"nodes": nodes, "ranks": 2, "ours_s": ours_s, "ours_peak_rss": 50 * MB}
+    info: dict[str, object] = {"nodes": nodes, "ranks": 2, "ours_s": ours_s, "ours_peak_rss": 50 * MB,
+                               "ours_peak_pss": 40 * MB}
     if ref_s is not None:
-        info.update(ref_s=ref_s, ref_peak_rss=500 * MB)
+        info.update(ref_s=ref_s, ref_peak_rss=500 * MB, ref_peak_pss=400 * MB)
     return {"name": name, "extra_info": info}
 
 
@@ -31,9 +32,10 @@ def test_rows_sorted_with_ratios(saved: Path) -> None:
     rows = load_rows([saved])
     assert [r.nodes for r in rows] == [10_000, 1_000_000]
     assert rows[0].time_ratio == pytest.approx(0.25) and rows[0].mem_ratio == pytest.approx(0.1)
+    assert rows[0].pss_ratio == pytest.approx(0.1) and rows[1].pss_ratio is None
     assert rows[1].time_ratio is None
     table = markdown(rows)
-    assert "| 2-rank GPT-2 | 10,000 | 1.00 | 4.00 | 0.25 | 50 | 500 | 0.100 | 10,000 |" in table
+    assert "| 2-rank GPT-2 | 10,000 | 1.00 | 4.00 | 0.25 | 50 / 40 | 500 / 400 | 0.100 / 0.100 | 10,000 |" in table
     assert "skipped" in table.splitlines()[-1]
 
 
@@ -54,6 +56,7 @@ def test_main_without_results_fails_cleanly(tmp_path: Path, capsys: pytest.Captu
 
 def test_scaling_and_ray_tables(tmp_path: Path) -> None:
     scaling = [{"kind": "scaling", "packing": p, "nodes": 1000, "jobs": j, "ours_s": s, "ours_peak_rss": 10 * MB,
+                "ours_peak_pss": 8 * MB,
                 "processes": j, "sequential_fraction": 0.3} for p, j, s in (("json", 1, 4.0), ("json", 2, 2.5))]
     ray = [{"kind": "ray", "ranks": 16, "nodes_per_rank": 1000, "ray_nodes": 2, "local_s": 9.0, "ray_s": 10.0,
             "rank_seconds_mean": 1.5, "rank_seconds_max": 2.0}]
@@ -63,7 +66,7 @@ def test_scaling_and_ray_tables(tmp_path: Path) -> None:
     assert [r.nodes for r in load_rows([path])] == [10_000]  # scaling and Ray rows are not conversions
     assert main([str(path), "--out", str(tmp_path), "--machines", "4", "--cores", "2"]) == 0
     table = (tmp_path / "benchmark.md").read_text()
-    assert "| json | 1,000 | 2 | 2 | 2.50 | 1.60 | 30% | 10 |" in table
+    assert "| json | 1,000 | 2 | 2 | 2.50 | 1.60 | 30% | 10 / 8 |" in table
     assert "| 16 | 1,000 | 2 | 9.00 | 10.00 | 1.50 | 2.00 |" in table
     # 1,024 ranks on 4 x 2 cores: 128 waves of 1.5 s x 1,000 (1M nodes / 1,000 per rank)
     assert "128 wave(s) x 1,500 s a rank" in table
