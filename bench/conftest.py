@@ -1,7 +1,7 @@
 """Options and shared fixtures of the benchmark suite (run with ``pytest bench/``).
 
     pytest bench/ --benchmark-only
-    pytest bench/ --benchmark-only --bench-sizes 250000,1000000,3000000,10000000 --ref-max-nodes 1000000
+    pytest bench/ --benchmark-only --bench-sizes 250000,1000000,3000000,10000000 --ref-max-nodes 1100000
     pytest bench/ --benchmark-only --bench-sizes 10000 --jobs-list 1,2 --ray-nodes 2000   # a smoke run
 
 Traces (compact JSON, as ``fixtures.generate --compact`` writes them: ~1.2 KB a node) are
