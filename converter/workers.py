@@ -145,6 +145,7 @@ def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
 def _watch_parent(parent: int, first_ppid: int) -> None:
     """Wait until the parent is gone (this process re-parented, or ``parent`` no longer exists);
     then unwind the worker with SIGTERM and, if that does not end it, exit."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)  # signals go to the main thread, which they must unwind
     while os.getppid() == first_ppid and _exists(parent):
         time.sleep(_WATCH_SECONDS)
     os.kill(os.getpid(), signal.SIGTERM)

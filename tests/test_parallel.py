@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from chakra_convert_fast.converter.convert import feed, parallel, writer
 from chakra_convert_fast.converter.errors import ConverterError, TraceContentError
 from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 
+from .conftest import ROOT
 from .tracebuild import op, trace, two_threads
 
 JOBS = (1, 2, 3, 5)
@@ -208,3 +211,34 @@ def test_truncated_gzip_fails_where_one_process_does(keep: float, tmp_path: Path
     source.write_bytes(packed[: int(len(packed) * keep)])
     kind, message = every_way(source, tmp_path)
     assert kind == "error" and "gzip" in str(message)
+
+
+
+_STOPPED_EARLY = """
+import gzip, json, sys
+from chakra_convert_fast.converter import ConvertOptions, convert
+from chakra_convert_fast.converter.convert import feed
+from chakra_convert_fast.converter.errors import ConverterError
+from tests.tracebuild import op, trace, two_threads
+feed.MIN_FEED_BYTES, feed.CHUNK_BYTES = 0, 2000
+nodes = two_threads() + [op(100 + i, f"aten::mm{i}", 2) for i in range(120)]
+nodes[-20]["id"] = nodes[10]["id"]
+path, out = sys.argv[1] + "/t.json.gz", sys.argv[1] + "/o.et"
+with open(path, "wb") as fh:
+    fh.write(gzip.compress(json.dumps(trace(nodes)).encode()))
+for _ in range(int(sys.argv[2])):
+    try:
+        convert(path, out, ConvertOptions(jobs=2))
+    except ConverterError:
+        pass
+"""
+
+
+def test_gzip_workers_stop_when_the_reader_stops_early(tmp_path: Path) -> None:
+    """A duplicate id stops the reader while workers wait for chunks: closing them must end them,
+    every time (a SIGTERM alone can land on a worker's other thread and leave its read blocked:
+    that hung about one run in six)."""
+    done = subprocess.run([sys.executable, "-c", _STOPPED_EARLY, str(tmp_path), "30"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json.gz"]

@@ -24,6 +24,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -47,6 +48,7 @@ _MAX_CHUNK_BYTES = 64 << 20
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{\s*\"id\"\s*:")
 _CLOSING = b"]}"  # after a chunk, for its reader: the array and the document end there
 _POLL_SECONDS = 0.2
+_STOP_SECONDS = 2.0  # how long close() waits for a worker at each step
 
 
 @dataclass
@@ -109,11 +111,20 @@ class ChunkWorkers:
         return self._workers[worker][3]
 
     def close(self) -> None:
-        """Stop the workers, and drop the spill files not handed over."""
+        """Stop the workers, and drop the spill files not handed over. A worker waiting for a
+        chunk is told to stop by an empty message (a signal may reach one of its other threads,
+        leaving it blocked in its read); one still busy is terminated, then killed."""
+        for _process, inbox, _outbox, _spill in self._workers:
+            with suppress(OSError, ValueError):
+                inbox.put(None)
         for worker, (process, inbox, outbox, spill) in enumerate(self._workers):
             if process.pid is not None:
+                process.join(_STOP_SECONDS)
                 if process.is_alive():
                     process.terminate()
+                    process.join(_STOP_SECONDS)
+                if process.is_alive():
+                    process.kill()
                 process.join()
             inbox.close()
             outbox.close()
@@ -133,6 +144,8 @@ def _work(parent: int, inbox: Any, outbox: Any, path: str, spill_file: SpillFile
     try:
         while True:
             chunk = inbox.get()
+            if chunk is None:  # close(): no more chunks
+                break
             first = len(spill)
             try:
                 graph = TraceGraph(path, keep_simulation_fields)
