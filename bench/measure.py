@@ -31,16 +31,10 @@ import json, os, sys, time
 err, timeout, cmd = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
            (os.POSIX_SPAWN_OPEN, 2, err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)]
-def rss_kb(p):
+def proc_kb(p, name, key):
     try:
-        with open(f"/proc/{p}/status") as fh:
-            return next((int(line.split()[1]) for line in fh if line.startswith("VmRSS:")), 0)
-    except OSError:
-        return 0
-def pss_kb(p):
-    try:
-        with open(f"/proc/{p}/smaps_rollup") as fh:
-            return next((int(line.split()[1]) for line in fh if line.startswith("Pss:")), 0)
+        with open(f"/proc/{p}/{name}") as fh:
+            return next((int(line.split()[1]) for line in fh if line.startswith(key)), 0)
     except OSError:
         return 0
 def tree(p):
@@ -63,12 +57,12 @@ while True:
         got, status, usage = os.wait4(pid, 0)
         break
     procs = tree(pid)
-    rss = sum(rss_kb(p) for p in procs)
+    rss = sum(proc_kb(p, "status", "VmRSS:") for p in procs)
     tree_peak = max(tree_peak, rss)
     if len(procs) == 1:  # nothing shared with another process of the run: PSS would be RSS less libraries
         pss_peak = max(pss_peak, rss)
     elif tick % 10 == 0:  # reading smaps_rollup walks the page tables: every 0.2 s, not to slow the run
-        pss_peak = max(pss_peak, sum(pss_kb(p) for p in procs))
+        pss_peak = max(pss_peak, sum(proc_kb(p, "smaps_rollup", "Pss:") for p in procs))
     tick += 1
     time.sleep(0.02)
 print(json.dumps({"seconds": time.perf_counter() - start, "maxrss_kb": max(usage.ru_maxrss, tree_peak),

@@ -107,17 +107,15 @@ class TailSpill:
     def read_each(self, indices: Iterable[int]) -> Iterator[bytes]:
         """``read`` of each index in turn. Tails are mostly read in the order they were added,
         maybe skipping some (dropped nodes): a read just after the previous one reads ahead."""
-        segments = self._segments
-        firsts = [segment.first for segment in segments]
-        segment = segments[0]
-        first, end, offsets, fd = segment.first, segment.end, segment.offsets, segment.fd
         try:
-            yield from self._read_each(indices, segments, firsts, first, end, offsets, fd)
+            yield from self._read_each(indices)
         except OSError as exc:
             raise OutputError(self.directory, f"cannot read temporary data: {exc.strerror or exc}") from None
 
-    def _read_each(self, indices: Iterable[int], segments: list[_Segment], firsts: list[int], first: int,
-                   end: int, offsets: array[int], fd: int) -> Iterator[bytes]:
+    def _read_each(self, indices: Iterable[int]) -> Iterator[bytes]:
+        segments = self._segments
+        firsts = [segment.first for segment in segments]
+        first, end, offsets, fd = segments[0].first, segments[0].end, segments[0].offsets, segments[0].fd
         window, window_start, window_fd = self._window, self._window_start, self._window_fd
         last_end, last_fd = self._last
         window_end = window_start + len(window)

@@ -171,8 +171,7 @@ def _pair_problem(rank: int, hosts: list[str], devices: list[str]) -> str | None
 
 
 def _died(task: _Task) -> RankOutcome:
-    return RankOutcome(task.rank, task.host, task.device, None, False,
-                       f"rank {task.rank}: the worker process died (out of memory?) before it finished")
+    return _lost(task, f"rank {task.rank}: the worker process died (out of memory?) before it finished")
 
 
 def _convert_rank(task: _Task) -> RankOutcome:
