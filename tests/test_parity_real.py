@@ -57,3 +57,22 @@ def test_plain_and_gzipped_input_give_the_same_bytes(tmp_path: Path) -> None:
     convert(source, tmp_path / "a.et")
     convert(plain, tmp_path / "b.et")
     assert (tmp_path / "a.et").read_bytes() == (tmp_path / "b.et").read_bytes()
+
+
+@pytest.mark.parametrize("spread", [1_000_003, 1 << 40])
+def test_real_trace_with_sparse_ids(spread: int, tmp_path: Path) -> None:
+    """Ids far apart (the id index is then a dict, not an array over their span): same bytes."""
+    trace = load_trace(REAL_TRACES_DIR / "cpu_gpt2_ddp2/rank0_host.json.gz")
+
+    def renumber(node_id: int) -> int:
+        return node_id * spread + 7
+
+    for node in trace["nodes"]:
+        node["id"] = renumber(node["id"])
+        node["ctrl_deps"] = renumber(node["ctrl_deps"])
+        if node.get("inter_thread_dep", -1) not in (-1, None):
+            node["inter_thread_dep"] = renumber(node["inter_thread_dep"])
+    source = write_trace(trace, tmp_path / "sparse.json")
+    result = convert(source, tmp_path / "ours.et")
+    assert (tmp_path / "ours.et").read_bytes() == oracle_bytes(source, tmp_path)
+    assert result.nodes_written > 1000

@@ -15,13 +15,13 @@ reproduces ``PyTorchConverter`` step by step, iteratively:
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
-from itertools import compress
+from itertools import compress, pairwise
 from typing import Any, NamedTuple
 
 from ..errors import TraceContentError
 from ..schema.chakra import NodeType
 from . import nodes
+from .idindex import DuplicateId, IdIndex
 from .records import HostOp, NodeRecord, RowBatch
 
 _GPU = nodes.OpKind.GPU
@@ -129,7 +129,7 @@ class TraceGraph:
         self.is_gpu = bytearray()
         self.types = bytearray()
         self._inter_thread = array("Q")
-        self.index: dict[int, int] = {}
+        self.index = IdIndex(())  # made by build()
         self._errors: dict[int, str] = {}
         self._pg_names: dict[int, Any] = {}
         self._send_recv_sizes: dict[int, int] = {}
@@ -160,9 +160,6 @@ class TraceGraph:
     # -- collecting rows -------------------------------------------------------------------
     def add(self, rec: NodeRecord) -> None:
         row = len(self.ids)
-        previous = self.index.setdefault(rec.id, row)
-        if previous != row:
-            raise TraceContentError(self.path, f"duplicate node id {rec.id} (nodes #{previous} and #{row})")
         self.ids.append(rec.id)
         self._parents.append(max(rec.parent, 0))
         self._has_parent.append(rec.parent >= 0)
@@ -186,7 +183,6 @@ class TraceGraph:
     def add_batch(self, batch: RowBatch) -> None:
         """``add`` for many plain rows at once (no errors, no SendRecv kernels)."""
         row = len(self.ids)
-        self._index_rows(batch.ids, row)
         self.ids.extend(batch.ids)
         self._parents.extend(batch.parents)
         self._has_parent.extend(batch.has_parent)
@@ -201,21 +197,6 @@ class TraceGraph:
             self.durations.extend(batch.durations)
             self.streams.extend(batch.streams)
 
-    def _index_rows(self, ids: Sequence[int], first_row: int) -> None:
-        """Index rows ``first_row``... by id; raise for the first id seen before, as ``add`` does."""
-        index = self.index
-        size = len(index)
-        if index.keys().isdisjoint(ids):
-            index.update(zip(ids, range(first_row, first_row + len(ids)), strict=True))
-            if len(index) == size + len(ids):
-                return
-            for node_id in ids:  # an id twice in ``ids``: back to the index before them
-                index.pop(node_id, None)
-        for row, node_id in enumerate(ids, first_row):
-            previous = index.setdefault(node_id, row)
-            if previous != row:
-                raise TraceContentError(self.path, f"duplicate node id {node_id} (nodes #{previous} and #{row})")
-
     _COLUMNS = ("ids", "_parents", "_has_parent", "names", "kinds", "is_gpu", "types", "_inter_thread",
                 "durations", "streams")
     _ROW_DICTS = ("_errors", "_pg_names", "_send_recv_sizes", "host_ops")
@@ -229,7 +210,6 @@ class TraceGraph:
     def extend_rows(self, state: dict[str, Any]) -> None:
         """Append rows exported by another graph (a later range of the same trace)."""
         offset = len(self.ids)
-        self._index_rows(state["ids"], offset)
         for name in self._COLUMNS:
             getattr(self, name).extend(state[name])
         for name in self._ROW_DICTS:
@@ -243,6 +223,12 @@ class TraceGraph:
 
     # -- building --------------------------------------------------------------------------
     def build(self, allow_missing_parents: bool = False) -> None:
+        try:
+            self.index = IdIndex(self.ids)
+        except DuplicateId as dup:
+            raise TraceContentError(
+                self.path, f"duplicate node id {dup.node_id} (nodes #{dup.first_row} and #{dup.row})"
+            ) from None
         self._link_parents(allow_missing_parents)
         self._index_children()
         self._convert_in_reference_order()
@@ -252,20 +238,15 @@ class TraceGraph:
         self._stamp = array("l", [-1]) * len(self)  # last root whose walk visited each row
         self._referenced = bytearray(len(self))
         self.forward_edges = 0
-        self._ids_ascending = all(a < b for a, b in zip(self.ids, self.ids[1:], strict=False))
+        self._ids_ascending = all(a < b for a, b in pairwise(self.ids))
         for root_number, root in enumerate(self.roots()):
             self._walk_thread(root, root_number)
         self._drop_dangling()
+        self._inter_thread, self._stamp, self._referenced = array("Q"), array("l"), bytearray()  # walks done
 
     def _link_parents(self, allow_missing: bool) -> None:
-        parent_idx = array("l", [-1]) * len(self)
-        missing: list[int] = []
-        for row, parent in enumerate(self._parents):
-            found = self.index.get(parent) if self._has_parent[row] else None
-            if found is None:
-                missing.append(row)
-            else:
-                parent_idx[row] = found
+        parent_idx, missing = self.index.rows(self._parents, self._has_parent)
+        self._parents, self._has_parent = array("Q"), bytearray()  # read once, here
         if missing and not allow_missing:
             row = missing[0]
             raise self.fail(
@@ -404,7 +385,7 @@ class TraceGraph:
         """The row of an ``inter_thread_dep`` target; it must exist and be converted (the reference
         fails with a KeyError otherwise)."""
         target = self.index.get(dep_id)
-        if target is None:
+        if target < 0:
             raise self.fail(row, f"depends on node {dep_id}, which is not in the trace")
         if self._first[target] < 0:
             raise self.fail(row, f"depends on node {dep_id}, a GPU op that is not converted (its parent is no CPU op)")
@@ -442,11 +423,11 @@ class TraceGraph:
         final = self.final
         return [row for row in self.order if final[row]]
 
-    def rows_by_id(self) -> list[int]:
+    def rows_by_id(self) -> array[int]:
         """Rows that are written, in id order (the output's order)."""
         if self._ids_ascending:
-            return list(compress(range(len(self)), self.final))
-        return sorted(self.final_rows(), key=self.ids.__getitem__)
+            return array("l", compress(range(len(self)), self.final))
+        return array("l", sorted(self.final_rows(), key=self.ids.__getitem__))
 
     def parent_row(self, row: int) -> int:
         """The row of ``row``'s ctrl_deps parent (-1 if it names no node)."""

@@ -165,6 +165,7 @@ def _run(
     try:
         with gc_paused():
             read(graph, spill, times)
+        reader.forget_memos()
         reader.check_complete()
         spill.finish_writing()
         stage = time.perf_counter()

@@ -43,7 +43,8 @@ _RF_ID, _FW_PARENT, _SEQ_ID = encode.LEADING_ATTRS
 
 
 class TraceReader:
-    """Reads one trace file; iterate ``records()``, then ``check_complete()`` and ``metadata``."""
+    """Reads one trace file; iterate ``records()``, then ``check_complete()`` and ``metadata``,
+    and ``forget_memos()`` once nothing more is read."""
 
     def __init__(
         self, path: str | os.PathLike[str], progress: ProgressHook | None = None, *, astra_sim: bool = False
@@ -170,6 +171,10 @@ class TraceReader:
         self.metadata.update(metadata)
         self.keys |= keys
         self.seen_nodes = True
+
+    def forget_memos(self) -> None:
+        """Let the fast path's memos go (a few MB that the stages after reading do not use)."""
+        self._fast = FastRecords()
 
     def check_complete(self) -> None:
         """Every top-level key the output needs was present, and old-layout nodes (``parent``
@@ -301,8 +306,10 @@ class FastRecords:
     decodes it. Raw parts are memoised by their bytes: equal bytes, equal values."""
 
     def __init__(self) -> None:
-        self._io: dict[bytes, BoundedCache[bytes]] = {encode.TAG_INPUTS: BoundedCache(1 << 13),
-                                                      encode.TAG_OUTPUTS: BoundedCache(1 << 13)}
+        # inputs/outputs repeat nearby (a kernel's are its launcher's): 1,024 entries hit 55% on
+        # GPT-2 traces, 8,192 hit 57% and hold 3 MB more
+        self._io: dict[bytes, BoundedCache[bytes]] = {encode.TAG_INPUTS: BoundedCache(1 << 10),
+                                                      encode.TAG_OUTPUTS: BoundedCache(1 << 10)}
         self._shapes_and_types: BoundedCache[bytes] = BoundedCache()  # b"": not plain
         self._rests: BoundedCache[_Rest | None] = BoundedCache(1 << 12)  # None: not plain
         self._shapes: BoundedCache[_Shape] = BoundedCache(1 << 14)
