@@ -25,6 +25,7 @@ from .idindex import DuplicateId, IdIndex
 from .records import HostOp, NodeRecord, RowBatch
 
 _GPU = nodes.OpKind.GPU
+_MISSING = -2  # an inter_thread_dep that names no node
 
 
 class SendRecv(NamedTuple):
@@ -223,8 +224,9 @@ class TraceGraph:
 
     # -- building --------------------------------------------------------------------------
     def build(self, allow_missing_parents: bool = False) -> None:
+        self._ids_ascending = all(a < b for a, b in pairwise(self.ids))
         try:
-            self.index = IdIndex(self.ids)
+            self.index = IdIndex(self.ids, self._ids_ascending)
         except DuplicateId as dup:
             raise TraceContentError(
                 self.path, f"duplicate node id {dup.node_id} (nodes #{dup.first_row} and #{dup.row})"
@@ -238,11 +240,11 @@ class TraceGraph:
         self._stamp = array("l", [-1]) * len(self)  # last root whose walk visited each row
         self._referenced = bytearray(len(self))
         self.forward_edges = 0
-        self._ids_ascending = all(a < b for a, b in pairwise(self.ids))
+        self._inter_thread_rows()
         for root_number, root in enumerate(self.roots()):
             self._walk_thread(root, root_number)
         self._drop_dangling()
-        self._inter_thread, self._stamp, self._referenced = array("Q"), array("l"), bytearray()  # walks done
+        self._itd_rows, self._stamp, self._referenced = array("l"), array("l"), bytearray()  # walks done
 
     def _link_parents(self, allow_missing: bool) -> None:
         parent_idx, missing = self.index.rows(self._parents, self._has_parent)
@@ -337,7 +339,7 @@ class TraceGraph:
         Also marks each dependency target as referenced (for dangling removal) and counts edges
         that point at an equal or larger id (without them the graph is trivially acyclic).
         """
-        ids, kinds, inter_thread, first = self.ids, self.kinds, self._inter_thread, self._first
+        ids, kinds, itd_rows, first = self.ids, self.kinds, self._itd_rows, self._first
         stamp, ascending, referenced = self._stamp, self._ids_ascending, self._referenced
         count, add, has = self.deps.count, self.deps.add, self.deps.has
         child_start, children = self._child_start, self._children
@@ -359,11 +361,15 @@ class TraceGraph:
                         forward += target_id >= row_id
                 last_any = last_cpu
             else:
-                itd = inter_thread[row]
-                if itd and not (count[row] and has(row, itd)):
-                    referenced[self._dependency_row(row, itd)] = 1
-                    add(row, itd, True)
-                    forward += itd >= row_id
+                target = itd_rows[row]
+                if target != -1:
+                    if target < 0 or first[target] < 0:
+                        raise self._bad_dependency(row, target)
+                    itd = ids[target]
+                    if not (count[row] and has(row, itd)):
+                        referenced[target] = 1
+                        add(row, itd, True)
+                        forward += itd >= row_id
                 if last_cpu >= 0:
                     target_id = ids[last_cpu]
                     if not (count[row] and has(row, target_id)):
@@ -381,15 +387,22 @@ class TraceGraph:
                 stack.extend(kids)
         self.forward_edges += forward
 
-    def _dependency_row(self, row: int, dep_id: int) -> int:
-        """The row of an ``inter_thread_dep`` target; it must exist and be converted (the reference
-        fails with a KeyError otherwise)."""
-        target = self.index.get(dep_id)
-        if target < 0:
-            raise self.fail(row, f"depends on node {dep_id}, which is not in the trace")
-        if self._first[target] < 0:
-            raise self.fail(row, f"depends on node {dep_id}, a GPU op that is not converted (its parent is no CPU op)")
-        return target
+    def _inter_thread_rows(self) -> None:
+        """The row of each node's ``inter_thread_dep`` (-1: none; an id of 0 counts as none, as in
+        the reference), or ``_MISSING`` where it names no node (raised if the walk reaches it)."""
+        rows, missing = self.index.rows(self._inter_thread, self._inter_thread)
+        self._missing_itd = {row: self._inter_thread[row] for row in missing if self._inter_thread[row]}
+        for row in self._missing_itd:
+            rows[row] = _MISSING
+        self._itd_rows, self._inter_thread = rows, array("Q")
+
+    def _bad_dependency(self, row: int, target: int) -> TraceContentError:
+        """An ``inter_thread_dep`` the reference fails on with a KeyError: it names no node, or a
+        GPU op that is not converted."""
+        if target == _MISSING:
+            return self.fail(row, f"depends on node {self._missing_itd[row]}, which is not in the trace")
+        return self.fail(row, f"depends on node {self.ids[target]}, a GPU op that is not converted "
+                              "(its parent is no CPU op)")
 
     def _drop_dangling(self) -> None:
         """Keep converted nodes that have a dependency or are one (the reference's single pass)."""

@@ -25,15 +25,18 @@ class DuplicateId(Exception):
 
 
 class IdIndex:
-    """The row of each id of ``ids`` (which must not repeat one: ``DuplicateId``)."""
+    """The row of each id of ``ids`` (which must not repeat one: ``DuplicateId``); ``ascending``
+    says they strictly increase, if the caller knows."""
 
-    def __init__(self, ids: Sequence[int]) -> None:
+    def __init__(self, ids: Sequence[int], ascending: bool | None = None) -> None:
         self._low = min(ids) if ids else 0
         span = max(ids) - self._low + 1 if ids else 0
         self._table: array[int] | None = None
         self._dict: dict[int, int] = {}
         if span <= _DENSE_FACTOR * len(ids) + _DENSE_SLACK:
-            self._table = _dense(ids, self._low, span)
+            if ascending is None:
+                ascending = all(a < b for a, b in pairwise(ids))
+            self._table = _dense(ids, self._low, span, ascending)
         else:
             self._dict = _sparse(ids)
 
@@ -81,10 +84,13 @@ class IdIndex:
         return found, missing
 
 
-def _dense(ids: Sequence[int], low: int, span: int) -> array[int]:
+def _dense(ids: Sequence[int], low: int, span: int, ascending: bool) -> array[int]:
+    if ascending and len(ids) == span:  # every id once, in order
+        return array("l", range(span))
     table = array("l", [-1]) * span
-    if len(ids) == span and all(a < b for a, b in pairwise(ids)):
-        table[:] = array("l", range(span))  # every id once, in order: nothing to check
+    if ascending:  # no id twice
+        for row, node_id in enumerate(ids):
+            table[node_id - low] = row
         return table
     for row, node_id in enumerate(ids):
         slot = node_id - low
