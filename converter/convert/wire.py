@@ -105,8 +105,9 @@ def attribute(name_part: bytes, value_part: bytes, field_key: bytes = TAG_ATTR) 
 
 
 class Int64Attr:
-    """Encoder of one named int64 attribute; values below 2**14 come from a table (most of them),
-    negative and huge ones are remembered (``seq_id`` is often -1, which takes ten bytes)."""
+    """Encoder of one named int64 attribute; values below 2**14 come from a table filled as they
+    come (most of them), negative and huge ones are remembered (``seq_id`` is often -1, which
+    takes ten bytes)."""
 
     __slots__ = ("_name_part", "_others", "_prefix", "_table", "what")
 
@@ -114,14 +115,17 @@ class Int64Attr:
         self.what = name
         self._name_part = attr_name(name)
         self._prefix = self._name_part + _TAG_INT64
-        self._table = [attribute(self._name_part, _TAG_INT64 + SMALL[v]) for v in range(1 << 14)]
+        self._table: list[bytes | None] = [None] * (1 << 14)  # filled as values come (1 MB full)
         self._others: BoundedCache[bytes] = BoundedCache(1 << 12)
 
     def __call__(self, value: Any) -> bytes:
         if type(value) is int:
             if 0 <= value < 268435456:
                 if value < 16384:
-                    return self._table[value]
+                    found = self._table[value]
+                    if found is None:
+                        found = self._table[value] = attribute(self._name_part, _TAG_INT64 + SMALL[value])
+                    return found
                 body = self._prefix + varint(value)
                 return TAG_ATTR + SMALL[len(body)] + body
             found = self._others.get(value)
