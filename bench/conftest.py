@@ -29,13 +29,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--ref-max-nodes",
         type=int,
-        default=300_000,
-        help="skip the reference converter above this many nodes (it needs ~10 KB per node)",
+        default=1_100_000,
+        help="skip the reference converter above this many nodes (it needs ~12 KB per node; it is "
+        "also skipped where the machine has not that much memory available)",
     )
     group.addoption(
         "--bench-sizes",
-        default="10000,100000,1000000",
-        help="comma list of trace sizes in nodes (default 10000,100000,1000000)",
+        default="250000,1000000,3000000,10000000",
+        help="comma list of trace sizes in nodes (default: the README's table, 250000,1000000,3000000,10000000; "
+        "~15 GB of traces in --bench-cache; 10000,100000 for a quick look)",
     )
     group.addoption(
         "--jobs-list",
@@ -49,7 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="trace size of the scaling benchmark (default: the largest --bench-sizes up to 1,000,000)",
     )
     group.addoption("--ray-ranks", type=int, default=16, help="ranks of the Ray benchmark (default 16)")
-    group.addoption("--ray-nodes", type=int, default=20_000, help="nodes per rank of the Ray benchmark")
+    group.addoption("--ray-nodes", type=int, default=100_000,
+                    help="nodes per rank of the Ray benchmark (default 100,000)")
     group.addoption(
         "--four-rank-max-nodes",
         type=int,

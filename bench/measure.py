@@ -113,6 +113,23 @@ def rank_seconds(stderr: str) -> dict[int, float]:
     return {int(m.group(1)): float(m.group(4)) for m in _RANK_ROW.finditer(stderr) if m.group(2) == "ok"}
 
 
+#: The reference's peak RSS per node (11,838 MB on the generated 1,003,894-node trace, 2026-11-23).
+REFERENCE_BYTES_PER_NODE = 12_000
+
+
+def reference_memory_problem(nodes: int) -> str | None:
+    """Why the reference cannot convert ``nodes`` here (not enough memory available), or None."""
+    try:
+        with open("/proc/meminfo") as fh:
+            available = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):
+        return None  # not Linux: let it try
+    needed = nodes * REFERENCE_BYTES_PER_NODE
+    if needed * 1.1 <= available:
+        return None
+    return f"the reference needs ~{needed / 1e9:.1f} GB, {available / 1e9:.1f} GB available"
+
+
 def reference_command(src: Path, dst: Path) -> list[str]:
     """mlc-chakra's converter with a big stack (``fixtures.reference``), on plain JSON."""
     return [sys.executable, "-m", "chakra_convert_fast.fixtures.reference", str(src), str(dst)]

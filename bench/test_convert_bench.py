@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bench.conftest import REPO
-from bench.measure import Run, measure, ours_command, reference_command, summary_figures
+from bench.measure import Run, measure, ours_command, reference_command, reference_memory_problem, summary_figures
 
 
 def _check(run: Run, who: str) -> None:
@@ -40,7 +40,11 @@ def test_convert(benchmark: Any, trace_for: Any, ref_max_nodes: int, tmp_path: P
         "ours_nodes_per_s": nodes / runs[-1].seconds,
         **summary_figures(runs[-1].stderr),
     }
-    if nodes <= ref_max_nodes:
+    problem = reference_memory_problem(nodes) if nodes <= ref_max_nodes else None
+    if problem is not None:
+        info["ref_skipped"] = problem
+        print(f"\n{src.name}: reference skipped: {problem}")
+    elif nodes <= ref_max_nodes:
         ref = measure(reference_command(src, tmp_path / "ref.et"), cwd=REPO)
         _check(ref, "reference chakra_converter")
         info.update(
