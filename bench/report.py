@@ -205,11 +205,14 @@ def plot(rows: list[Row], path: Path) -> None:
         sel = [r for r in rows if r.ranks == ranks]
         ref = [r for r in sel if r.ref_s is not None]
         ax_t.plot([r.nodes for r in sel], [r.ours_s for r in sel], "o-", label=f"ours, {ranks}-rank")
-        ax_m.plot([r.nodes for r in sel], [r.ours_mb for r in sel], "o-", label=f"ours, {ranks}-rank")
+        ax_m.plot([r.nodes for r in sel], [r.ours_mb for r in sel], "o-", label=f"ours (summed RSS), {ranks}-rank")
+        pss = [r for r in sel if r.ours_pss_mb is not None]
+        if pss:
+            ax_m.plot([r.nodes for r in pss], [r.ours_pss_mb for r in pss], "o:", label=f"ours (PSS), {ranks}-rank")
         if ref:
             ax_t.plot([r.nodes for r in ref], [r.ref_s for r in ref], "s--", label=f"reference, {ranks}-rank")
             ax_m.plot([r.nodes for r in ref], [r.ref_mb for r in ref], "s--", label=f"reference, {ranks}-rank")
-    for ax, title, unit in ((ax_t, "wall time", "seconds"), (ax_m, "peak RSS", "MB")):
+    for ax, title, unit in ((ax_t, "wall time", "seconds"), (ax_m, "peak memory", "MB")):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("nodes in the merged trace")

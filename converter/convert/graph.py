@@ -21,11 +21,10 @@ from typing import Any, NamedTuple
 from ..errors import TraceContentError
 from ..schema.chakra import NodeType
 from . import nodes
-from .idindex import DuplicateId, IdIndex
+from .idindex import ABSENT, DuplicateId, IdIndex
 from .records import HostOp, NodeRecord, RowBatch
 
 _GPU = nodes.OpKind.GPU
-_MISSING = -2  # an inter_thread_dep that names no node
 
 
 class SendRecv(NamedTuple):
@@ -244,11 +243,15 @@ class TraceGraph:
         for root_number, root in enumerate(self.roots()):
             self._walk_thread(root, root_number)
         self._drop_dangling()
-        self._itd_rows, self._stamp, self._referenced = array("l"), array("l"), bytearray()  # walks done
+        self._inter_thread, self._itd_rows = array("Q"), array("l")  # the walks are done
+        self._stamp, self._referenced = array("l"), bytearray()
 
     def _link_parents(self, allow_missing: bool) -> None:
-        parent_idx, missing = self.index.rows(self._parents, self._has_parent)
+        parent_idx = self.index.rows(self._parents, self._has_parent)
         self._parents, self._has_parent = array("Q"), bytearray()  # read once, here
+        missing = list(compress(range(len(parent_idx)), map((0).__gt__, parent_idx)))  # no parent, or not found
+        for row in missing:
+            parent_idx[row] = -1
         if missing and not allow_missing:
             row = missing[0]
             raise self.fail(
@@ -388,19 +391,15 @@ class TraceGraph:
         self.forward_edges += forward
 
     def _inter_thread_rows(self) -> None:
-        """The row of each node's ``inter_thread_dep`` (-1: none; an id of 0 counts as none, as in
-        the reference), or ``_MISSING`` where it names no node (raised if the walk reaches it)."""
-        rows, missing = self.index.rows(self._inter_thread, self._inter_thread)
-        self._missing_itd = {row: self._inter_thread[row] for row in missing if self._inter_thread[row]}
-        for row in self._missing_itd:
-            rows[row] = _MISSING
-        self._itd_rows, self._inter_thread = rows, array("Q")
+        """The row of each node's ``inter_thread_dep``: -1 for none (an id of 0 counts as none, as
+        in the reference), ``ABSENT`` where it names no node (raised if the walk reaches it)."""
+        self._itd_rows = self.index.rows(self._inter_thread, self._inter_thread)
 
     def _bad_dependency(self, row: int, target: int) -> TraceContentError:
         """An ``inter_thread_dep`` the reference fails on with a KeyError: it names no node, or a
         GPU op that is not converted."""
-        if target == _MISSING:
-            return self.fail(row, f"depends on node {self._missing_itd[row]}, which is not in the trace")
+        if target == ABSENT:
+            return self.fail(row, f"depends on node {self._inter_thread[row]}, which is not in the trace")
         return self.fail(row, f"depends on node {self.ids[target]}, a GPU op that is not converted "
                               "(its parent is no CPU op)")
 

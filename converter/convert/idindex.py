@@ -14,6 +14,7 @@ from itertools import pairwise
 
 _DENSE_FACTOR = 2  # an array over the ids' span while it is at most this many slots a node
 _DENSE_SLACK = 1 << 16  # ... plus this many (small traces)
+ABSENT = -2  # ``rows``: the id names no row
 
 
 class DuplicateId(Exception):
@@ -58,30 +59,24 @@ class IdIndex:
             raise KeyError(node_id)
         return row
 
-    def rows(self, node_ids: Sequence[int], present: Sequence[int]) -> tuple[array[int], list[int]]:
-        """The row of each of ``node_ids``, and the positions where there is none (-1 there):
-        those whose ``present`` flag is unset, and ids that name no row."""
+    def rows(self, node_ids: Sequence[int], present: Sequence[int]) -> array[int]:
+        """The row of each of ``node_ids`` whose ``present`` flag is set; -1 where it is not,
+        ``ABSENT`` where the id names no row."""
         found = array("l", [-1]) * len(node_ids)
-        missing: list[int] = []
         table, low = self._table, self._low
         if table is None:
             lookup = self._dict.get
             for position, (node_id, flag) in enumerate(zip(node_ids, present, strict=True)):
-                row = lookup(node_id, -1) if flag else -1
-                if row < 0:
-                    missing.append(position)
-                else:
-                    found[position] = row
-            return found, missing
+                if flag:
+                    found[position] = lookup(node_id, ABSENT)
+            return found
         size = len(table)
         for position, (node_id, flag) in enumerate(zip(node_ids, present, strict=True)):
-            slot = node_id - low
-            row = table[slot] if flag and 0 <= slot < size else -1
-            if row < 0:
-                missing.append(position)
-            else:
-                found[position] = row
-        return found, missing
+            if flag:
+                slot = node_id - low
+                row = table[slot] if 0 <= slot < size else -1
+                found[position] = row if row >= 0 else ABSENT
+        return found
 
 
 def _dense(ids: Sequence[int], low: int, span: int, ascending: bool) -> array[int]:
@@ -111,4 +106,4 @@ def _sparse(ids: Sequence[int]) -> dict[int, int]:
     return index
 
 
-__all__ = ["DuplicateId", "IdIndex"]
+__all__ = ["ABSENT", "DuplicateId", "IdIndex"]
