@@ -18,7 +18,7 @@ ABSENT = -2  # ``rows``: the id names no row
 
 
 class DuplicateId(Exception):
-    """Two rows with the same id: the first row that repeats an id, and the row that had it."""
+    """Two rows with the same id: the row that had it first, and the first row that repeats it."""
 
     def __init__(self, node_id: int, first_row: int, row: int) -> None:
         super().__init__(node_id, first_row, row)
