@@ -354,32 +354,23 @@ class TraceGraph:
             if stamp[row] == root_number:
                 continue
             stamp[row] = root_number
-            row_id = ids[row]
-            if kinds[row] == _GPU:
-                if last_any >= 0:
-                    target_id = ids[last_any]
-                    if not (count[row] and has(row, target_id)):
-                        add(row, target_id, False)
-                        referenced[last_any] = 1
-                        forward += target_id >= row_id
+            if kinds[row] == _GPU:  # on the last op visited
+                targets: tuple[tuple[int, bool], ...] = ((last_any, False),)
                 last_any = last_cpu
-            else:
-                target = itd_rows[row]
-                if target != -1:
-                    if target < 0 or first[target] < 0:
-                        raise self._bad_dependency(row, target)
-                    itd = ids[target]
-                    if not (count[row] and has(row, itd)):
-                        referenced[target] = 1
-                        add(row, itd, True)
-                        forward += itd >= row_id
-                if last_cpu >= 0:
-                    target_id = ids[last_cpu]
-                    if not (count[row] and has(row, target_id)):
-                        add(row, target_id, False)
-                        referenced[last_cpu] = 1
-                        forward += target_id >= row_id
+            else:  # on its inter-thread dependency, then on the previous CPU op
+                itd = itd_rows[row]
+                if itd != -1 and (itd < 0 or first[itd] < 0):
+                    raise self._bad_dependency(row, itd)
+                targets = ((itd, True), (last_cpu, False))
                 last_cpu = last_any = row
+            row_id = ids[row]
+            for target, inter in targets:
+                if target >= 0:
+                    target_id = ids[target]
+                    if not (count[row] and has(row, target_id)):
+                        add(row, target_id, inter)
+                        referenced[target] = 1
+                        forward += target_id >= row_id
             low, high = child_start[row], child_start[row + 1]
             if low < high:
                 kids = [c for c in children[low:high] if first[c] >= 0 and stamp[c] != root_number]
