@@ -239,7 +239,9 @@ class TraceGraph:
         self._stamp = array("l", [-1]) * len(self)  # last root whose walk visited each row
         self._referenced = bytearray(len(self))
         self.forward_edges = 0
-        self._inter_thread_rows()
+        # the row of each inter_thread_dep: -1 for none (an id of 0 counts as none, as in the
+        # reference), ABSENT where it names no node (raised if the walk reaches it)
+        self._itd_rows = self.index.rows(self._inter_thread, self._inter_thread)
         for root_number, root in enumerate(self.roots()):
             self._walk_thread(root, root_number)
         self._drop_dangling()
@@ -380,11 +382,6 @@ class TraceGraph:
                     kids.reverse()
                 stack.extend(kids)
         self.forward_edges += forward
-
-    def _inter_thread_rows(self) -> None:
-        """The row of each node's ``inter_thread_dep``: -1 for none (an id of 0 counts as none, as
-        in the reference), ``ABSENT`` where it names no node (raised if the walk reaches it)."""
-        self._itd_rows = self.index.rows(self._inter_thread, self._inter_thread)
 
     def _bad_dependency(self, row: int, target: int) -> TraceContentError:
         """An ``inter_thread_dep`` the reference fails on with a KeyError: it names no node, or a
