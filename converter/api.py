@@ -19,12 +19,12 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .check.etfile import read_et
 from .check.rules import CheckReport
 from .check.rules import check as _check
 from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.writer import Progress
 from .errors import TraceFormatError
+from .et.decode import read_et
 from .io import open_log, same_file  # the log file of the command line: appended to, never truncated; its checks
 from .link.pipeline import LinkResult
 from .link.pipeline import link as _link

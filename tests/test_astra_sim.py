@@ -19,7 +19,7 @@ import pytest
 
 from bench import astrasim
 from chakra_convert_fast.converter import ConvertOptions, api
-from chakra_convert_fast.converter.check.etfile import read_et
+from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.schema.chakra import NodeType
 
 from .captures import BERT_2, GPT2_2, GPT2_4, Done, Run

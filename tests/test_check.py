@@ -14,7 +14,7 @@ from chakra.schema.protobuf import et_def_pb2 as pb
 from chakra.src.third_party.utils.protolib import encodeMessage
 
 from chakra_convert_fast.converter import ConvertOptions, api
-from chakra_convert_fast.converter.check.etfile import read_et
+from chakra_convert_fast.converter.et.decode import read_et
 
 from .conftest import REAL_TRACES_DIR
 from .conftest import read_et as read_et_reference

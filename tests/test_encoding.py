@@ -7,7 +7,7 @@ import random
 import pytest
 from chakra.schema.protobuf import et_def_pb2 as pb
 
-from chakra_convert_fast.converter.convert import encode, wire
+from chakra_convert_fast.converter.et import encode, wire
 
 INT_EDGES = [0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**62, 2**63 - 1, -1, -128, -(2**63)]
 INT_ATTRS = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")

@@ -21,9 +21,9 @@ from typing import Any
 
 from ..convert.collectives import HOST_COLLECTIVES, WORKER_OP_PREFIX
 from ..convert.cycles import cyclic_components
+from ..et.decode import EtTrace
 from ..schema.astra import REPLAYED_COLLECTIVES, RISKY_NODE_TYPES, RUNNABLE_NODE_TYPES, SIMULATED_COLLECTIVES, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
-from .etfile import EtTrace
 
 _RANK_IN_NAME = re.compile(r"\.(\d+)\.et$")
 _EXAMPLES = 3

@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..et import encode
 from ..schema.chakra import CollectiveCommType, NodeType
-from . import encode
 from .collectives import HOST_OP_PREFIX
 from .graph import TraceGraph
 from .nodes import OpKind

@@ -16,6 +16,8 @@ from typing import IO, Any, NamedTuple
 import msgspec
 
 from ..errors import TraceContentError, TraceFormatError, UnsupportedSchemaError
+from ..et import encode
+from ..et.wire import BoundedCache, varint
 from ..jsonstream import DecodedRun, JsonObjectStream
 from ..schema.chakra import NodeType
 from ..schema.compat import is_old_schema_node, map_old_schema_node
@@ -28,11 +30,10 @@ from ..schema.host import (
     effective_fields,
     unsupported_schema_message,
 )
-from . import encode, nodes, nodesource
+from . import nodes, nodesource
 from .collectives import host_collective, is_host_op
 from .nodesource import FastNode
 from .records import HostOp, NodeRecord, RowBatch
-from .wire import BoundedCache, varint
 
 ProgressHook = Callable[[int, int], None]  # (bytes read, total bytes)
 Row = NodeRecord | RowBatch  # what the reader yields: one node, or many plain ones

@@ -16,10 +16,10 @@ from itertools import accumulate, islice
 from typing import IO, Any, Protocol
 
 from ..errors import OutputError, TraceContentError
+from ..et import encode
 from ..io import SpillFile
 from ..schema.chakra import COMM_NODE_TYPES
 from ..workers import Worker, fork_available
-from . import encode
 from .graph import TraceGraph
 from .records import NodeRecord, RowBatch
 

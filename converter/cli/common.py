@@ -1,0 +1,82 @@
+"""What the commands share: the program's name, a subcommand's frame, and the option groups
+(messages, conversion, host + device pair, jobs) that several commands take."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .. import api
+
+PROG = "chakra-convert-fast"
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def subcommand(commands: Any, name: str, summary: str, examples: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, help=summary, description=summary, epilog=f"examples:\n{examples}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(usage_error=parser.error)  # prints the subcommand's usage, exits 2
+    return parser
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """Where messages go: the same options on every subcommand."""
+    group = parser.add_argument_group("messages")
+    group.add_argument("-q", "--quiet", action="store_true", help="no progress bars and no summary (warnings only)")
+    group.add_argument("--log-level", type=str.upper, choices=LEVELS, metavar="LEVEL",
+                       help="least important message to show: DEBUG, INFO (default), WARNING, ERROR")
+    group.add_argument("--log-filename", metavar="F", default=argparse.SUPPRESS,
+                       help="also write messages to this file (appended)")
+
+
+def add_conversion_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("conversion (the defaults give chakra_converter's bytes)")
+    group.add_argument("--simulate", action="store_true",
+                       help="after writing, run the reference's simple execution model and print the simulated time")
+    group.add_argument("--break-cycles", action="store_true",
+                       help="instead of failing on dependency cycles, remove the edges that close them "
+                            "(inter-thread edges first) and list every removed edge")
+    group.add_argument("--allow-missing-parents", action="store_true",
+                       help="accept ctrl_deps that point at no node, as chakra_converter does "
+                            "(those ops and everything under them are dropped); an error by default")
+    group.add_argument("--astra-sim", action="store_true",
+                       help="write what ASTRA-sim runs instead of chakra_converter's bytes: no METADATA "
+                            "node, no dependency on a node that is not in the file, host-side (gloo) "
+                            "collectives as communication nodes (see README)")
+
+
+def add_pair_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    group = parser.add_argument_group("host + device pair")
+    group.add_argument("--host", "--chakra-host-trace", dest="host", metavar="HOST", required=required,
+                       help="host trace (ExecutionTraceObserver), .json or .json.gz")
+    group.add_argument("--device", "--chakra-device-trace", dest="device", metavar="DEVICE", required=required,
+                       help="the Kineto trace of the same rank and run")
+    group.add_argument("--rank", type=int, help="rank of the trace (checked against the Kineto trace; with "
+                       "--astra-sim, the own end of sends and receives)")
+    group.add_argument("--allow-mismatch", action="store_true", help="link a pair even if it looks like two runs")
+
+
+def add_jobs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-j", "--jobs", dest="read_jobs", type=positive, metavar="N",
+                        help="processes reading a large plain-JSON input, a byte range each (default: CPU count)")
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+
+
+def conversion_options(args: argparse.Namespace) -> api.ConvertOptions:
+    return api.ConvertOptions(
+        simulate=args.simulate, break_cycles=args.break_cycles, allow_missing_parents=args.allow_missing_parents,
+        astra_sim=args.astra_sim, rank=getattr(args, "rank", None), jobs=getattr(args, "read_jobs", None),
+    )

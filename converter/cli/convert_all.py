@@ -1,0 +1,63 @@
+"""``convert-all``: every rank found in a directory."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .. import api
+from .common import (
+    PROG,
+    add_conversion_options,
+    add_output_options,
+    conversion_options,
+    positive,
+    subcommand,
+)
+from .report import ProgressBars, Reporter
+
+COMMANDS = ('convert-all',)
+
+
+def add(commands: Any) -> None:
+    _add_convert_all(commands)
+
+
+def _add_convert_all(commands: Any) -> None:
+    parser = subcommand(
+        commands, "convert-all", "link and convert every rank whose traces are in a directory",
+        f"  {PROG} convert-all outputs/ et/ --jobs 4      # -> et/trace.<rank>.et, et/comm_group.json\n",
+    )
+    parser.add_argument("directory", metavar="DIRECTORY", help="each rank's host and Kineto traces")
+    parser.add_argument("outdir", metavar="OUTDIR", help="where <prefix>.<rank>.et files go (created if missing)")
+    parser.add_argument("-j", "--jobs", type=positive, help="ranks converted at once (default: CPU count)")
+    parser.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                        help="run each rank as a task on this Ray cluster (default: the one this machine is "
+                             "part of) instead of local processes; paths must be the same on every node")
+    parser.add_argument("--prefix", default="trace", help="output name prefix (default: trace)")
+    parser.add_argument("--allow-mismatch", action="store_true", help="link pairs even if they look like two runs")
+    add_conversion_options(parser)
+    add_output_options(parser)
+    parser.set_defaults(run=_run_convert_all)
+
+
+def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
+    with ProgressBars(reporter.shows_progress) as bars:
+        result = api.convert_all(args.directory, args.outdir, conversion_options(args), jobs=args.jobs,
+                                 prefix=args.prefix, allow_mismatch=args.allow_mismatch, on_rank_done=bars.rank_done,
+                                 ray_address=args.ray)
+    reporter.info(f"{'rank':>4}  {'status':6}  {'nodes':>9}  {'seconds':>7}  output / problem")
+    for o in result.outcomes:
+        status, detail = ("ok", o.output or "") if o.ok else ("FAILED", o.message)
+        reporter.info(f"{o.rank:>4}  {status:6}  {o.nodes:>9,}  {o.seconds:>7.2f}  {detail}")
+        if o.ok and o.message:
+            reporter.warning(f"rank {o.rank}: {o.message}")
+    groups = result.comm_groups
+    if result.comm_group_path is not None:
+        reporter.info(f"communicator groups: {result.comm_group_path} {groups.groups} (the default group, "
+                      "every rank, needs no entry)")
+    if groups.unusable:
+        reporter.warning(f"process groups {groups.unusable} have names ASTRA-sim cannot use as group ids")
+    if result.failed:
+        reporter.error(f"{result.failed} of {len(result.outcomes)} ranks failed")
+    return min(result.failed, 125)

@@ -1,0 +1,108 @@
+"""``main``: the grammar of every command (each command module adds its own subcommand), the
+default command, the log file's checks, and how a command ends (status and one line on errors)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+from .. import api
+from ..errors import ConverterError
+from . import check, convert, convert_all, link, repair
+from .common import PROG
+from .report import Reporter
+from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
+
+#: Every command module, in the order ``--help`` lists them.
+_MODULES = (convert, link, convert_all, repair, check)
+COMMANDS = tuple(name for module in _MODULES for name in module.COMMANDS)
+_DESCRIPTION = """\
+Convert PyTorch execution traces (host traces, or host+device traces merged by chakra_trace_link)
+into Chakra execution traces (.et) for simulators such as ASTRA-sim. The output is byte-identical
+to `chakra_converter PyTorch` (mlc-chakra 1.0.0), but the input is streamed (.json or .json.gz),
+memory stays near a few hundred bytes per node, and nothing recurses.
+"""
+_EPILOG = f"""\
+examples:
+  {PROG} merged.json.gz out.et
+  {PROG} convert --host rank0_host.json --device rank0_device.json out.0.et
+  {PROG} convert-all outputs/ et/ --jobs 4
+  {PROG} convert-all /shared/outputs/ /shared/et/ --ray head-node:6379
+  {PROG} PyTorch --input merged.json --output out.et      (chakra_converter's form)
+
+exit status: 0 on success, 1 when an input cannot be converted (one line on stderr, no output
+file written), 2 on a usage error, 130/143 when interrupted or terminated; convert-all: the
+number of ranks that failed.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=_DESCRIPTION, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--log-filename", metavar="F", help="also write messages to this file (appended)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in _MODULES:
+        module.add(commands)
+    return parser
+
+
+def _with_default_command(argv: list[str], commands: Sequence[str]) -> list[str]:
+    """``chakra-convert-fast IN OUT ...`` means ``convert IN OUT ...``: insert the command after the
+    leading top-level options when the first positional argument names no command."""
+    position = 0
+    while position < len(argv) and argv[position].startswith("--log-filename"):
+        position += 1 if "=" in argv[position] else 2
+    first = next((a for a in argv[position:] if not a.startswith("-")), None)
+    if first is None or first in commands or any(a in ("-h", "--help") for a in argv[:position + 1]):
+        return argv
+    return [*argv[:position], "convert", *argv[position:]]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    previous_handlers = install_signal_handlers()
+    reporter: Reporter | None = None
+    try:
+        parser = build_parser()
+        args = parser.parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv), COMMANDS))
+        run: Callable[[argparse.Namespace, Reporter], int] = args.run
+        reporter = Reporter(args.log_level or ("WARNING" if args.quiet else "INFO"))
+        reporter.open_log(args.log_filename, _log_conflict(args, args.log_filename))
+        status = run(args, reporter)
+        return 1 if reporter.log_failed else status
+    except ConverterError as exc:
+        return _fail(reporter, str(exc), 1)
+    except KeyboardInterrupt:
+        return _fail(reporter, "interrupted; no output written", 130)
+    except Terminated as exc:
+        return _fail(reporter, f"terminated by {signal.Signals(exc.signum).name}; no output written",
+                     128 + exc.signum)
+    finally:
+        ignore_stop_signals()  # the command is over: nothing left to clean up
+        if reporter is not None:
+            reporter.close()
+        restore(previous_handlers)
+
+
+def _fail(reporter: Reporter | None, message: str, status: int) -> int:
+    if reporter is None:  # before the options were read: plain stderr
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+    else:
+        reporter.error(message)
+    return status
+
+
+def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
+    """The file of the command that the log file would be (it must be none of them), if any."""
+    if not log:
+        return None
+    named = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged",
+                                              "comm_groups")]
+    for name in [str(n) for n in [*named, *getattr(args, "paths", []), *getattr(args, "files", [])] if n]:
+        if api.same_file(name, log):
+            return name
+    if args.command == "convert-all" and api.convert_all_uses(log, args.directory, args.outdir, args.prefix):
+        return "a trace or an output of convert-all"
+    return None

@@ -1,0 +1,173 @@
+"""Messages for people: stderr and the log file (``Reporter``), progress bars (``ProgressBars``)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from contextlib import suppress
+from typing import IO, Any
+
+from tqdm import tqdm
+
+from .. import api
+from ..errors import ConverterError
+from ..jsonstream import C_SCANNER
+from .common import PROG
+
+
+class _HumanFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.levelno >= logging.ERROR:
+            return f"{PROG}: error: {message}"
+        if record.levelno >= logging.WARNING:
+            return f"{PROG}: warning: {message}"
+        return message
+
+
+class _LogFile(logging.StreamHandler):  # type: ignore[type-arg]
+    """The ``--log-filename`` handler: a write that fails is kept in ``failure`` (for the reporter
+    to say once) instead of logging's own traceback on stderr."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream)
+        self.failure: BaseException | None = None
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self.failure = sys.exc_info()[1]
+
+    def close_stream(self) -> None:
+        with suppress(ConverterError, OSError, ValueError):
+            self.stream.close()
+
+
+class Reporter:
+    """Messages for people: stderr, and the log file if asked for, filtered by level."""
+
+    def __init__(self, level: str) -> None:
+        self._logger = logging.getLogger("chakra_convert_fast")
+        self._logger.handlers.clear()
+        self._logger.propagate = False
+        self._logger.setLevel(level)
+        console = logging.StreamHandler(sys.stderr)
+        console.setFormatter(_HumanFormatter())
+        self._logger.addHandler(console)
+        self._log_file: _LogFile | None = None
+        #: The log file could not be written (said once on stderr): the command then exits 1.
+        self.log_failed = False
+
+    @property
+    def shows_progress(self) -> bool:
+        return self._logger.isEnabledFor(logging.INFO) and sys.stderr.isatty()
+
+    def open_log(self, path: str | None, conflict: str | None) -> None:
+        """Append messages to ``path`` too; it must not be one of the command's files (``conflict``
+        names the one it is), and it is never truncated (a user's file is never lost)."""
+        if not path:
+            return
+        if conflict:
+            raise ConverterError(f"{path}: the log file would overwrite {conflict}; choose another path")
+        self._log_file = _LogFile(api.open_log(path))
+        self._log_file.setFormatter(logging.Formatter("%(levelname)s [%(asctime)s] %(message)s"))
+        self._logger.addHandler(self._log_file)
+
+    def close(self) -> None:
+        for handler in self._logger.handlers:
+            handler.close()
+        self._logger.handlers.clear()
+        if self._log_file is not None:
+            self._log_file.close_stream()
+
+    def info(self, message: str) -> None:
+        self._log(logging.INFO, message)
+
+    def warning(self, message: str) -> None:
+        self._log(logging.WARNING, message)
+
+    def error(self, message: str) -> None:
+        self._log(logging.ERROR, message)
+
+    def _log(self, level: int, message: str) -> None:
+        self._logger.log(level, message)
+        log_file = self._log_file
+        if log_file is not None and log_file.failure is not None:  # the log cannot be written: say so once
+            self._logger.removeHandler(log_file)
+            log_file.close_stream()
+            self._log_file = None
+            self.log_failed = True
+            self._logger.error(str(log_file.failure))
+
+    def warn_slow_scanner(self) -> None:
+        if not C_SCANNER:
+            self.warning("Python's json C accelerator is missing; parsing will be several times slower")
+
+    def link(self, result: api.LinkResult) -> None:
+        for warning in result.warnings:
+            self.warning(warning)
+        s = result.stats
+        self.info(f"linked {s.linked:,} of {s.host_ops:,} host ops and {s.gpu_linked:,} device ops")
+
+    def conversion(self, result: api.ConversionResult) -> None:
+        for e in result.removed_edges:
+            inter = " (inter-thread)" if e.inter_thread else ""
+            self.info(f"removed dependency {e.node_id} '{e.node_name}' -> "
+                      f"{e.dependency_id} '{e.dependency_name}'{inter}")
+        if result.removed_edges:
+            self.info(f"--break-cycles removed {len(result.removed_edges)} dependency edge(s) "
+                      "to make the graph acyclic")
+        self.info(
+            f"wrote {result.output_path}: {result.nodes_written:,} nodes ({result.dangling_removed:,} dangling "
+            f"removed, {result.comm_nodes:,} comm nodes, {result.data_deps:,} data deps) from {result.nodes_read:,} "
+            f"in {result.seconds:.2f} s ({result.nodes_read / max(result.seconds, 1e-9):,.0f} nodes/s; "
+            f"{result.processes} reading, {result.sequential_fraction:.0%} in sequential stages)"
+        )
+        if result.simulation is not None:
+            self.info(f"simulated execution: {result.simulation.end_time_us:,} us "
+                      f"for {len(result.simulation.issued):,} ops")
+        changes = result.astra_changes
+        if changes is not None:
+            self.info(f"--astra-sim: {changes.metadata_removed} METADATA node(s) removed, "
+                      f"{changes.ctrl_deps_dropped} ctrl_deps naming no node dropped, "
+                      f"{changes.host_collectives} host-side collective(s) made communication nodes")
+        if result.simulator_problems:
+            self.info(f"note: ASTRA-sim would refuse this output ({'; '.join(result.simulator_problems)}); "
+                      "--astra-sim writes one it runs")
+
+
+class ProgressBars:
+    """tqdm bars on stderr: input bytes while reading, nodes while writing, ranks when converting many."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._bars: dict[str, Any] = {}
+
+    def __enter__(self) -> ProgressBars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for bar in self._bars.values():
+            bar.close()
+        self._bars.clear()
+
+    @property
+    def progress(self) -> api.Progress | None:
+        return self._update if self.enabled else None
+
+    def _update(self, stage: str, done: int, total: int) -> None:
+        bar = self._bars.get(stage)
+        if bar is None:
+            for other in self._bars.values():
+                other.close()
+            unit = {"read": "B", "write": "node"}.get(stage, "it")
+            bar = self._bars[stage] = tqdm(total=total, desc=f"{stage:>5}", unit=unit, unit_scale=True,
+                                           file=sys.stderr, leave=False)
+        bar.update(done - bar.n)
+
+    def rank_done(self, outcome: api.RankOutcome) -> None:
+        if not self.enabled:
+            return
+        bar = self._bars.get("ranks")
+        if bar is None:
+            bar = self._bars["ranks"] = tqdm(desc="ranks", unit="rank", file=sys.stderr, leave=False)
+        bar.set_postfix_str(f"rank {outcome.rank} {'ok' if outcome.ok else 'FAILED'}")
+        bar.update(1)

@@ -1,0 +1,47 @@
+"""How signals end a command: SIGINT, SIGTERM and SIGHUP unwind it (outputs removed, workers
+stopped) like an exception; SIGXFSZ turns a file-size limit into a write error."""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+from typing import Any
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP: unwinds like KeyboardInterrupt, so partial outputs are removed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    ignore_stop_signals()  # a second signal must not cut the clean-up of the first short
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(signum)
+
+
+def ignore_stop_signals() -> None:
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def install_signal_handlers() -> dict[int, Any]:
+    """SIGINT, SIGTERM and SIGHUP unwind the command (outputs removed, workers stopped) and end it
+    with one line; a file-size limit (SIGXFSZ) makes the write fail with EFBIG, reported as an
+    error, instead of killing the process halfway through a file. Returns the handlers replaced."""
+    signums = [*STOP_SIGNALS, *([signal.SIGXFSZ] if hasattr(signal, "SIGXFSZ") else [])]
+    previous: dict[int, Any] = {signum: signal.getsignal(signum) for signum in signums}
+    for signum in signums:
+        signal.signal(signum, _on_signal if signum in STOP_SIGNALS else signal.SIG_IGN)
+    return previous
+
+
+def restore(previous: dict[int, Any]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
