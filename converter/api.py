@@ -146,3 +146,37 @@ def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, pre
     """Whether ``convert_all(directory, output_dir, prefix=prefix)`` could read or write ``path``
     (a trace of the directory, an output): such a path cannot be a log file."""
     return _convert_all_uses(os.fspath(path), os.fspath(directory), os.fspath(output_dir), prefix)
+
+
+# -- scale --
+from .ranks.scale import ScaleResult  # noqa: E402
+from .ranks.scale import scale as _scale  # noqa: E402
+from .ranks.scale import uses_file as _scale_uses  # noqa: E402
+
+__all__ += ["ScaleResult", "comm_group_path", "find_comm_groups", "scale", "scale_uses"]
+
+
+def scale(in_prefix: PathArg, out_prefix: PathArg, ranks: int, *,
+          progress: Callable[[str, int, int], None] | None = None) -> ScaleResult:
+    """Write the captured job ``IN_PREFIX.<k>.et`` (k < K, ``--astra-sim`` output, with its
+    communicator group file) as a data-parallel job of ``ranks`` ranks: ``OUT_PREFIX.<r>.et`` is
+    captured rank r mod K (its bytes kept, a sub-group's ``pg_name`` renamed per copy of the job)
+    and ``OUT_PREFIX.comm_group.json`` the new job's groups; all of them or nothing is written.
+    ``progress("ranks", done, ranks)`` is called after each rank written."""
+    return _scale(os.fspath(in_prefix), os.fspath(out_prefix), ranks, progress=progress)
+
+
+def comm_group_path(prefix: PathArg) -> str:
+    """Where the communicator group file of the job ``PREFIX.<rank>.et`` goes: ``PREFIX.comm_group.json``."""
+    return commgroups.path_for(prefix)
+
+
+def find_comm_groups(prefix: PathArg) -> str | None:
+    """The communicator group file of the job ``PREFIX.<rank>.et``: ``PREFIX.comm_group.json``, else the
+    old ``comm_group.json`` in the same folder, else None."""
+    return commgroups.find(prefix)
+
+
+def scale_uses(path: PathArg, in_prefix: PathArg, out_prefix: PathArg) -> bool:
+    """Whether ``scale(in_prefix, out_prefix, ...)`` could read or write ``path`` (not a log file then)."""
+    return _scale_uses(os.fspath(path), os.fspath(in_prefix), os.fspath(out_prefix))

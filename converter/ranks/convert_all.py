@@ -18,7 +18,8 @@ from ..errors import ConverterError
 from ..io import check_output, output_directory, same_file
 from ..workers import run_all
 from . import commgroups
-from .commgroups import COMM_GROUP_FILE, CommGroups
+from .commgroups import LEGACY_COMM_GROUP_FILE as COMM_GROUP_FILE
+from .commgroups import CommGroups
 from .discover import TRACE_SUFFIXES, FoundTraces, discover
 from .onray import run_on_ray
 from .pair import convert_pair
