@@ -69,6 +69,14 @@ def network(topology: str, ranks: int, npus_per_dim: str | None = None, bandwidt
                    _per_dim(latency, len(dims), DEFAULT_LATENCY_NS, "--latency"))
 
 
+def check_backend(network: Network, backend: str) -> None:
+    """What a backend cannot simulate: the congestion-aware one aborts on a Ring of 2 NPUs (it
+    connects the same two devices twice: ``Device::connect`` asserts ``!connected(id)``)."""
+    if backend == "aware" and any(t == "Ring" and n == 2 for t, n in zip(network.topology, network.npus, strict=True)):
+        raise ConverterError(f"the congestion-aware backend aborts on a Ring of 2 NPUs ({network.name}): use a Switch "
+                             "there (the same network for 2 NPUs), or --backend unaware")
+
+
 def _sizes(text: str | None, count: int, ranks: int, topology: str) -> tuple[int, ...]:
     if text is None:
         if count == 1:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import ConverterError, TraceFormatError
 from ..et.decode import count_nodes
+from ..ranks import commgroups
 
 _SAMPLE = 8  # files whose nodes are counted to estimate the job's (progress only)
 
@@ -74,16 +75,9 @@ def find_job(prefix: str, comm_groups: str | None = None) -> Job:
         if not os.access(path, os.R_OK):
             raise TraceFormatError(path, "cannot open: Permission denied")
     count = ranks[-1] + 1
-    groups_path = comm_groups if comm_groups is not None else _beside(prefix, directory)
+    groups_path = comm_groups if comm_groups is not None else commgroups.find(prefix)
     groups = {} if groups_path is None else read_groups(groups_path, count)
     return Job(prefix, count, groups_path, groups)
-
-
-def _beside(prefix: str, directory: str) -> str | None:
-    for candidate in (f"{prefix}.comm_group.json", os.path.join(directory, "comm_group.json")):
-        if os.path.isfile(candidate):
-            return candidate
-    return None
 
 
 def read_groups(path: str, ranks: int) -> dict[str, list[int]]:

@@ -265,7 +265,9 @@ def _die_with_parent() -> None:
 def _check(returncode: int, stderr: str, reader: LogReader, job: Job, simulator: str, timeout: float | None) -> None:
     name = os.path.basename(simulator)
     if returncode < 0:
-        raise SimulatorError(f"ASTRA-sim ({name}) was killed by {_signal_name(-returncode)}; no result")
+        said = _reason(stderr, reader, "")
+        raise SimulatorError(f"ASTRA-sim ({name}) was killed by {_signal_name(-returncode)}"
+                             f"{': ' + said if said else ''}; no result")
     if returncode != 0:
         raise SimulatorError(f"ASTRA-sim ({name}) failed with exit status {returncode}: {_reason(stderr, reader)}")
     if reader.unknown_ranks:
@@ -285,7 +287,7 @@ def _check(returncode: int, stderr: str, reader: LogReader, job: Job, simulator:
     raise SimulatorError(where)
 
 
-def _reason(stderr: str, reader: LogReader) -> str:
+def _reason(stderr: str, reader: LogReader, nothing: str = "no message") -> str:
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     if any("error while loading shared libraries" in line for line in lines):
         library = next(line for line in lines if "error while loading shared libraries" in line)
@@ -295,7 +297,7 @@ def _reason(stderr: str, reader: LogReader) -> str:
         return what[-1].split("what():", 1)[1].strip()
     if reader.problems:
         return reader.problems[0]
-    return lines[-1] if lines else "no message"
+    return lines[-1] if lines else nothing
 
 
 def _signal_name(number: int) -> str:
@@ -331,6 +333,7 @@ def simulate_prefix(prefix: str, options: SimulateOptions, *, timeline: str | No
         raise ConverterError(f"--backend {options.backend}: one of {', '.join(BINARIES)}")
     job = find_job(prefix, options.comm_groups)
     network = configs.network(options.topology, job.ranks, options.npus_per_dim, options.bandwidth, options.latency)
+    configs.check_backend(network, options.backend)
     roofline = configs.accelerator(options.accelerator, options.peak_tflops, options.mem_bandwidth)
     simulator = find_simulator(options.backend, options.astra_sim_bin)
     return simulate(job, network, backend=options.backend, roofline=roofline, simulator=simulator, timeline=timeline,
