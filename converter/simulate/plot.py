@@ -38,8 +38,11 @@ def sweep_png(lines: Mapping[str, Sequence[tuple[int, float, float]]], title: st
         ranks = [p[0] for p in points]
         step_axis.plot(ranks, [p[1] for p in points], marker="o", label=name)
         share_axis.plot(ranks, [100 * p[2] for p in points], marker="o", label=name)
+    ticks = sorted({p[0] for points in lines.values() for p in points})
     for axis, label in ((step_axis, "simulated step (ms)"), (share_axis, "communication (% of the step)")):
         axis.set_xscale("log", base=2)
+        axis.set_xticks(ticks, [f"{t:,}" for t in ticks])
+        axis.minorticks_off()
         axis.set_xlabel("ranks")
         axis.set_ylabel(label)
         axis.grid(True, which="both", alpha=0.3)
