@@ -70,8 +70,12 @@ def network(topology: str, ranks: int, npus_per_dim: str | None = None, bandwidt
 
 
 def check_backend(network: Network, backend: str) -> None:
-    """What a backend cannot simulate: the congestion-aware one aborts on a Ring of 2 NPUs (it
-    connects the same two devices twice: ``Device::connect`` asserts ``!connected(id)``)."""
+    """What a backend cannot simulate: the congestion-aware one takes one dimension only ("only
+    support 1-dim topology") and aborts on a Ring of 2 NPUs (it connects the same two devices
+    twice: ``Device::connect`` asserts ``!connected(id)``)."""
+    if backend == "aware" and len(network.npus) > 1:
+        raise ConverterError(f"the congestion-aware backend simulates one dimension only, not {network.name}: "
+                             "use --backend unaware")
     if backend == "aware" and any(t == "Ring" and n == 2 for t, n in zip(network.topology, network.npus, strict=True)):
         raise ConverterError(f"the congestion-aware backend aborts on a Ring of 2 NPUs ({network.name}): use a Switch "
                              "there (the same network for 2 NPUs), or --backend unaware")
