@@ -1,28 +1,23 @@
-"""Running converted traces in the real ASTRA-sim (``$ASTRA_SIM_HOME/simulate.sh``) and reading its logs.
+"""Running converted traces in the real ASTRA-sim, for the benchmarks and the end-to-end tests:
+a thin adapter over the package's ``simulate`` (``converter/simulate``: it writes the configs,
+runs the binary of ``$ASTRA_SIM_HOME/bin``, reads its log and checks that every rank finished),
+keeping the shape these callers use: a failed run is a ``Simulation`` with a non-zero
+``returncode`` and the one-line reason in ``output`` rather than an exception.
 
-ASTRA-sim's exit status is not enough: a node it cannot issue after the first tick is dropped
-with a logged warning, that rank never finishes, and the process still exits 0. So a run is read
-from its log: each rank's ``sys[R] finished, C cycles, exposed communication E cycles.`` line, and,
-with ``trace-enabled`` in the system configuration (set here), one ``issue`` and one
-``callback`` line per node, from which the communication nodes simulated per rank and the ticks
-they took are counted.
+The network is ``simulate.sh``'s default: a Ring of NPUS at 50 GB/s and 500 ns (a Switch of 2 for
+the congestion-aware backend, which aborts on a Ring of 2).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ENV = "ASTRA_SIM_HOME"
-_FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")
-# NCCL kernel names contain commas: anchor on the line's end.
-_EVENT = re.compile(r"\[workload\] \[debug\] (issue|callback),sys->id=(\d+), tick=(\d+), node->id=(\d+), "
-                    r"node->name=.*, node->type=(\d+)$")
-COMM_TYPES = {5: "send", 6: "recv", 7: "collective"}
+from chakra_convert_fast.converter.simulate import configs, run
+from chakra_convert_fast.converter.simulate.job import find_job
+
+ENV = run.ENV
 
 
 @dataclass
@@ -57,50 +52,23 @@ def simulate(
     prefix: Path, npus: int, *, backend: str = "unaware", comm_groups: Path | None = None, workdir: Path,
     timeout: float = 600,
 ) -> Simulation:
-    """Run ``simulate.sh PREFIX NPUS BACKEND`` with traced workload events; ``workdir`` receives
-    the system configuration and the logs."""
+    """Simulate ``PREFIX.<rank>.et`` (``npus`` ranks) with ``comm_groups``; ``workdir`` is kept for
+    the callers' sake (the package removes its own temporary files)."""
     root = home()
     if root is None:
         raise RuntimeError(f"{ENV} is not set")
     workdir.mkdir(parents=True, exist_ok=True)
-    system = json.loads((root / "configs" / "system.json").read_text())
-    system["trace-enabled"] = 1
-    (workdir / "system.json").write_text(json.dumps(system))
-    env = dict(os.environ, SYSTEM=str(workdir / "system.json"), LOGDIR=str(workdir / "logs"))
-    if backend == "aware" and npus == 2:  # the aware backend refuses a ring of two
-        env["NETWORK"] = str(root / "configs" / "Switch_2npus.yml")
-    if comm_groups is not None:
-        env["COMM_GROUPS"] = str(comm_groups)
-    done = subprocess.run([str(root / "simulate.sh"), str(prefix), str(npus), backend], env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
-    ranks = [RankRun(r) for r in range(npus)]
-    for match in _FINISHED.finditer(done.stdout):
-        rank = ranks[int(match.group(1))]
-        rank.finished, rank.cycles, rank.exposed_communication = True, int(match.group(2)), int(match.group(3))
-    _read_events(workdir / "logs", ranks)
-    return Simulation(done.returncode, ranks, done.stdout + done.stderr, workdir / "logs")
-
-
-def _read_events(logdir: Path, ranks: list[RankRun]) -> None:
-    issued: dict[tuple[int, int], int] = {}
-    for log in sorted(logdir.glob("log*.log"), key=_age, reverse=True):  # oldest first: log.N.log ... log.log
-        for line in log.read_text(errors="replace").splitlines():
-            match = _EVENT.search(line)
-            if match is None:
-                continue
-            event, rank, tick, node, node_type = match.group(1), *map(int, match.group(2, 3, 4, 5))
-            if event == "issue":
-                issued[(rank, node)] = tick
-                continue
-            run = ranks[rank]
-            run.nodes_done += 1
-            kind = COMM_TYPES.get(node_type)
-            if kind is not None:
-                run.comm_done[kind] = run.comm_done.get(kind, 0) + 1
-                run.comm_cycles += tick - issued.get((rank, node), tick)
-
-
-def _age(log: Path) -> int:
-    """Rotation index: log.log is 0, log.1.log 1 (older), ..."""
-    middle = log.name[len("log"):-len(".log")].strip(".")
-    return int(middle) if middle.isdigit() else 0
+    try:
+        job = find_job(str(prefix), None if comm_groups is None else str(comm_groups))
+        if job.ranks != npus:
+            raise run.SimulatorError(f"{prefix}: {job.ranks} rank files, {npus} NPUs asked for")
+        network = configs.network("Switch" if backend == "aware" and npus == 2 else "Ring", npus)
+        result = run.simulate(job, network, backend=backend, simulator=run.find_simulator(backend, str(root)),
+                              timeout=timeout)
+    except run.ConverterError as exc:
+        return Simulation(1, [RankRun(r) for r in range(npus)], str(exc), workdir)
+    ranks = [RankRun(r.rank, True, r.step_ns, r.astra_exposed_ns, r.nodes,
+                     {k: v for k, v in (("collective", r.collectives), ("send", r.sends), ("recv", r.recvs)) if v},
+                     r.comm_ns)
+             for r in result.ranks]
+    return Simulation(0, ranks, "", workdir)

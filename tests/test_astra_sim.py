@@ -1,4 +1,4 @@
-"""End to end with the real ASTRA-sim: capture -> link -> convert --astra-sim -> simulate.sh.
+"""End to end with the real ASTRA-sim: capture -> link -> convert --astra-sim -> simulate (bench/astrasim.py).
 
 The simulator is found through ``ASTRA_SIM_HOME`` (``.ci/run`` sets it to ``../shared/astra-sim``
 and installs its one shared library); without it these tests are skipped, with the reason. Each
