@@ -10,7 +10,10 @@ import itertools
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +26,7 @@ from chakra_convert_fast.converter.simulate.logs import LogReader, Span, read_li
 from chakra_convert_fast.converter.simulate.run import find_simulator
 from chakra_convert_fast.converter.simulate.timeline import TimelineWriter
 
-from .clirun import assert_one_error, run_cli
+from .clirun import CLI, assert_one_error, run_cli
 
 DATA = Path(__file__).resolve().parent / "data" / "astra_sim"
 TINY_LOG = DATA / "tiny.events.log"
@@ -263,7 +266,10 @@ import os, signal
 os.kill(os.getpid(), signal.SIGKILL)
 """,
     "hang": """
-import time
+import os, sys, time
+workdir = os.path.dirname(next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--logging-configuration=")))
+with open(os.environ["FAKE_PID_FILE"], "w") as out:
+    out.write(f"{os.getpid()} {workdir}")
 time.sleep(60)
 """,
 }
@@ -313,8 +319,9 @@ def test_simulator_failures_are_one_line_and_write_nothing(tmp_path: Path, kind:
                 if p.stat().st_mtime > (tmp_path / "job.0.et").stat().st_mtime]
 
 
-def test_simulator_that_hangs_is_stopped_by_the_timeout(tmp_path: Path) -> None:
+def test_simulator_that_hangs_is_stopped_by_the_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prefix = _copy_job(tmp_path)
+    monkeypatch.setenv("FAKE_PID_FILE", str(tmp_path / "pid"))
     done = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "hang"), "--timeout", "1",
                    "--timeline", tmp_path / "t.json", timeout=30)
     assert_one_error(done, "ASTRA-sim did not end within 1 s")
@@ -352,3 +359,31 @@ def test_missing_rank_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "job.0.et").unlink()
     assert_one_error(run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "replay")),
                      "ranks 0..1 expected, 1 missing: job.0.et")
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_stops_the_simulator_and_leaves_nothing(tmp_path: Path, signum: int, status: int) -> None:
+    prefix = _copy_job(tmp_path)
+    pid_file = tmp_path / "pid"
+    with subprocess.Popen([*CLI, "simulate", str(prefix), "--astra-sim-bin", str(_fake(tmp_path, "hang")),
+                           "--timeline", str(tmp_path / "t.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env={**os.environ, "FAKE_PID_FILE": str(pid_file)},
+                          start_new_session=True) as process:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.1)
+        simulator, workdir = pid_file.read_text().split(" ", 1)
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == status and len(err.splitlines()) == 1 and "no output written" in err, err
+    assert not Path(f"/proc/{simulator}").exists() or "zombie" in Path(f"/proc/{simulator}/status").read_text()
+    assert not Path(workdir).exists() and not (tmp_path / "t.json").exists()
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    prefix = _copy_job(tmp_path)
+    for args in (("--topology", "Ring", "--topology", "Switch"), ("--sweep", "nodes=2"), ("--sweep", "ranks=2,x"),
+                 ("--out", "x"), ("--sweep", "ranks=2", "--timeline", "t.json")):
+        done = run_cli("simulate", prefix, *args)
+        assert done.returncode == 2 and "usage:" in done.stderr and "Traceback" not in done.stderr, (args, done)
