@@ -24,7 +24,7 @@ from chakra_convert_fast.converter import ConvertOptions, api
 from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, NodeType
 
-from .captures import GPT2_2, GPT2_4, Done, Run
+from .captures import BERT_2, BERT_4, GPT2_2, GPT2_4, Done, Run
 from .clirun import assert_one_error, listing, run_cli
 from .conftest import REAL_TRACES_DIR
 
@@ -103,22 +103,24 @@ def test_cli_scale_summary(gpt2_job: Path, tmp_path: Path) -> None:
 
 
 # -- the proof against reality: 2 captured ranks scaled to 4 == the real 4-rank capture ------------------
+@pytest.mark.parametrize(("small", "big"), [(GPT2_2, GPT2_4), (BERT_2, BERT_4)], ids=["gpt2", "bert"])
 def test_two_ranks_scaled_to_four_have_the_real_four_rank_collectives(
-    captured: Callable[[Run], Done], tmp_path: Path
+    captured: Callable[[Run], Done], tmp_path: Path, small: Run, big: Run
 ) -> None:
     """Same model and per-rank batch on 2 and on 4 CPU ranks (``chakra-profile --convert``): the
     2-rank job scaled to 4 issues, on every rank, the collectives the real 4-rank job issues
-    (kind, count, bytes, group, order), and its group file is the real one's."""
-    two, four = captured(GPT2_2), captured(GPT2_4)
-    result = api.scale(two.outdir / GPT2_2.name, tmp_path / "scaled", 4)
-    real = [collectives(four.outdir / f"{GPT2_4.name}.{r}.et") for r in range(4)]
+    (kind, count, bytes, group, order: DDP's gradient all-reduces, BERT's buffer broadcast), and
+    its group file is the real one's."""
+    two, four = captured(small), captured(big)
+    result = api.scale(two.outdir / small.name, tmp_path / "scaled", 4)
+    real = [collectives(four.outdir / f"{big.name}.{r}.et") for r in range(4)]
     scaled = [collectives(f"{tmp_path / 'scaled'}.{r}.et") for r in range(4)]
     assert scaled == real
     assert real[0], "the real capture has collectives"
-    real_groups = json.loads((four.outdir / f"{GPT2_4.name}.comm_group.json").read_text())
+    real_groups = json.loads((four.outdir / f"{big.name}.comm_group.json").read_text())
     assert result.comm_groups == real_groups
     for r in range(4):  # each scaled rank is its captured rank, ids and bytes kept
-        captured_rank = two.outdir / f"{GPT2_2.name}.{r % 2}.et"
+        captured_rank = two.outdir / f"{small.name}.{r % 2}.et"
         assert Path(f"{tmp_path / 'scaled'}.{r}.et").read_bytes() == captured_rank.read_bytes()
     assert api.check([f"{tmp_path / 'scaled'}.{r}.et" for r in range(4)]).ok
 
