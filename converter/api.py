@@ -178,3 +178,47 @@ def find_comm_groups(prefix: PathArg) -> str | None:
 def scale_uses(path: PathArg, in_prefix: PathArg, out_prefix: PathArg) -> bool:
     """Whether ``scale(in_prefix, out_prefix, ...)`` could read or write ``path`` (not a log file then)."""
     return _scale_uses(os.fspath(path), os.fspath(in_prefix), os.fspath(out_prefix))
+
+
+# -- simulate --
+from .io import atomic_text_output, check_output  # noqa: E402
+from .simulate.configs import ACCELERATORS, Accelerator, Network  # noqa: E402
+from .simulate.run import Progress as SimulationProgress  # noqa: E402
+from .simulate.run import RankResult, SimulateOptions, SimulationResult, SimulatorError, simulate_prefix  # noqa: E402
+from .simulate.sweep import SweepPoint, SweepResult  # noqa: E402
+from .simulate.sweep import sweep as _sweep  # noqa: E402
+
+__all__ += ["ACCELERATORS", "Accelerator", "Network", "RankResult", "SimulateOptions", "SimulationProgress",
+            "SimulationResult", "SimulatorError", "SweepPoint", "SweepResult", "simulate", "simulate_sweep"]
+
+
+def simulate(prefix: PathArg, options: SimulateOptions | None = None, *, timeline: PathArg | None = None,
+             json_output: PathArg | None = None,
+             progress: Callable[[SimulationProgress], None] | None = None) -> SimulationResult:
+    """Run the job ``PREFIX.<rank>.et`` (ranks 0..N-1, its communicator groups beside it) in
+    ASTRA-sim on the network of ``options`` and read the result from its log: per rank the
+    simulated step, communication and exposed communication (ns), the job's step (the slowest
+    rank's). A rank that does not finish is a ``SimulatorError`` naming it and the first node
+    ASTRA-sim dropped. ``timeline`` writes a Chrome/Perfetto trace of the run, ``json_output``
+    the result as JSON; both atomically, and only when the run succeeded."""
+    json_target = None if json_output is None else check_output(json_output)
+    result = simulate_prefix(os.fspath(prefix), options or SimulateOptions(),
+                             timeline=None if timeline is None else os.fspath(timeline), progress=progress)
+    if json_target is not None:
+        with atomic_text_output(json_target) as fh:
+            json.dump(result.as_json(), fh, indent=2)
+            fh.write("\n")
+    return result
+
+
+def simulate_sweep(prefix: PathArg, ranks: Sequence[int], topologies: Sequence[str],
+                   options: SimulateOptions | None = None, *, out_prefix: PathArg | None = None,
+                   work_dir: PathArg | None = None, on_point: Callable[[SweepPoint], None] | None = None,
+                   progress: Callable[[SimulationProgress], None] | None = None) -> SweepResult:
+    """Scale the job ``PREFIX.<rank>.et`` to each rank count (``scale``) and simulate each on each
+    topology; writes ``OUT.md`` (table), ``OUT.png`` (plot: needs the ``plot`` extra) and
+    ``OUT.json`` (``out_prefix`` defaults to ``PREFIX.sweep``)."""
+    return _sweep(os.fspath(prefix), list(ranks), list(topologies), options or SimulateOptions(),
+                  scale=lambda source, target, count: scale(source, target, count),
+                  out_prefix=None if out_prefix is None else os.fspath(out_prefix),
+                  work_dir=None if work_dir is None else os.fspath(work_dir), on_point=on_point, progress=progress)

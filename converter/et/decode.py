@@ -287,3 +287,14 @@ def _add_node(trace: EtTrace, message: bytes) -> None:
 
 
 _COMM_TYPES = frozenset({NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE})
+
+
+def count_nodes(path: str | os.PathLike[str]) -> int:
+    """The number of Node records of a ``.et`` file (its records less the GlobalMetadata), without
+    decoding them."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as fh:
+            return max(0, sum(1 for _ in _records(fh, name)) - 1)
+    except OSError as exc:
+        raise TraceFormatError(name, f"cannot read: {exc.strerror or exc}") from None
