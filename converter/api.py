@@ -15,6 +15,7 @@ leaves no output behind (``convert_all`` reports failing ranks in its result ins
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Sequence
