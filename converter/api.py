@@ -5,7 +5,8 @@
 * ``link``: host + Kineto -> the merged JSON ``chakra_trace_link`` writes;
 * ``convert_all``: every rank found in a directory, in parallel processes;
 * ``repair``: the last complete JSON object of a host trace that holds several;
-* ``check``: ``.et`` files (ours or anyone's) read back and checked against what ASTRA-sim accepts.
+* ``check``: ``.et`` files (ours or anyone's) read back and checked against what ASTRA-sim accepts;
+* ``scale``: a captured job written as a data-parallel job of N ranks.
 
 Every function raises a ``ConverterError`` subclass on input it cannot handle or an output it
 cannot write (``OutputError``: checked before any work, and every ``OSError`` of writing) and then
@@ -16,14 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from .check.rules import CheckReport
 from .check.rules import check as _check
 from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.writer import Progress
-from .errors import TraceFormatError
 from .et.decode import read_et
 from .io import open_log, same_file  # the log file of the command line: appended to, never truncated; its checks
 from .link.pipeline import LinkResult
@@ -106,7 +106,7 @@ def convert_all(
 ) -> MultiRankResult:
     """Link and convert every rank in ``directory`` into ``output_dir/<prefix>.<rank>.et``, ``jobs``
     ranks at a time (or each a task on the Ray cluster at ``ray_address``, "auto" for the local one),
-    and write ``comm_group.json``; failing ranks are reported, not raised."""
+    and write ``<prefix>.comm_group.json``; failing ranks are reported, not raised."""
     return _convert_all(os.fspath(directory), os.fspath(output_dir), options or ConvertOptions(), jobs=jobs,
                         prefix=prefix, allow_mismatch=allow_mismatch, on_rank_done=on_rank_done,
                         ray_address=ray_address)
@@ -124,22 +124,21 @@ def repair(input_path: PathArg, output_path: PathArg) -> RepairResult:
 
 def check(paths: Sequence[PathArg], comm_groups: PathArg | None = None) -> CheckReport:
     """Read ``.et`` files (one per rank, ``<prefix>.<rank>.et``) and check them, with the
-    communicator groups of ``comm_groups`` (``{"<id>": [ranks]}``) if given, against ASTRA-sim."""
+    communicator groups of ``comm_groups`` (``{"<id>": [ranks]}``), against ASTRA-sim. Without
+    ``comm_groups``, files of one prefix use that job's group file if there is one
+    (``PREFIX.comm_group.json``, else ``comm_group.json`` beside them): ``report.comm_group_path``."""
     traces = [read_et(path) for path in paths]
-    return _check(traces, None if comm_groups is None else _read_comm_groups(os.fspath(comm_groups)))
+    group_path = os.fspath(comm_groups) if comm_groups is not None else _job_comm_groups(paths)
+    report = _check(traces, None if group_path is None else commgroups.read(group_path))
+    report.comm_group_path = group_path
+    return report
 
 
-def _read_comm_groups(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            groups = json.load(fh)
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
-    except (ValueError, RecursionError) as exc:
-        raise TraceFormatError(path, f"not a JSON communicator group file: {exc}") from None
-    if not isinstance(groups, dict):
-        raise TraceFormatError(path, 'not a communicator group file: expected {"<id>": [ranks], ...}')
-    return groups
+def _job_comm_groups(paths: Sequence[PathArg]) -> str | None:
+    """The group file of the job ``PREFIX.<rank>.et`` when every path is a rank of one prefix."""
+    prefixes = {m.group(1) if m else None for m in (re.fullmatch(r"(.+)\.[0-9]+\.et", os.fspath(p)) for p in paths)}
+    prefix = prefixes.pop() if len(prefixes) == 1 else None
+    return None if prefix is None else commgroups.find(prefix)
 
 
 def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, prefix: str = "trace") -> bool:

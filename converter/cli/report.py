@@ -108,6 +108,8 @@ class Reporter:
         self.info(f"linked {s.linked:,} of {s.host_ops:,} host ops and {s.gpu_linked:,} device ops")
 
     def conversion(self, result: api.ConversionResult) -> None:
+        for warning in result.warnings:
+            self.warning(warning)
         for e in result.removed_edges:
             inter = " (inter-thread)" if e.inter_thread else ""
             self.info(f"removed dependency {e.node_id} '{e.node_name}' -> "
