@@ -7,6 +7,7 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from tqdm import tqdm
@@ -84,7 +85,7 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
     bar = _Bar(reporter.shows_progress)
     try:
         result = api.simulate(args.prefix, _options(args, topologies[0]), timeline=args.timeline,
-                              json_output=None if args.json in (None, "-") else args.json, progress=bar.update)
+                              json_output=None if args.json in (None, "-") else args.json, progress=bar.progress)
     finally:
         bar.close()
     if args.json == "-":
@@ -112,7 +113,7 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
     try:
         sweep = api.simulate_sweep(
             args.prefix, points, topologies, _options(args, topologies[0]), out_prefix=args.out,
-            work_dir=args.work_dir, on_point=lambda p: _point_done(reporter, bar, p), progress=bar.update)
+            work_dir=args.work_dir, on_point=lambda p: _point_done(reporter, bar, p), progress=bar.progress)
     finally:
         bar.close()
     if args.json == "-":
@@ -136,9 +137,12 @@ class _Bar:
         self.enabled = enabled
         self._bar: Any = None
 
+    @property
+    def progress(self) -> Callable[[api.SimulationProgress], None] | None:
+        """None where no bar is shown (the job's nodes are then not even counted)."""
+        return self.update if self.enabled else None
+
     def update(self, p: api.SimulationProgress) -> None:
-        if not self.enabled:
-            return
         if self._bar is None:
             self._bar = tqdm(total=p.nodes_total, desc="simulate", unit="node", unit_scale=True, file=sys.stderr,
                              leave=False)
