@@ -145,7 +145,7 @@ def simulate(
     total = job.estimate_nodes() if progress is not None else 0
     started = time.monotonic()
     with ExitStack() as stack:
-        workdir = tempfile.mkdtemp(prefix="chakra-simulate-")
+        workdir = make_workdir("chakra-simulate-")
         stack.callback(shutil.rmtree, workdir, True)
         writer = None
         if target is not None:
@@ -168,12 +168,15 @@ def _run(job: Job, network: Network, backend: str, roofline: Accelerator | None,
          reader: LogReader, timeout: float | None, started: float, progress: Callable[[Progress], None] | None,
          total: int) -> tuple[int, str]:
     events = os.path.join(workdir, "events.log")
-    os.mkfifo(events, 0o600)
     files = {"network.yml": network.yaml(), "system.json": json.dumps(system_config(len(network.npus), roofline)),
              "remote_memory.json": json.dumps(REMOTE_MEMORY), "logging.toml": logging_config(events)}
-    for name, text in files.items():
-        with open(os.path.join(workdir, name), "w", encoding="utf-8") as fh:
-            fh.write(text)
+    try:
+        os.mkfifo(events, 0o600)
+        for name, text in files.items():
+            with open(os.path.join(workdir, name), "w", encoding="utf-8") as fh:
+                fh.write(text)
+    except OSError as exc:
+        raise SimulatorError(f"{workdir}: cannot write ASTRA-sim's configs: {exc.strerror or exc}") from None
     command = [simulator, f"--workload-configuration={os.path.abspath(job.prefix)}",
                f"--system-configuration={workdir}/system.json",
                f"--remote-memory-configuration={workdir}/remote_memory.json",
@@ -246,14 +249,26 @@ def _follow(process: subprocess.Popen[bytes], fifo: int, reader: LogReader, time
                           reader.last_tick))
 
 
+def make_workdir(prefix: str, parent: str | None = None) -> str:
+    """A new temporary folder (the system's, or in ``parent``), or a SimulatorError saying why not."""
+    try:
+        return tempfile.mkdtemp(prefix=prefix, dir=parent)
+    except OSError as exc:
+        raise SimulatorError(f"{parent or tempfile.gettempdir()}: cannot make a temporary folder: "
+                             f"{exc.strerror or exc}") from None
+
+
 def _groups_argument(job: Job, workdir: str) -> str:
     """ASTRA-sim's group file: the job's groups, as checked, copied into ``workdir`` (ASTRA-sim
     ignores any path that contains "empty"); "empty" when there are none."""
     if not job.groups:
         return "empty"
     path = os.path.join(workdir, "groups.json")
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(job.groups, fh)
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(job.groups, fh)
+    except OSError as exc:
+        raise SimulatorError(f"{workdir}: cannot write ASTRA-sim's configs: {exc.strerror or exc}") from None
     return path
 
 

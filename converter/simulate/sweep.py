@@ -23,7 +23,7 @@ from ..io import OutputTarget, atomic_output, atomic_text_output, check_output
 from . import configs
 from .job import find_job
 from .plot import pyplot, sweep_png
-from .run import BINARIES, Progress, SimulateOptions, SimulationResult, find_simulator, simulate
+from .run import BINARIES, Progress, SimulateOptions, SimulationResult, find_simulator, make_workdir, simulate
 
 Scale = Callable[[str, str, int], Any]
 
@@ -98,7 +98,7 @@ def sweep(prefix: str, points: Sequence[int], topologies: Sequence[str], options
         raise ConverterError(f"--work-dir {parent}: no such directory")
     done: list[SweepPoint] = []
     for count in ranks:
-        scratch = tempfile.mkdtemp(prefix="chakra-sweep-", dir=parent)
+        scratch = make_workdir("chakra-sweep-", parent)
         try:
             started = time.monotonic()
             if count == job.ranks:
