@@ -387,3 +387,12 @@ def test_usage_errors(tmp_path: Path) -> None:
                  ("--out", "x"), ("--sweep", "ranks=2", "--timeline", "t.json")):
         done = run_cli("simulate", prefix, *args)
         assert done.returncode == 2 and "usage:" in done.stderr and "Traceback" not in done.stderr, (args, done)
+
+
+def test_the_log_file_cannot_be_an_output(tmp_path: Path) -> None:
+    prefix = _copy_job(tmp_path)
+    for option in ("--json", "--timeline"):
+        done = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "replay"), option, tmp_path / "out",
+                       "--log-filename", tmp_path / "out")
+        assert_one_error(done, "the log file would overwrite")
+        assert not (tmp_path / "out").exists()

@@ -99,7 +99,10 @@ def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
     if not log:
         return None
     named = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged",
-                                              "comm_groups", "timeline", "json")]
+                                              "comm_groups", "timeline")]
+    json_output = getattr(args, "json", None)  # simulate --json FILE (check's --json is a flag)
+    if isinstance(json_output, str) and json_output != "-":
+        named.append(json_output)
     for name in [str(n) for n in [*named, *getattr(args, "paths", []), *getattr(args, "files", [])] if n]:
         if api.same_file(name, log):
             return name
