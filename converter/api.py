@@ -146,3 +146,29 @@ def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, pre
     """Whether ``convert_all(directory, output_dir, prefix=prefix)`` could read or write ``path``
     (a trace of the directory, an output): such a path cannot be a log file."""
     return _convert_all_uses(os.fspath(path), os.fspath(directory), os.fspath(output_dir), prefix)
+
+
+# -- text workloads (chakra_converter Text) --
+from .text.convert import TextResult  # noqa: E402
+from .text.convert import convert_text as _convert_text  # noqa: E402
+from .text.convert import uses_file as _text_uses_file  # noqa: E402
+
+__all__ += ["TextResult", "text", "text_uses"]
+
+
+def text(
+    input_path: PathArg, output_prefix: PathArg, npus: int, passes: int = 1, *, first_dim: int | None = None,
+    progress: Progress | None = None,
+) -> TextResult:
+    """Convert an ASTRA-sim 1.0 text workload into ``output_prefix.<npu>.et`` for ``npus`` NPUs and
+    ``passes`` training passes: ``chakra_converter Text``'s bytes for the types it converts, ASTRA-sim
+    1.0's training loops for the ones it refuses (with ``output_prefix.comm_group.json`` where their
+    collectives span groups of NPUs; ``first_dim``: NPUs in the network's first dimension, for
+    HYBRID_CUSTOMIZED, default all). Every file is written, or none."""
+    return _convert_text(os.fspath(input_path), os.fspath(output_prefix), npus, passes, first_dim=first_dim,
+                         progress=progress)
+
+
+def text_uses(path: PathArg, output_prefix: PathArg, npus: int) -> bool:
+    """Whether ``text(..., output_prefix, npus)`` writes ``path`` (it cannot be a log file then)."""
+    return _text_uses_file(os.fspath(path), os.fspath(output_prefix), npus)

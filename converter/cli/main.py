@@ -10,13 +10,13 @@ from collections.abc import Callable, Sequence
 
 from .. import api
 from ..errors import ConverterError
-from . import check, convert, convert_all, link, repair
+from . import check, convert, convert_all, link, repair, text
 from .common import PROG
 from .report import Reporter
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
 #: Every command module, in the order ``--help`` lists them.
-_MODULES = (convert, link, convert_all, repair, check)
+_MODULES = (convert, link, convert_all, repair, check, text)
 COMMANDS = tuple(name for module in _MODULES for name in module.COMMANDS)
 _DESCRIPTION = """\
 Convert PyTorch execution traces (host traces, or host+device traces merged by chakra_trace_link)
@@ -31,6 +31,7 @@ examples:
   {PROG} convert-all outputs/ et/ --jobs 4
   {PROG} convert-all /shared/outputs/ /shared/et/ --ray head-node:6379
   {PROG} PyTorch --input merged.json --output out.et      (chakra_converter's form)
+  {PROG} text Resnet50_DataParallel.txt et/resnet50 --npus 64   (ASTRA-sim 1.0 text workloads)
 
 exit status: 0 on success, 1 when an input cannot be converted (one line on stderr, no output
 file written), 2 on a usage error, 130/143 when interrupted or terminated; convert-all: the
@@ -105,4 +106,7 @@ def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
             return name
     if args.command == "convert-all" and api.convert_all_uses(log, args.directory, args.outdir, args.prefix):
         return "a trace or an output of convert-all"
+    uses = getattr(args, "uses_file", None)
+    if uses is not None and uses(log, args):
+        return "an output of this command"
     return None
