@@ -16,6 +16,7 @@ from ..schema.chakra import GLOBAL_METADATA_FIELDS
 from .groups import Groups
 from .layout import LAYOUTS, Emitter
 from .outputs import output_set, targets
+from .replay import Recorded, Replay
 from .workload import REFERENCE_TYPES, Workload, read_workload
 
 SCHEMA = "1.0.2-chakra.1.0.0"  # what chakra_converter Text writes in the GlobalMetadata
@@ -58,15 +59,27 @@ def convert_text(input_path: str, prefix: str, npus: int, passes: int, *, first_
     metadata = global_metadata(workload.text)
     layout = LAYOUTS[workload.kind]
     next_id = written = per_npu = 0
+    same_files = workload.kind in REFERENCE_TYPES or workload.kind == "DISTRIBUTED_INFERENCE"  # no group by rank
+    recorded: list[Recorded] | None = [] if same_files else None
+    replay: Replay | None = None
     with output_set() as files:
         for rank, target in enumerate(found[:-1]):
             with files.write(target) as out:
                 out.write(metadata)
-                emitter = Emitter(out.write, next_id, rank, groups)
-                layout(workload, emitter, passes)
-                emitter.flush()
+                rendered = None if replay is None else replay.render(next_id)
+                if rendered is not None:
+                    for chunk in rendered:
+                        out.write(chunk)
+                    last_id = next_id + per_npu
+                else:
+                    emitter = Emitter(out.write, next_id, rank, groups, recorded)
+                    layout(workload, emitter, passes)
+                    emitter.flush()
+                    last_id = emitter.next_id
                 written += out.tell()
-            per_npu, next_id = emitter.next_id - next_id, emitter.next_id
+            if recorded is not None:
+                replay, recorded = Replay(recorded), None
+            per_npu, next_id = last_id - next_id, last_id
             if progress is not None:
                 progress("ranks", rank + 1, npus)
         members = groups.members()

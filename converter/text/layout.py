@@ -14,8 +14,12 @@ from collections.abc import Callable, Sequence
 
 from ..errors import TraceContentError
 from ..et import encode
+from ..et.encode import TAG_DATA as _TAG_DATA
+from ..et.encode import TAG_ID as _TAG_ID
+from ..et.wire import SMALL, varint
 from ..schema.chakra import CollectiveCommType, NodeType
 from .groups import Groups, Span
+from .replay import Recorded
 from .workload import Workload
 
 #: The reference's ``get_comm_type``: anything else (NONE) is 0, ALL_REDUCE.
@@ -26,11 +30,15 @@ _COMM_TYPE = {"ALLREDUCE": int(CollectiveCommType.ALL_REDUCE), "ALLTOALL": int(C
 class Emitter:
     """Encodes one NPU's nodes as they are made; ids run on from ``first_id``."""
 
-    def __init__(self, write: Callable[[bytes], object], first_id: int, rank: int, groups: Groups) -> None:
+    def __init__(self, write: Callable[[bytes], object], first_id: int, rank: int, groups: Groups,
+                 record: list[Recorded] | None = None) -> None:
         self.next_id = first_id
+        self.record = record  # each node's parts and dependencies (positions), for replay.py
         self.rank = rank
         self.groups = groups
         self._write = write
+        self._first = first_id
+        self._ids: list[bytes] = []  # the varint of each node's id, from first_id on
         self._batch: list[bytes] = []
         self._parts: dict[tuple[object, ...], tuple[bytes, bytes]] = {}  # node kind -> (name+type, rest)
 
@@ -60,9 +68,23 @@ class Emitter:
         return None if pg_name is None else self.comm(layer, collective, size, deps, pg_name)
 
     def _node(self, parts: tuple[bytes, bytes], deps: Sequence[int]) -> int:
+        """``encode.delimited_node`` (tests compare the two), with each id's varint made once:
+        dependencies name nodes of this file, whose varints are kept by position."""
         node_id = self.next_id
-        self.next_id += 1
-        self._batch.append(encode.delimited_node(node_id, parts[0], -1, deps, parts[1]))
+        self.next_id = node_id + 1
+        ids, first = self._ids, self._first
+        own = varint(node_id)
+        ids.append(own)
+        if not deps:
+            body = _TAG_ID + own + parts[0] + parts[1] if node_id else parts[0] + parts[1]
+        else:
+            listed = ids[deps[0] - first] if len(deps) == 1 else b"".join([ids[d - first] for d in deps])
+            body = b"".join((_TAG_ID, own, parts[0], _TAG_DATA, SMALL[len(listed)], listed, parts[1]) if node_id
+                            else (parts[0], _TAG_DATA, SMALL[len(listed)], listed, parts[1]))
+        size = len(body)
+        self._batch.append((SMALL[size] if size < 16384 else varint(size)) + body)
+        if self.record is not None:
+            self.record.append((parts, tuple(d - first for d in deps)))
         if len(self._batch) >= 4096:
             self.flush()
         return node_id
