@@ -252,3 +252,33 @@ def test_astra_sim_finishes_every_rank(name: str, npus: int, first_dim: int | No
         assert run.returncode == 0, run.output[-3000:]
     collectives = [sum(1 for n in read_et(tmp_path / f"w.{r}.et")[1] if n.type == 7) for r in range(npus)]
     assert [r.comm_done.get("collective", 0) for r in run.ranks] == collectives
+
+
+@pytest.mark.parametrize("first", [0, 1, 100, 16_000, 2_097_000, 2**40])
+def test_emitter_records_are_encode_s(first: int) -> None:
+    """The emitter's own record encoding, and the replayed templates, against ``encode.delimited_node``."""
+    from chakra_convert_fast.converter.et import encode
+    from chakra_convert_fast.converter.text.groups import Groups
+    from chakra_convert_fast.converter.text.replay import Replay
+
+    chunks: list[bytes] = []
+    recorded: list[Any] = []
+    emitter = layout.Emitter(chunks.append, first, 0, Groups(1, 1), recorded)
+    expected = []
+    for k in range(300):
+        deps = [first + d for d in (k - 1, k - 7, k // 2) if 0 <= d < k][: k % 4]
+        node = emitter.comp("l%", "FWD", k * 37, deps) if k % 3 else emitter.comm("l", "ALLTOALL", k, deps)
+        parts = emitter._parts[("comp", "l%", "FWD", k * 37) if k % 3 else ("comm", "l", "ALLTOALL", k, "")]
+        expected.append(encode.delimited_node(node, parts[0], -1, deps, parts[1]))
+    emitter.flush()
+    assert b"".join(chunks) == b"".join(expected)
+    shifted = first + 300
+    again: list[bytes] = []
+    emitter = layout.Emitter(again.append, shifted, 0, Groups(1, 1))
+    for k in range(300):
+        deps = [shifted + d for d in (k - 1, k - 7, k // 2) if 0 <= d < k][: k % 4]
+        emitter.comp("l%", "FWD", k * 37, deps) if k % 3 else emitter.comm("l", "ALLTOALL", k, deps)
+    emitter.flush()
+    rendered = Replay(recorded).render(shifted)
+    if rendered is not None:
+        assert b"".join(rendered) == b"".join(again)
