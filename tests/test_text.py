@@ -49,7 +49,7 @@ def reference(source: Path, prefix: Path, npus: int, passes: int) -> None:
 
 #: Later NPUs' files are filled in from templates (replay.py) unless their ids straddle a varint width:
 #: (5, 2) and (40, 1) have files of both kinds; percent.txt puts '%' (0x25) in names, sizes and lengths.
-@pytest.mark.parametrize(("npus", "passes"), [(1, 1), (2, 3), (5, 2), (3, 0), (40, 1)])
+@pytest.mark.parametrize(("npus", "passes"), [(1, 1), (2, 3), (5, 2), (3, 0), (40, 1), (3, 7)])
 @pytest.mark.parametrize(("name", "kind"), REFERENCE_CASES, ids=lambda v: v)
 def test_reference_types_are_byte_identical(name: str, kind: str | None, npus: int, passes: int,
                                              tmp_path: Path) -> None:
@@ -255,30 +255,36 @@ def test_astra_sim_finishes_every_rank(name: str, npus: int, first_dim: int | No
 
 
 @pytest.mark.parametrize("first", [0, 1, 100, 16_000, 2_097_000, 2**40])
-def test_emitter_records_are_encode_s(first: int) -> None:
-    """The emitter's own record encoding, and the replayed templates, against ``encode.delimited_node``."""
+def test_emitter_records_and_replays_are_encode_s(first: int) -> None:
+    """The emitter's own record encoding, and the files replayed from its record (templates, or node
+    by node where ids straddle a varint width), against ``encode.delimited_node``."""
     from chakra_convert_fast.converter.et import encode
     from chakra_convert_fast.converter.text.groups import Groups
     from chakra_convert_fast.converter.text.replay import Replay
 
+    def make(start: int, sink: list[bytes], record: list[Any] | None) -> tuple[layout.Emitter, list[bytes]]:
+        emitter = layout.Emitter(sink.append, start, 0, Groups(1, 1), record)
+        expected = []
+        for number in emitter.passes(5):
+            base = start + number * 200
+            for k in range(200):
+                back = [base + d for d in (k - 1, k - 7, k // 2) if 0 <= d < k]
+                deps = (back + ([base - 200 + k] if number else []))[: k % 4]
+                comp = k % 3 != 0
+                node = emitter.comp("l%", "FWD", k * 37, deps) if comp else emitter.comm("l", "ALLTOALL", k, deps)
+                key = ("comp", "l%", "FWD", k * 37) if comp else ("comm", "l", "ALLTOALL", k, "")
+                parts = emitter._parts[key]
+                expected.append(encode.delimited_node(node, parts[0], -1, deps, parts[1]))
+        emitter.flush()
+        return emitter, expected
+
     chunks: list[bytes] = []
     recorded: list[Any] = []
-    emitter = layout.Emitter(chunks.append, first, 0, Groups(1, 1), recorded)
-    expected = []
-    for k in range(300):
-        deps = [first + d for d in (k - 1, k - 7, k // 2) if 0 <= d < k][: k % 4]
-        node = emitter.comp("l%", "FWD", k * 37, deps) if k % 3 else emitter.comm("l", "ALLTOALL", k, deps)
-        parts = emitter._parts[("comp", "l%", "FWD", k * 37) if k % 3 else ("comm", "l", "ALLTOALL", k, "")]
-        expected.append(encode.delimited_node(node, parts[0], -1, deps, parts[1]))
-    emitter.flush()
+    emitter, expected = make(first, chunks, recorded)
     assert b"".join(chunks) == b"".join(expected)
-    shifted = first + 300
-    again: list[bytes] = []
-    emitter = layout.Emitter(again.append, shifted, 0, Groups(1, 1))
-    for k in range(300):
-        deps = [shifted + d for d in (k - 1, k - 7, k // 2) if 0 <= d < k][: k % 4]
-        emitter.comp("l%", "FWD", k * 37, deps) if k % 3 else emitter.comm("l", "ALLTOALL", k, deps)
-    emitter.flush()
-    rendered = Replay(recorded).render(shifted)
-    if rendered is not None:
-        assert b"".join(rendered) == b"".join(again)
+    replay = Replay(recorded, emitter.pass_starts, 5)
+    for shifted in (first + 1000, first + 16_000, 2**21 - 500):
+        _, again = make(shifted, [], None)
+        rendered = replay.render(shifted)
+        assert rendered is not None
+        assert b"".join(rendered) == b"".join(again), shifted

@@ -76,9 +76,9 @@ def convert_text(input_path: str, prefix: str, npus: int, passes: int, *, first_
                     layout(workload, emitter, passes)
                     emitter.flush()
                     last_id = emitter.next_id
+                    if recorded is not None:
+                        replay, recorded = Replay(recorded, emitter.pass_starts, passes), None
                 written += out.tell()
-            if recorded is not None:
-                replay, recorded = Replay(recorded), None
             per_npu, next_id = last_id - next_id, last_id
             if progress is not None:
                 progress("ranks", rank + 1, npus)

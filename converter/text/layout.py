@@ -10,7 +10,7 @@ collective spans become a communicator group (``groups.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import TraceContentError
 from ..et import encode
@@ -19,7 +19,7 @@ from ..et.encode import TAG_ID as _TAG_ID
 from ..et.wire import SMALL, varint
 from ..schema.chakra import CollectiveCommType, NodeType
 from .groups import Groups, Span
-from .replay import Recorded
+from .replay import RECORDED_PASSES, Recorded
 from .workload import Workload
 
 #: The reference's ``get_comm_type``: anything else (NONE) is 0, ALL_REDUCE.
@@ -33,7 +33,10 @@ class Emitter:
     def __init__(self, write: Callable[[bytes], object], first_id: int, rank: int, groups: Groups,
                  record: list[Recorded] | None = None) -> None:
         self.next_id = first_id
-        self.record = record  # each node's parts and dependencies (positions), for replay.py
+        #: Each node's parts and dependencies (positions in the file) of the first ``RECORDED_PASSES``
+        #: passes, and where each pass starts: what ``replay.py`` makes the later files from.
+        self.record = record
+        self.pass_starts: list[int] = []
         self.rank = rank
         self.groups = groups
         self._write = write
@@ -59,6 +62,14 @@ class Emitter:
                 encode.comm_attrs(NodeType.COMM_COLL_NODE, _COMM_TYPE.get(collective, 0), size, pg_name),
             )
         return self._node(parts, deps)
+
+    def passes(self, count: int) -> Iterator[int]:
+        """The training passes, each noted where it starts (recording stops after the first three)."""
+        for number in range(count):
+            self.pass_starts.append(self.next_id - self._first)
+            if number == RECORDED_PASSES:
+                self.record = None
+            yield number
 
     def collective(self, layer: str, collective: str, size: int, deps: Sequence[int], span: Span) -> int | None:
         """ASTRA-sim 1.0's collective of a phase: none for NONE or where it spans one NPU only."""
@@ -105,7 +116,7 @@ def _present(*ids: int) -> list[int]:
 
 # -- the reference's seven types, as chakra_converter lays them out ----------------------------------
 def micro(w: Workload, e: Emitter, passes: int) -> None:
-    for _ in range(passes):
+    for _ in e.passes(passes):
         for layer in w.layers:
             e.comm(layer.name, layer.wg_comm, layer.wg_size, ())
 
@@ -115,7 +126,7 @@ def data(w: Workload, e: Emitter, passes: int) -> None:
     wg_comm = [NO_NODE] * n
     fwd = [0] * n
     ig = [0] * n
-    for _ in range(passes):
+    for _ in e.passes(passes):
         last = -1
         for i, layer in enumerate(layers):
             deps = _present(fwd[i - 1] if i else NO_NODE, wg_comm[i])
@@ -133,7 +144,7 @@ def model(w: Workload, e: Emitter, passes: int) -> None:
     wg = [NO_NODE] * n
     fwd_comm = [0] * n
     ig_comm = [0] * n
-    for _ in range(passes):
+    for _ in e.passes(passes):
         for i, layer in enumerate(layers):
             deps = _present(fwd_comm[i - 1] if i else NO_NODE, wg[i])
             comp = e.comp(layer.name, "FWD", layer.fwd_time, deps)
@@ -153,7 +164,7 @@ def _hybrid(w: Workload, e: Emitter, passes: int, ig_label: str) -> None:
     fwd_comm = [0] * n
     wg = [0] * n
     ig_comm = [0] * n
-    for _ in range(passes):
+    for _ in e.passes(passes):
         for i, layer in enumerate(layers):
             deps = _present(wg_comm[i], fwd_comm[i - 1] if i else NO_NODE)
             comp = e.comp(layer.name, "FWD", layer.fwd_time, deps)
@@ -196,7 +207,7 @@ def dlrm(w: Workload, e: Emitter, passes: int) -> None:
     layers, n, last_bottom = w.layers, len(w.layers), w.last_bottom_layer
     fwd = [0] * n
     fwd_comm, wg, wg_comm, ig, ig_comm = ([NO_NODE] * n for _ in range(5))
-    for _ in range(passes):
+    for _ in e.passes(passes):
         last = -1
         for i, layer in enumerate(layers):
             deps = _present(wg_comm[i] if wg_comm[i] != NO_NODE else wg[i], fwd[i - 1] if i else NO_NODE)
@@ -238,7 +249,7 @@ def transformer(w: Workload, e: Emitter, passes: int) -> None:
         comm = e.collective(layer.name + label, layer.fwd_comm, layer.fwd_size, [comp], Span.MODEL)
         chain[:] = [comp if comm is None else comm]
 
-    for _ in range(passes):
+    for _ in e.passes(passes):
         for i in range(n):
             forward(i, "FWD", "")
         for k in range(n - 1, -1, -1):
@@ -274,7 +285,7 @@ def customized(w: Workload, e: Emitter, passes: int) -> None:
     wg_comm: list[int | None] = [None] * n
     chain: list[int] = []
     waits: list[int] = []  # the input-gradient collective the next input gradient waits for
-    for _ in range(passes):
+    for _ in e.passes(passes):
         for i, layer in enumerate(layers):
             fwd_span, _, _ = _LAYER_SPANS[layer.policy]
             waited = wg_comm[i]
@@ -300,7 +311,7 @@ def customized(w: Workload, e: Emitter, passes: int) -> None:
 def inference(w: Workload, e: Emitter, passes: int) -> None:
     """``iterate_distributed_inference``: forward passes only, each collective blocking, over all NPUs."""
     chain: list[int] = []
-    for _ in range(passes):
+    for _ in e.passes(passes):
         for layer in w.layers:
             comp = e.comp(layer.name, "FWD", layer.fwd_time, chain[-1:])
             comm = e.collective(layer.name, layer.fwd_comm, layer.fwd_size, [comp], Span.ALL)
