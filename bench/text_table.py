@@ -51,6 +51,7 @@ class Case:
 CASES = [
     Case("ResNet-50-shaped DATA, 54 layers (tutorial size)", "resnet", 64, 1),
     Case("ResNet-50-shaped DATA, 54 layers", "resnet", 256, 10),
+    Case("ResNet-50-shaped DATA, 54 layers (215k nodes a file)", "resnet", 3, 1000),
     Case("ASTRA-sim's DLRM_HybridParallel (HYBRID_DLRM)", "dlrm_hybrid.txt", 64, 100),
     Case("ASTRA-sim's Transformer_HybridParallel_Fwd_In_Bckwd", "transformer_fwd_in_bckwd.txt", 64, 10),
 ]

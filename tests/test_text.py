@@ -226,7 +226,8 @@ def test_bad_outputs_and_options(tmp_path: Path) -> None:
 #: (workload, NPUs, --first-dim), each run on both analytical backends.
 SIMULATED = [("transformer_fwd_in_bckwd.txt", 8, None), ("micro_transformer.txt", 8, None),
              ("hybrid_customized.txt", 8, 4), ("hybrid_customized.txt", 8, None), ("inference.txt", 4, None),
-             ("dlrm_hybrid.txt", 4, None)]
+             ("dlrm_hybrid.txt", 4, None), ("data.txt", 4, None), ("model.txt", 4, None), ("hybrid.txt", 4, None),
+             ("micro.txt", 4, None)]
 
 
 @pytest.mark.parametrize("backend", ["unaware", "aware"])
