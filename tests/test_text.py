@@ -289,3 +289,18 @@ def test_emitter_records_and_replays_are_encode_s(first: int) -> None:
         rendered = replay.render(shifted)
         assert rendered is not None
         assert b"".join(rendered) == b"".join(again), shifted
+
+
+@pytest.mark.parametrize("text", [
+    "DATA\r\n2\r\nl0 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\r\nl1 -1 2 NONE 0 2 NONE 0 2 ALLREDUCE 16 1\r\n",  # CRLF
+    "MODEL\t\t\n0\t\t\n",  # no layers
+    "HYBRID_DLRM 9\n1\nonly\t-1\t5\tALLTOALL\t8\t5\tALLTOALL\t8\t5\tNONE\t0\t1",  # last bottom layer past the end
+    "MICRO\n1\nnaïve_層 -1 +5 NONE 0 1_000 NONE 0 1 ALLGATHER -8 x\n",  # int() accepts '+5', '1_000'; -8 bytes
+], ids=["crlf", "no-layers", "dlrm-past-end", "unicode-and-int-forms"])
+def test_edge_workloads_match_the_reference(text: str, tmp_path: Path) -> None:
+    source = tmp_path / "w.txt"
+    source.write_bytes(text.encode())
+    reference(source, tmp_path / "ref", 3, 2)
+    api.text(source, tmp_path / "ours", 3, 2)
+    for rank in range(3):
+        assert (tmp_path / f"ours.{rank}.et").read_bytes() == (tmp_path / f"ref.{rank}.et").read_bytes()
