@@ -304,3 +304,31 @@ def test_edge_workloads_match_the_reference(text: str, tmp_path: Path) -> None:
     api.text(source, tmp_path / "ours", 3, 2)
     for rank in range(3):
         assert (tmp_path / f"ours.{rank}.et").read_bytes() == (tmp_path / f"ref.{rank}.et").read_bytes()
+
+
+def test_killed_runs_leave_nothing_and_few_descriptors_still_work(tmp_path: Path) -> None:
+    import resource
+    import signal
+    import subprocess
+    import time
+
+    from .clirun import CLI, kill_session
+
+    (tmp_path / "killed").mkdir()
+    with subprocess.Popen([*CLI, "text", str(DATA / "data.txt"), str(tmp_path / "killed" / "w"), "--npus", "3000",
+                           "--passes", "200"], stderr=subprocess.DEVNULL, start_new_session=True) as process:
+        time.sleep(2.0)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        kill_session(process.pid)
+    left = listing(tmp_path / "killed")
+    assert not [name for name in left if name.startswith(".")], left  # unnamed temporaries vanish with the process
+
+    def few_descriptors() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (140, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    done = run_cli("text", DATA / "data.txt", tmp_path / "few", "--npus", "40", preexec_fn=few_descriptors)
+    assert done.returncode == 0, done.stderr  # 12 unnamed temporaries, then named ones
+    api.text(DATA / "data.txt", tmp_path / "many", 40, 1)
+    for rank in range(40):
+        assert (tmp_path / f"few.{rank}.et").read_bytes() == (tmp_path / f"many.{rank}.et").read_bytes()
