@@ -6,6 +6,7 @@
 * ``convert_all``: every rank found in a directory, in parallel processes;
 * ``repair``: the last complete JSON object of a host trace that holds several;
 * ``check``: ``.et`` files (ours or anyone's) read back and checked against what ASTRA-sim accepts.
+* ``text``: an ASTRA-sim 1.0 text workload -> a ``.et`` file per NPU (``chakra_converter Text``).
 
 Every function raises a ``ConverterError`` subclass on input it cannot handle or an output it
 cannot write (``OutputError``: checked before any work, and every ``OSError`` of writing) and then
