@@ -101,6 +101,8 @@ def global_metadata(text: str) -> bytes:
 
 
 def _groups(workload: Workload, npus: int, first_dim: int | None) -> Groups:
+    if first_dim is not None and workload.kind != "HYBRID_CUSTOMIZED":
+        raise ConverterError(f"--first-dim is for HYBRID_CUSTOMIZED workloads; {workload.path} is {workload.kind}")
     transformer = workload.kind.startswith("HYBRID_TRANSFORMER")
     block = workload.model_parallel_group if transformer else npus if first_dim is None else first_dim
     try:
