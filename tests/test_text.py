@@ -173,6 +173,9 @@ BAD = [
      "2\na -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1\nb -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1\n",
      "line 1: layer 0 initiates re-computation but no checkpoint"),
     ("HYBRID_CUSTOMIZED\n1\na -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1 HYBRID_TRANSFORMER\n", "line 3: column 13"),
+    ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 checkpoints: 1 0 checkpoint_initiates: 2 2 1\n"
+     "3\na -1 1 NONE 0 1 NONE 0 1 NONE 0 1\nb -1 1 NONE 0 1 NONE 0 1 NONE 0 1\nc -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n",
+     "line 1: layer 2 re-computes from checkpoint 0 across layer 1"),
 ]
 
 

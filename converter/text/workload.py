@@ -170,6 +170,10 @@ def _header(path: str, kind: str, params: list[str], layers: int) -> dict[str, o
             if max(below) == layer:
                 raise TraceFormatError(path, f"line 1: layer {layer} initiates re-computation from itself "
                                              "(it is a checkpoint): nothing to re-compute")
+            between = [other for other in initiates if max(below) < other < layer]
+            if between:  # ASTRA-sim 1.0 stops re-computing there and goes on backward from that layer
+                raise TraceFormatError(path, f"line 1: layer {layer} re-computes from checkpoint {max(below)} "
+                                             f"across layer {between[0]}, which initiates re-computation too")
         extra.update(checkpoints=frozenset(checkpoints), checkpoint_initiates=frozenset(initiates))
     if tokens:
         raise TraceFormatError(path, f"line 1: unexpected {' '.join(tokens)!r} after the parameters of {kind}")
