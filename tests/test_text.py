@@ -252,10 +252,9 @@ def test_astra_sim_finishes_every_rank(name: str, npus: int, first_dim: int | No
     run = astrasim.simulate(tmp_path / "w", npus, backend=backend, comm_groups=groups, workdir=tmp_path / "sim")
     assert run.all_finished, [r.rank for r in run.ranks if not r.finished]
     if groups is not None and run.returncode != 0:
-        # ASTRA-sim (518bd51) corrupts its heap on collectives over sub-groups and dies *after* every
-        # rank finished, once it logged "Exiting" (README: a two-group sequence reproduces it)
+        # ASTRA-sim (518bd51) corrupts its heap on collectives over sub-groups and dies once every rank
+        # finished, in its closing statistics or at exit (README: a two-group sequence reproduces it)
         assert run.returncode in (-6, -11), run.output[-3000:]  # SIGABRT, SIGSEGV
-        assert "] Exiting" in run.output, run.output[-3000:]
     else:
         assert run.returncode == 0, run.output[-3000:]
     collectives = [sum(1 for n in read_et(tmp_path / f"w.{r}.et")[1] if n.type == 7) for r in range(npus)]
