@@ -6,7 +6,9 @@
 * ``convert_all``: every rank found in a directory, in parallel processes;
 * ``repair``: the last complete JSON object of a host trace that holds several;
 * ``check``: ``.et`` files (ours or anyone's) read back and checked against what ASTRA-sim accepts;
-* ``scale``: a captured job written as a data-parallel job of N ranks.
+* ``scale``: a captured job written as a data-parallel job of N ranks;
+* ``simulate``: a job run in ASTRA-sim, its logs read into one result (and sweeps of scaled jobs);
+* ``text``: an ASTRA-sim 1.0 text workload -> a ``.et`` file per NPU (``chakra_converter Text``).
 
 Every function raises a ``ConverterError`` subclass on input it cannot handle or an output it
 cannot write (``OutputError``: checked before any work, and every ``OSError`` of writing) and then
@@ -223,3 +225,27 @@ def simulate_sweep(prefix: PathArg, ranks: Sequence[int], topologies: Sequence[s
                   scale=lambda source, target, count: scale(source, target, count),
                   out_prefix=None if out_prefix is None else os.fspath(out_prefix),
                   work_dir=None if work_dir is None else os.fspath(work_dir), on_point=on_point, progress=progress)
+# -- text workloads (chakra_converter Text) --
+from .text.convert import TextResult  # noqa: E402
+from .text.convert import convert_text as _convert_text  # noqa: E402
+from .text.convert import uses_file as _text_uses_file  # noqa: E402
+
+__all__ += ["TextResult", "text", "text_uses"]
+
+
+def text(
+    input_path: PathArg, output_prefix: PathArg, npus: int, passes: int = 1, *, first_dim: int | None = None,
+    progress: Progress | None = None,
+) -> TextResult:
+    """Convert an ASTRA-sim 1.0 text workload into ``output_prefix.<npu>.et`` for ``npus`` NPUs and
+    ``passes`` training passes: ``chakra_converter Text``'s bytes for the types it converts, ASTRA-sim
+    1.0's training loops for the ones it refuses (with ``output_prefix.comm_group.json`` where their
+    collectives span groups of NPUs; ``first_dim``: NPUs in the network's first dimension, for
+    HYBRID_CUSTOMIZED, default all). Every file is written, or none."""
+    return _convert_text(os.fspath(input_path), os.fspath(output_prefix), npus, passes, first_dim=first_dim,
+                         progress=progress)
+
+
+def text_uses(path: PathArg, output_prefix: PathArg, npus: int) -> bool:
+    """Whether ``text(..., output_prefix, npus)`` writes ``path`` (it cannot be a log file then)."""
+    return _text_uses_file(os.fspath(path), os.fspath(output_prefix), npus)

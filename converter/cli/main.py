@@ -10,13 +10,13 @@ from collections.abc import Callable, Sequence
 
 from .. import api
 from ..errors import ConverterError
-from . import check, convert, convert_all, link, repair, scale, simulate
+from . import check, convert, convert_all, link, repair, scale, simulate, text
 from .common import PROG
 from .report import Reporter
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
 #: Every command module, in the order ``--help`` lists them.
-_MODULES = (convert, link, convert_all, repair, check, scale, simulate)
+_MODULES = (convert, link, convert_all, repair, check, scale, simulate, text)
 COMMANDS = tuple(name for module in _MODULES for name in module.COMMANDS)
 _DESCRIPTION = """\
 Convert PyTorch execution traces (host traces, or host+device traces merged by chakra_trace_link)
@@ -31,6 +31,9 @@ examples:
   {PROG} convert-all outputs/ et/ --jobs 4
   {PROG} convert-all /shared/outputs/ /shared/et/ --ray head-node:6379
   {PROG} PyTorch --input merged.json --output out.et      (chakra_converter's form)
+  {PROG} scale et/trace et1024/trace --ranks 1024        (a captured job as 1,024 ranks)
+  {PROG} simulate et/trace --sweep ranks=2,8,64,256      (ASTRA-sim: step time against ranks)
+  {PROG} text Resnet50_DataParallel.txt et/resnet50 --npus 64   (ASTRA-sim 1.0 text workloads)
 
 exit status: 0 on success, 1 when an input cannot be converted (one line on stderr, no output
 file written), 2 on a usage error, 130/143 when interrupted or terminated; convert-all: the
@@ -110,4 +113,7 @@ def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
         return "a trace or an output of convert-all"
     if args.command == "scale" and api.scale_uses(log, args.in_prefix, args.out_prefix):
         return "a rank or group file of scale"
+    uses = getattr(args, "uses_file", None)
+    if uses is not None and uses(log, args):
+        return "an output of this command"
     return None
