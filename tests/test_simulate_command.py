@@ -275,12 +275,21 @@ time.sleep(60)
 }
 
 
+_RECORD = """
+import os, sys
+if os.environ.get("FAKE_WORKDIR_FILE"):
+    config = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--logging-configuration="))
+    with open(os.environ["FAKE_WORKDIR_FILE"], "w") as out:
+        out.write(os.path.dirname(config))
+"""
+
+
 def _fake(tmp_path: Path, kind: str) -> Path:
     home = tmp_path / f"fake-{kind}"
     (home / "bin").mkdir(parents=True, exist_ok=True)
     for name in ("AstraSim_Analytical_Congestion_Unaware", "AstraSim_Analytical_Congestion_Aware"):
         script = home / "bin" / name
-        script.write_text(f"#!{sys.executable}\n{FAKES[kind]}")
+        script.write_text(f"#!{sys.executable}\n{_RECORD}{FAKES[kind]}")
         script.chmod(0o755)
     return home
 
@@ -309,14 +318,17 @@ def test_command_reads_the_simulators_log(tmp_path: Path) -> None:
     ("crash", "failed with exit status 134: Comm node should not be on CPU"),
     ("killed", "was killed by SIGKILL"),
 ])
-def test_simulator_failures_are_one_line_and_write_nothing(tmp_path: Path, kind: str, expected: str) -> None:
+def test_simulator_failures_are_one_line_and_write_nothing(tmp_path: Path, kind: str, expected: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     prefix = _copy_job(tmp_path)
+    record = tmp_path.parent / f"{tmp_path.name}-workdir"
+    monkeypatch.setenv("FAKE_WORKDIR_FILE", str(record))
     done = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, kind), "--json", tmp_path / "r.json",
                    "--timeline", tmp_path / "t.json")
     assert_one_error(done, expected)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fake-" + kind, "job.0.et", "job.1.et"]
-    assert not [p for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("chakra-simulate-*")
-                if p.stat().st_mtime > (tmp_path / "job.0.et").stat().st_mtime]
+    workdir = Path(record.read_text())
+    assert workdir.name.startswith("chakra-simulate-") and not workdir.exists()  # the configs, logs: gone
 
 
 def test_simulator_that_hangs_is_stopped_by_the_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
