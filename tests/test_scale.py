@@ -13,7 +13,9 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, NodeType
 
 from .captures import BERT_2, BERT_4, GPT2_2, GPT2_4, Done, Run
-from .clirun import assert_one_error, listing, run_cli
+from .clirun import CLI, ERROR_PREFIX, assert_one_error, kill_session, listing, run_cli
 from .conftest import REAL_TRACES_DIR
 
 GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
@@ -367,3 +369,34 @@ def test_scaled_job_finishes_on_every_rank_in_astra_sim(
     finished = {int(m.group(1)): (int(m.group(2)), int(m.group(3))) for m in FINISHED.finditer(done.stdout)}
     assert sorted(finished) == list(range(ranks)), (done.stdout + done.stderr)[-3000:]
     assert all(cycles >= exposed > 0 for cycles, exposed in finished.values()), finished
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_while_writing_leaves_nothing(tmp_path: Path, signum: int) -> None:
+    """Stopped once its staged outputs appear, signalled, resumed: one line, 143/130, nothing left
+    (no output, no staging folder)."""
+    job = subgroup_job(tmp_path / "in")
+    out = tmp_path / "out"
+    out.mkdir()
+    with subprocess.Popen([*CLI, "scale", str(job), str(out / "x"), "--ranks", "20000"], stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as process:
+        try:
+            deadline = time.monotonic() + 60
+            while not any(os.listdir(out / name) for name in os.listdir(out) if (out / name).is_dir()):
+                assert process.poll() is None and time.monotonic() < deadline, "never saw the staged outputs"
+                time.sleep(0.005)
+            os.kill(process.pid, signal.SIGSTOP)
+            os.kill(process.pid, signum)
+            os.kill(process.pid, signal.SIGCONT)
+            _, err = process.communicate(timeout=60)
+        finally:
+            kill_session(process.pid)
+    assert process.returncode == 128 + signum, err
+    assert err.count("\n") == 1 and err.startswith(ERROR_PREFIX), err
+    assert listing(out) == []
+
+
+def test_log_file_cannot_be_an_output(gpt2_job: Path, tmp_path: Path) -> None:
+    done = run_cli("scale", gpt2_job, tmp_path / "x", "--ranks", "4", "--log-filename", tmp_path / "x.3.et")
+    assert_one_error(done, "the log file would overwrite a rank or group file of scale")
+    assert listing(tmp_path) == []

@@ -161,8 +161,16 @@ def _targets(out_prefix: str, ranks: int, inputs: Sequence[str]) -> list[OutputT
     if stale:
         raise OutputError(f"{out_prefix}.{stale[0]}.et", f"exists ({len(stale)} rank file(s) of {base} beyond "
                           f"--ranks {ranks}): remove them or choose another prefix, so two jobs do not mix")
-    targets = [check_output(f"{out_prefix}.{r}.et", *inputs) for r in range(ranks)]
-    return [*targets, check_output(commgroups.path_for(out_prefix), *inputs)]
+    group_target = check_output(commgroups.path_for(out_prefix), *inputs)  # the folder is writable
+    real_folder = os.path.dirname(group_target.final)
+    targets = []
+    for r in range(ranks):
+        path = f"{out_prefix}.{r}.et"
+        if os.path.lexists(path):  # what is there decides (a folder, a read-only file, an input, a link)
+            targets.append(check_output(path, *inputs))
+        else:  # a new file in the folder checked above (one check, not one per rank)
+            targets.append(OutputTarget(path, os.path.join(real_folder, os.path.basename(path)), False))
+    return [*targets, group_target]
 
 
 def _read_groups(path: str, captured: int, ranks: int) -> _Groups:
