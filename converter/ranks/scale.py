@@ -128,14 +128,15 @@ def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | N
             nodes.append(len(trace))
             del trace
             plain = [wire.delimited_message(m) for m in records]
+            same = b"".join(plain) if not rewrites else b""  # every replica's bytes, when none changes
             for r in range(k, ranks, captured):
-                data = _with_groups(plain, records, rewrites, groups, r // captured) if rewrites else plain
+                data = _with_groups(plain, records, rewrites, groups, r // captured) if rewrites else same
                 written += staged.write(r, data)
                 rewritten += len(rewrites)
                 done += 1
                 if progress is not None:
                     progress("ranks", done, ranks)
-            del records, plain
+            del records, plain, same
         written += staged.write(ranks, (json.dumps(new_groups, indent=2) + "\n").encode("utf-8"))
         staged.commit()
     finally:
