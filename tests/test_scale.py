@@ -400,3 +400,17 @@ def test_log_file_cannot_be_an_output(gpt2_job: Path, tmp_path: Path) -> None:
     done = run_cli("scale", gpt2_job, tmp_path / "x", "--ranks", "4", "--log-filename", tmp_path / "x.3.et")
     assert_one_error(done, "the log file would overwrite a rank or group file of scale")
     assert listing(tmp_path) == []
+
+
+def test_check_finds_the_jobs_group_file(tmp_path: Path) -> None:
+    """``check`` without ``--comm-groups``: PREFIX.comm_group.json, else the old comm_group.json."""
+    job = subgroup_job(tmp_path / "in")
+    files = [f"{job}.{r}.et" for r in range(4)]
+    done = run_cli("check", *files)
+    assert done.returncode == 0 and f"communicator groups: {job}.comm_group.json" in done.stdout, done.stderr
+    Path(f"{job}.comm_group.json").rename(tmp_path / "in" / "comm_group.json")
+    done = run_cli("check", *files)
+    assert done.returncode == 0 and f"communicator groups: {tmp_path / 'in' / 'comm_group.json'}" in done.stdout
+    (tmp_path / "in" / "comm_group.json").unlink()
+    done = run_cli("check", *files)
+    assert done.returncode == 1 and "group 1 is used but no communicator group file was given" in done.stderr
