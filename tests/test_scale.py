@@ -30,7 +30,7 @@ from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, NodeType
 
 from .captures import BERT_2, BERT_4, GPT2_2, GPT2_4, Done, Run
-from .clirun import CLI, ERROR_PREFIX, assert_one_error, kill_session, listing, run_cli
+from .clirun import CLI, ERROR_PREFIX, assert_one_error, kill_session, listing, obey_file_modes, run_cli
 from .conftest import REAL_TRACES_DIR
 
 GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
@@ -414,3 +414,15 @@ def test_check_finds_the_jobs_group_file(tmp_path: Path) -> None:
     (tmp_path / "in" / "comm_group.json").unlink()
     done = run_cli("check", *files)
     assert done.returncode == 1 and "group 1 is used but no communicator group file was given" in done.stderr
+
+
+def test_output_folder_without_write_permission(gpt2_job: Path, tmp_path: Path) -> None:
+    out = tmp_path / "locked"
+    out.mkdir()
+    out.chmod(0o555)
+    try:
+        done = run_cli("scale", gpt2_job, out / "x", "--ranks", "4", preexec_fn=obey_file_modes())
+        assert_one_error(done, "Permission denied")
+        assert listing(out) == []
+    finally:
+        out.chmod(0o755)
