@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import time
@@ -237,6 +238,8 @@ def test_missing_rank(gpt2_job: Path, tmp_path: Path) -> None:
     assert_refused(done, tmp_path / "out", "j.1.et: rank 1 of 0..2 is missing")
     done = run_cli("scale", folder / "nothing", tmp_path / "out" / "x", "--ranks", "4")
     assert_refused(done, tmp_path / "out", "no ranks found: no nothing.<rank>.et in")
+    done = run_cli("scale", folder / "j.0.et", tmp_path / "out" / "x", "--ranks", "4")
+    assert_refused(done, tmp_path / "out", "no ranks found", "(name the job's prefix, j, not one of its files)")
 
 
 def test_ranks_of_different_jobs(gpt2_job: Path, tmp_path: Path) -> None:
@@ -426,3 +429,16 @@ def test_output_folder_without_write_permission(gpt2_job: Path, tmp_path: Path) 
         assert listing(out) == []
     finally:
         out.chmod(0o755)
+
+
+def _limit_file_size() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))  # every rank file is larger
+
+
+def test_file_size_limit_while_writing(gpt2_job: Path, tmp_path: Path) -> None:
+    """The class of a full disk, for real: the first rank file cannot be written whole."""
+    out = tmp_path / "out"
+    out.mkdir()
+    done = run_cli("scale", gpt2_job, out / "x", "--ranks", "4", preexec_fn=_limit_file_size)
+    assert_one_error(done, "x.0.et: cannot write", "File too large")
+    assert listing(out) == []

@@ -92,7 +92,9 @@ def find_ranks(in_prefix: str) -> list[str]:
     pattern = re.compile(re.escape(base) + r"\.(0|[1-9][0-9]*)\.et")
     ranks = sorted(int(m.group(1)) for m in map(pattern.fullmatch, names) if m)
     if not ranks:
-        raise TraceFormatError(in_prefix, f"no ranks found: no {base}.<rank>.et in {folder or '.'}")
+        named = re.fullmatch(r"(.+)\.[0-9]+\.et", base)
+        hint = f" (name the job's prefix, {named.group(1)}, not one of its files)" if named else ""
+        raise TraceFormatError(in_prefix, f"no ranks found: no {base}.<rank>.et in {folder or '.'}{hint}")
     missing = sorted(set(range(ranks[-1] + 1)) - set(ranks))
     if missing:
         raise TraceFormatError(f"{in_prefix}.{missing[0]}.et", f"rank {missing[0]} of 0..{ranks[-1]} is missing "
