@@ -274,6 +274,15 @@ def test_ranks_of_different_jobs(gpt2_job: Path, tmp_path: Path) -> None:
     assert run_cli("scale", two / "j", tmp_path / "out" / "x", "--ranks", "4").returncode == 0
 
 
+def test_collectives_differ_on_a_named_group(tmp_path: Path) -> None:
+    job = subgroup_job(tmp_path / "in")
+    write_rank(tmp_path / "in" / "job.2.et", [node(1), allreduce(2, 64, (1,), pg="2"), allreduce(3, 99, (2,), pg="3"),
+                                              allreduce(4, 256, (3,))])
+    done = run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "8")
+    assert_refused(done, tmp_path / "out", "job.2.et: its collectives on group 3 differ from rank 0's",
+                   "ALL_REDUCE of 99 bytes here, ALL_REDUCE of 128 bytes on rank 0")
+
+
 @pytest.mark.parametrize(("groups", "expected"), [
     ({"1": [0, 1, 5]}, "communicator group 1 names rank(s) [5] but the job has 4 rank(s)"),
     ({"0": [0, 1]}, "ids must be decimal integers > 0"),

@@ -271,7 +271,9 @@ class _Job:
                                     f"{trace.metadata.get('start_ts')}..{trace.metadata.get('finish_ts')}), "
                                     f"rank 0 at {self.metadata.get('time')} ({self.metadata.get('start_ts')}.."
                                     f"{self.metadata.get('finish_ts')}): ranks of different jobs?")
-        for name, members in [("0", list(range(self.captured))), *self.groups.sub.items()]:
+        everyone = list(range(self.captured))
+        every_group = [("0", everyone), *((g, everyone) for g in self.groups.all_ranks), *self.groups.sub.items()]
+        for name, members in every_group:
             if k not in members:
                 continue
             mine = per_group.get(name, [])
