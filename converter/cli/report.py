@@ -160,7 +160,7 @@ class ProgressBars:
         if bar is None:
             for other in self._bars.values():
                 other.close()
-            unit = {"read": "B", "write": "node"}.get(stage, "it")
+            unit = {"read": "B", "write": "node", "ranks": "rank"}.get(stage, "it")
             bar = self._bars[stage] = tqdm(total=total, desc=f"{stage:>5}", unit=unit, unit_scale=True,
                                            file=sys.stderr, leave=False)
         bar.update(done - bar.n)

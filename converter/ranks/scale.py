@@ -92,7 +92,9 @@ def find_ranks(in_prefix: str) -> list[str]:
     pattern = re.compile(re.escape(base) + r"\.(0|[1-9][0-9]*)\.et")
     ranks = sorted(int(m.group(1)) for m in map(pattern.fullmatch, names) if m)
     if not ranks:
-        raise TraceFormatError(in_prefix, f"no ranks found: no {base}.<rank>.et in {folder or '.'}")
+        named = re.fullmatch(r"(.+)\.[0-9]+\.et", base)
+        hint = f" (name the job's prefix, {named.group(1)}, not one of its files)" if named else ""
+        raise TraceFormatError(in_prefix, f"no ranks found: no {base}.<rank>.et in {folder or '.'}{hint}")
     missing = sorted(set(range(ranks[-1] + 1)) - set(ranks))
     if missing:
         raise TraceFormatError(f"{in_prefix}.{missing[0]}.et", f"rank {missing[0]} of 0..{ranks[-1]} is missing "
@@ -128,14 +130,15 @@ def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | N
             nodes.append(len(trace))
             del trace
             plain = [wire.delimited_message(m) for m in records]
+            same = b"".join(plain) if not rewrites else b""  # every replica's bytes, when none changes
             for r in range(k, ranks, captured):
-                data = _with_groups(plain, records, rewrites, groups, r // captured) if rewrites else plain
+                data = _with_groups(plain, records, rewrites, groups, r // captured) if rewrites else same
                 written += staged.write(r, data)
                 rewritten += len(rewrites)
                 done += 1
                 if progress is not None:
                     progress("ranks", done, ranks)
-            del records, plain
+            del records, plain, same
         written += staged.write(ranks, (json.dumps(new_groups, indent=2) + "\n").encode("utf-8"))
         staged.commit()
     finally:
@@ -161,8 +164,16 @@ def _targets(out_prefix: str, ranks: int, inputs: Sequence[str]) -> list[OutputT
     if stale:
         raise OutputError(f"{out_prefix}.{stale[0]}.et", f"exists ({len(stale)} rank file(s) of {base} beyond "
                           f"--ranks {ranks}): remove them or choose another prefix, so two jobs do not mix")
-    targets = [check_output(f"{out_prefix}.{r}.et", *inputs) for r in range(ranks)]
-    return [*targets, check_output(commgroups.path_for(out_prefix), *inputs)]
+    group_target = check_output(commgroups.path_for(out_prefix), *inputs)  # the folder is writable
+    real_folder = os.path.dirname(group_target.final)
+    targets = []
+    for r in range(ranks):
+        path = f"{out_prefix}.{r}.et"
+        if os.path.lexists(path):  # what is there decides (a folder, a read-only file, an input, a link)
+            targets.append(check_output(path, *inputs))
+        else:  # a new file in the folder checked above (one check, not one per rank)
+            targets.append(OutputTarget(path, os.path.join(real_folder, os.path.basename(path)), False))
+    return [*targets, group_target]
 
 
 def _read_groups(path: str, captured: int, ranks: int) -> _Groups:
@@ -260,7 +271,9 @@ class _Job:
                                     f"{trace.metadata.get('start_ts')}..{trace.metadata.get('finish_ts')}), "
                                     f"rank 0 at {self.metadata.get('time')} ({self.metadata.get('start_ts')}.."
                                     f"{self.metadata.get('finish_ts')}): ranks of different jobs?")
-        for name, members in [("0", list(range(self.captured))), *self.groups.sub.items()]:
+        everyone = list(range(self.captured))
+        every_group = [("0", everyone), *((g, everyone) for g in self.groups.all_ranks), *self.groups.sub.items()]
+        for name, members in every_group:
             if k not in members:
                 continue
             mine = per_group.get(name, [])
