@@ -230,3 +230,19 @@ def test_dlrm_8_host_only_ranks_simulate(dlrm: Path, simulator: Path, tmp_path: 
     run = astrasim.simulate(tmp_path / "host", 8, workdir=tmp_path / "sim")
     assert run.returncode == 0 and run.all_finished, run.output[-2000:]
     assert all(r.comm_done == {"collective": 8} and r.comm_cycles > 0 for r in run.ranks)
+
+
+@pytest.mark.parametrize(("trace", "expected"), [
+    ("chakra_1.0.2_host_2rank.json.gz", Counter({"ALL_GATHER": 10})),
+    ("resnet_1gpu_et.json.gz", Counter({"ALL_REDUCE": 15, "BROADCAST": 6})),
+])
+def test_nccl_host_traces_simulate_their_collectives(trace: str, expected: Counter[str], tmp_path: Path) -> None:
+    """Host traces of NCCL jobs without their Kineto trace: one communication node per collective,
+    the ``c10d::`` op (not its ``record_param_comms`` nor its ``nccl:*`` child)."""
+    out = tmp_path / "trace.0.et"
+    api.convert(REAL_TRACES_DIR / "host" / trace, out, ConvertOptions(astra_sim=True))
+    report = api.check([out])
+    assert report.ok, [p.line() for p in report.problems]
+    assert Counter(c.kind for c in report.files[0].collectives) == expected
+    et = read_et(out)
+    assert {et.names[row] for row in et.comm} <= {"c10d::allgather_", "c10d::allreduce_", "c10d::broadcast_"}
