@@ -269,3 +269,55 @@ def test_linking_by_order_gives_the_record_function_id_document(host: str, devic
     assert by_order.stats.by_order and not by_id.stats.by_order
     assert by_order.stats.linked >= by_id.stats.linked - 1
     assert (tmp_path / "by_order.json").read_bytes() == (tmp_path / "by_id.json").read_bytes()
+
+
+def _two_group_job(folder: Path, ranks: int = 4) -> None:
+    """A host-only NCCL job of ``ranks`` ranks with a default group and two sub-groups (ranks
+    0-1: "1", 2-3: "2"), made from the real 1.0.2 host trace by editing values only, in the layout
+    PyTorch writes them: the groups in ``## process_group:init ##``'s input, and each
+    collective's group as a ``pg_name`` attribute of its ``record_param_comms`` (PyTorch 2.4+).
+    Its 10 all-gathers: the first 5 in the default group, the last 5 in the rank's sub-group."""
+    base = _load(REAL_TRACES_DIR / "host" / "chakra_1.0.2_host_2rank.json.gz")
+    folder.mkdir()
+    for rank in range(ranks):
+        doc = json.loads(json.dumps(base))
+        doc["pid"] = 1000 + rank
+        sub = "1" if rank < 2 else "2"
+        collective = 0
+        for node in doc["nodes"]:
+            if "process_group:init" in node["name"]:
+                groups = [{"pg_name": "0", "ranks": [], "group_size": ranks, "group_count": 3},
+                          {"pg_name": "1", "ranks": [0, 1], "group_size": 2, "group_count": 3},
+                          {"pg_name": "2", "ranks": [2, 3], "group_size": 2, "group_count": 3}]
+                node["inputs"]["values"] = [json.dumps(groups)]
+            if node["name"] == "record_param_comms" and "all_gather" in node["inputs"]["values"]:
+                group = "0" if collective < 5 else sub
+                node["attrs"].append({"name": "pg_name", "type": "string", "value": group})
+                collective += 1
+        assert collective == 10
+        (folder / f"rank{rank}_host.json").write_text(json.dumps(doc))
+
+
+def test_host_only_job_with_sub_groups(tmp_path: Path) -> None:
+    _two_group_job(tmp_path / "job")
+    out = tmp_path / "et"
+    result = api.convert_all(tmp_path / "job", out, ConvertOptions(astra_sim=True), jobs=2)
+    assert result.failed == 0
+    assert json.loads((out / "comm_group.json").read_text()) == {"1": [0, 1], "2": [2, 3]}
+    report = api.check([out / f"trace.{r}.et" for r in range(4)], out / "comm_group.json")
+    assert report.ok and not report.problems, [p.line() for p in report.problems]
+    for rank, file in enumerate(report.files):
+        groups = [c.group for c in file.collectives]
+        assert groups == ["0"] * 5 + ["1" if rank < 2 else "2"] * 5
+    default = tmp_path / "default"
+    api.convert_all(tmp_path / "job", default, jobs=2)  # without --astra-sim: the reference's bytes
+    assert all(not f.collectives for f in api.check([default / f"trace.{r}.et" for r in range(4)]).files)
+
+
+def test_host_only_job_with_sub_groups_simulates(simulator: Path, tmp_path: Path) -> None:  # noqa: F811
+    _two_group_job(tmp_path / "job")
+    out = tmp_path / "et"
+    api.convert_all(tmp_path / "job", out, ConvertOptions(astra_sim=True), jobs=2)
+    run = astrasim.simulate(out / "trace", 4, comm_groups=out / "comm_group.json", workdir=tmp_path / "sim")
+    assert run.returncode == 0 and run.all_finished, run.output[-2000:]
+    assert all(r.comm_done == {"collective": 10} for r in run.ranks)
