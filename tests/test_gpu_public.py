@@ -321,3 +321,15 @@ def test_host_only_job_with_sub_groups_simulates(simulator: Path, tmp_path: Path
     run = astrasim.simulate(out / "trace", 4, comm_groups=out / "comm_group.json", workdir=tmp_path / "sim")
     assert run.returncode == 0 and run.all_finished, run.output[-2000:]
     assert all(r.comm_done == {"collective": 10} for r in run.ranks)
+
+
+def test_no_record_function_id_and_no_name_in_common_says_so(tmp_path: Path) -> None:
+    kineto = _load(HTA_DEVICE)
+    for event in kineto["traceEvents"]:
+        if event.get("cat") in ("cpu_op", "user_annotation"):
+            event["name"] = "renamed::" + event["name"]
+    device = tmp_path / "device.json"
+    device.write_text(json.dumps(kineto))
+    with pytest.raises(TraceContentError, match=r"has no 'Record function id' on its CPU ops .* none of the 36 host "
+                                                r"ops matched its CPU ops by thread, order and name"):
+        api.link(HTA_HOST, device, None)
