@@ -31,12 +31,11 @@ from typing import Any
 
 from ..et import encode
 from ..schema.chakra import CollectiveCommType, NodeType
-from .collectives import HOST_OP_PREFIX
+from .collectives import HOST_OP_PREFIX, NCCL_RECORD_PREFIX
 from .graph import TraceGraph
 from .nodes import RECORD_PARAM_COMMS, OpKind
 from .records import HostOp
 
-NCCL_RECORD_PREFIX = "nccl:"  # the record function NCCL's process group runs each collective in
 #: Host-side collectives come from gloo, which records no process group: the default one.
 HOST_COLLECTIVE_GROUP = "0"
 _SEND, _RECV = int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)

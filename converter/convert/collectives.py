@@ -35,6 +35,7 @@ from ..schema.chakra import CollectiveCommType, NodeType
 
 HOST_OP_PREFIX = "c10d::"
 WORKER_OP_PREFIX = "gloo:"
+NCCL_RECORD_PREFIX = "nccl:"  # the record function NCCL's process group runs each collective in
 _COLL, _SEND, _RECV = int(NodeType.COMM_COLL_NODE), int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)
 
 #: op name -> (node type, collective type, index of the input whose tensors are counted)
