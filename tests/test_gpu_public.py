@@ -21,6 +21,7 @@ import pytest
 from bench import astrasim
 from chakra_convert_fast.converter import ConvertOptions, api
 from chakra_convert_fast.converter.convert import nodes
+from chakra_convert_fast.converter.convert.collectives import host_collective
 from chakra_convert_fast.converter.errors import TraceContentError
 from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.ranks.discover import discover
@@ -333,3 +334,29 @@ def test_no_record_function_id_and_no_name_in_common_says_so(tmp_path: Path) -> 
     with pytest.raises(TraceContentError, match=r"has no 'Record function id' on its CPU ops .* none of the 36 host "
                                                 r"ops matched its CPU ops by thread, order and name"):
         api.link(HTA_HOST, device, None)
+
+
+def _tensor(numel: int, element: int = 4) -> list[Any]:
+    return [1, 2, 0, numel, element, "cuda:0"]
+
+
+@pytest.mark.parametrize(("name", "inputs", "kind", "size"), [
+    ("c10d::allreduce_coalesced_", {"values": [[_tensor(10), _tensor(6)], "<Object>", "<Object>", -1],
+                                    "shapes": [[[10], [6]], [], [], []],
+                                    "types": ["GenericList[Tensor(float),Tensor(float)]", "Object", "Object", "Int"]},
+     "ALL_REDUCE", 64),
+    ("c10d::allgather_into_tensor_coalesced_", {"values": [[_tensor(8, 2)], [_tensor(4, 2)], "<Object>"],
+                                                "shapes": [[[8]], [[4]], []],
+                                                "types": ["GenericList[Tensor(c10::BFloat16)]",
+                                                          "GenericList[Tensor(c10::BFloat16)]", "Object"]},
+     "ALL_GATHER", 8),
+    ("c10d::reduce_scatter_tensor_coalesced_", {"values": [[_tensor(2)], [_tensor(8)], "<Object>", "<Object>", -1],
+                                                "shapes": [[[2]], [[8]], [], [], []],
+                                                "types": ["GenericList[Tensor(float)]", "GenericList[Tensor(float)]",
+                                                          "Object", "Object", "Int"]},
+     "REDUCE_SCATTER", 32),
+])
+def test_coalesced_collectives(name: str, inputs: dict[str, Any], kind: str, size: int) -> None:
+    found = host_collective(name, inputs)
+    assert found is not None and found.node_type == NodeType.COMM_COLL_NODE
+    assert (found.comm_type, found.comm_size) == (CollectiveCommType[kind], size)
