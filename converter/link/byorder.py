@@ -17,9 +17,12 @@ here, explicitly and only when no CPU op of the Kineto trace has a ``Record func
    took (on any thread) by name, the first that started after the op matched before it (the
    observer files gloo's worker ops under the thread that created them, Kineto under the
    worker's own);
-3. **kernels**: a kernel's runtime call (``cudaLaunchKernel``... with the kernel's correlation id)
-   is on a CPU thread inside the ops that launched it; the kernel goes to the innermost linked op
-   that encloses the call (for an NCCL kernel, the ``nccl:*`` record function).
+3. **kernels**: a kernel whose ``External id`` is a linked CPU op's (newer traces; in PyTorch
+   2.0/2.1 ones a kernel's ``External id`` is its correlation id, which names no CPU op) goes to
+   that op, as in the reference. Otherwise its runtime call (``cudaLaunchKernel``... with the
+   kernel's correlation id) is on a CPU thread inside the ops that launched it, and the kernel
+   goes to the innermost linked op that encloses the call (for an NCCL kernel, the ``nccl:*``
+   record function).
 
 Durations, timestamps, exclusive durations and inter-thread dependencies are computed by the
 reference's rules (``linker``); only the pairing of host op and Kineto op differs. The markers
@@ -189,6 +192,9 @@ def _kernels_by_host_op(
 ) -> dict[int, list[KinetoEvent]]:
     """Host id -> the device ops launched inside it (innermost linked op around the runtime call)."""
     launchers = _enclosing_ops(trace, by_tid)
+    by_ext: dict[int, KinetoEvent] = {}
+    for op in trace.cpu_ops:
+        by_ext.setdefault(op.ext, op)
     kernels: dict[int, list[KinetoEvent]] = {}
     for gpu in trace.gpu_ops:
         runtime = trace.launch_by_corr.get(gpu.corr)
@@ -196,6 +202,10 @@ def _kernels_by_host_op(
             stats.gpu_without_launcher += 1
             continue
         gpu.tid = runtime.tid
+        named = by_ext.get(gpu.ext) if gpu.ext != gpu.corr else None
+        if named is not None and named.host_id is not None and named.tid == runtime.tid and named.ts <= runtime.ts:
+            kernels.setdefault(named.host_id, []).append(gpu)  # the kernel names its CPU op
+            continue
         found, host_id = launchers.get(id(runtime), (False, None))
         if host_id is not None:
             kernels.setdefault(host_id, []).append(gpu)
