@@ -28,6 +28,7 @@ from chakra_convert_fast.converter.ranks.discover import discover
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, NodeType
 
 from .conftest import REAL_TRACES_DIR
+from .linkcases import edge_case_pair
 from .test_astra_sim import assert_simulates, simulator  # noqa: F401  (the fixture)
 
 GPU = REAL_TRACES_DIR / "gpu_public"
@@ -360,3 +361,18 @@ def test_coalesced_collectives(name: str, inputs: dict[str, Any], kind: str, siz
     found = host_collective(name, inputs)
     assert found is not None and found.node_type == NodeType.COMM_COLL_NODE
     assert (found.comm_type, found.comm_size) == (CollectiveCommType[kind], size)
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_linking_by_order_on_generated_edge_cases(shuffled: bool, tmp_path: Path) -> None:
+    """The edge-case pairs of the linker tests (kernels, NCCL kernels, inter-thread groups, out-of
+    order host nodes), their record-function ids taken out: the same document."""
+    host, device = edge_case_pair(tmp_path, layers=20, seed=3, shuffled=shuffled, gz=False)
+    kineto = _load(device)
+    for event in kineto["traceEvents"]:
+        (event.get("args") or {}).pop("Record function id", None)
+    stripped = tmp_path / "stripped.json"
+    stripped.write_text(json.dumps(kineto))
+    assert not api.link(host, device, tmp_path / "by_id.json").stats.by_order
+    assert api.link(host, stripped, tmp_path / "by_order.json").stats.by_order
+    assert (tmp_path / "by_order.json").read_bytes() == (tmp_path / "by_id.json").read_bytes()
