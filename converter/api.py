@@ -21,6 +21,9 @@ from typing import Any
 
 from .check.rules import CheckReport
 from .check.rules import check as _check
+from .compact.rewrite import CompactResult
+from .compact.rewrite import compact_file as _compact_file
+from .compact.rewrite import compact_ranks as _compact_ranks
 from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.writer import Progress
 from .errors import TraceFormatError
@@ -146,3 +149,20 @@ def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, pre
     """Whether ``convert_all(directory, output_dir, prefix=prefix)`` could read or write ``path``
     (a trace of the directory, an output): such a path cannot be a log file."""
     return _convert_all_uses(os.fspath(path), os.fspath(directory), os.fspath(output_dir), prefix)
+
+
+# -- compact --
+def compact(input_path: PathArg, output_path: PathArg, *, progress: Progress | None = None) -> CompactResult:
+    """Write ``input_path`` (a ``.et`` ASTRA-sim runs) compacted into ``output_path`` (the same
+    path replaces it): redundant dependencies dropped and runs of compute nodes merged, so that
+    ASTRA-sim simulates the same time with fewer nodes (README, "Compact graphs")."""
+    return _compact_file(os.fspath(input_path), os.fspath(output_path), progress)
+
+
+def compact_ranks(in_prefix: PathArg, out_prefix: PathArg, *,
+                  on_rank_done: Callable[[CompactResult], None] | None = None) -> list[CompactResult]:
+    """``compact`` of every rank ``<in_prefix>.<r>.et`` into ``<out_prefix>.<r>.et``, one at a time."""
+    return _compact_ranks(os.fspath(in_prefix), os.fspath(out_prefix), on_rank_done)
+
+
+__all__ += ["CompactResult", "compact", "compact_ranks"]

@@ -11,14 +11,18 @@ copied. ``compact_file(path, path)`` compacts a file in place.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import IO, cast
 
-from ..errors import TraceFormatError
+from ..errors import OutputError, TraceContentError, TraceFormatError
 from ..et import encode, wire
 from ..et.decode import EtTrace, attribute, field_spans, read_et, records
-from ..io import OutputTarget, atomic_output, check_input, check_output
+from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
 from ..schema.chakra import NODE_FIELDS, WIRE_VARINT
 from .plan import SUMMED, Plan, plan
 
@@ -44,10 +48,14 @@ class CompactResult:
 
 def compact_file(input_path: str, output_path: str, progress: Progress | None = None) -> CompactResult:
     """Compact ``input_path`` into ``output_path`` (the same path replaces it, atomically)."""
-    started = time.perf_counter()
     check_input(input_path)
     in_place = os.path.exists(output_path) and os.path.realpath(input_path) == os.path.realpath(output_path)
     target = check_output(output_path) if in_place else check_output(output_path, input_path)
+    return _compact(input_path, target, progress)
+
+
+def _compact(input_path: str, target: OutputTarget, progress: Progress | None) -> CompactResult:
+    started = time.perf_counter()
     trace = read_et(input_path, SUMMED)
     decided = plan(trace)
     written, deps = _write(trace, decided, target, progress)
@@ -56,6 +64,42 @@ def compact_file(input_path: str, output_path: str, progress: Progress | None = 
         dependencies_read=len(trace.deps), dependencies_written=deps, redundant_dependencies=decided.redundant,
         merged_nodes=decided.merged, seconds=time.perf_counter() - started,
     )
+
+
+@contextmanager
+def compact_temporary(target: OutputTarget) -> Iterator[tuple[IO[bytes], Callable[[], CompactResult]]]:
+    """A temporary file (unnamed, next to the output) to write an uncompacted ``.et`` into, and the
+    function that compacts it into ``target`` (atomically: the output never holds the uncompacted
+    file, nor half of anything); the temporary file is gone when the block ends."""
+    spill = SpillFile(target.work_dir)
+    try:
+        def finish() -> CompactResult:
+            spill.flush()
+            proc = f"/proc/self/fd/{spill.fileno()}"
+            if os.path.exists(proc):
+                return _renamed(proc, target)
+            with tempfile.NamedTemporaryFile(dir=target.work_dir, prefix=".chakra-uncompacted-") as named:
+                try:
+                    with open(spill.fileno(), "rb", closefd=False) as raw:
+                        raw.seek(0)
+                        shutil.copyfileobj(raw, named)
+                    named.flush()
+                except OSError as exc:
+                    raise OutputError(target.work_dir, f"cannot write temporary data: {exc.strerror or exc}") from None
+                return _renamed(named.name, target)
+
+        yield cast(IO[bytes], spill), finish
+    finally:
+        spill.close()
+
+
+def _renamed(source: str, target: OutputTarget) -> CompactResult:
+    """Compact ``source``, a temporary file, naming the output in any error and in the result."""
+    try:
+        result = _compact(source, target, None)
+    except (TraceFormatError, TraceContentError) as exc:
+        raise type(exc)(target.path, f"cannot compact what was written: {exc.problem}") from None
+    return replace(result, input_path=target.path)
 
 
 def _write(trace: EtTrace, decided: Plan, target: OutputTarget, progress: Progress | None) -> tuple[int, int]:
@@ -143,3 +187,29 @@ def _attr(decided: Plan, row: int, field: bytes, payload: bytes) -> bytes:
         return field
     value = wire.varint((value_field << 3) | WIRE_VARINT) + wire.varint(total % _U64)
     return wire.attribute(wire.attr_name(name), value)
+
+
+def rank_files(prefix: str) -> list[str]:
+    """``<prefix>.0.et``, ``<prefix>.1.et``, ... up to the first rank that has no file."""
+    found: list[str] = []
+    while os.path.exists(f"{prefix}.{len(found)}.et"):
+        found.append(f"{prefix}.{len(found)}.et")
+    return found
+
+
+def compact_ranks(in_prefix: str, out_prefix: str, on_rank_done: Callable[[CompactResult], None] | None = None
+                  ) -> list[CompactResult]:
+    """Every rank ``<in_prefix>.<r>.et`` compacted into ``<out_prefix>.<r>.et``, one at a time."""
+    inputs = rank_files(in_prefix)
+    if not inputs:
+        raise TraceFormatError(f"{in_prefix}.0.et", "no such file: no rank to compact under this prefix")
+    targets = [f"{out_prefix}.{rank}.et" for rank in range(len(inputs))]
+    for source, output in zip(inputs, targets, strict=True):  # every output checked before any work
+        if os.path.realpath(source) != os.path.realpath(output):
+            check_output(output, source)
+    results = []
+    for source, output in zip(inputs, targets, strict=True):
+        results.append(compact_file(source, output))
+        if on_rank_done is not None:
+            on_rank_done(results[-1])
+    return results

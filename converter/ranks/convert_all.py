@@ -183,6 +183,7 @@ def _convert_rank(task: _Task) -> RankOutcome:
         return RankOutcome(task.rank, task.host, task.device, None, False, str(exc))
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
         return RankOutcome(task.rank, task.host, task.device, None, False, f"internal error: {exc!r}")
-    link = result.link
+    link, conversion = result.link, result.conversion
+    nodes = conversion.nodes_written if conversion.compaction is None else conversion.compaction.nodes_written
     return RankOutcome(task.rank, task.host, task.device, task.output, True, "; ".join(link.warnings),
-                       result.conversion.nodes_written, link.seconds + result.conversion.seconds)
+                       nodes, link.seconds + conversion.seconds)
