@@ -132,7 +132,17 @@ CASES: dict[str, tuple[list[Spec], dict[int, tuple[int, list[int], list[int]]]]]
         [(1, "cpu", 5, [], []), (2, "cpu", 7, [], [1]), (3, "coll", 1, [], [2]), (4, "cpu", 2, [], [3])],
         {1: (12, [], []), 3: (1, [], [1]), 4: (2, [], [3])},
     ),
-    "two threads: two chains, each merged": (
+    "two threads on one resource: ASTRA-sim picks between them by id, nothing merged": (
+        [(1, "cpu", 5, [], []), (2, "cpu", 3, [], []), (3, "cpu", 7, [1], []), (4, "cpu", 4, [2], []),
+         (5, "coll", 1, [3, 4], [])],
+        {1: (5, [], []), 2: (3, [], []), 3: (7, [1], []), 4: (4, [2], []), 5: (1, [3, 4], [])},
+    ),
+    "two threads that wait for each other are one order: merged": (
+        [(1, "cpu", 5, [], []), (2, "cpu", 3, [1], []), (3, "cpu", 7, [2], []), (4, "cpu", 4, [3], []),
+         (5, "cpu", 6, [4, 2], [])],
+        {1: (25, [], [])},
+    ),
+    "CPU and GPU chains side by side, each merged": (
         [(1, "cpu", 5, [], []), (2, "gpu", 3, [], []), (3, "cpu", 7, [1], []), (4, "gpu", 4, [2], []),
          (5, "coll", 1, [3, 4], [])],
         {1: (12, [], []), 2: (7, [], []), 5: (1, [1, 2], [])},

@@ -24,10 +24,13 @@ from .test_astra_sim import RESNET_MERGED, simulator
 __all__ = ["simulator"]
 
 
-def assert_same_simulation(prefix: Path, npus: int, comm_groups: Path | None, tmp_path: Path) -> None:
+def assert_same_simulation(prefix: Path, npus: int, comm_groups: Path | None, tmp_path: Path,
+                           *, fewer_nodes: bool = True) -> None:
     results = api.compact_ranks(prefix, tmp_path / "compact")
     assert len(results) == npus
-    assert all(r.nodes_written < r.nodes_read for r in results)
+    assert all(r.dependencies_written < r.dependencies_read for r in results)
+    if fewer_nodes:
+        assert all(r.nodes_written * 100 < r.nodes_read for r in results)
     runs = {}
     for label, which in (("before", prefix), ("after", tmp_path / "compact")):
         run = astrasim.simulate(which, npus, comm_groups=comm_groups, workdir=tmp_path / label)
@@ -52,4 +55,6 @@ def test_compacted_capture_simulates_the_same(
 def test_compacted_resnet_gpu_trace_simulates_the_same(simulator: Path, tmp_path: Path) -> None:
     api.convert(RESNET_MERGED, tmp_path / "resnet.0.et", ConvertOptions(astra_sim=True))
     shutil.copy(tmp_path / "resnet.0.et", tmp_path / "resnet.1.et")
-    assert_same_simulation(tmp_path / "resnet", 2, None, tmp_path)
+    # Its kernels wait only for their launches, so several may be ready at once: no run is merged
+    # (plan.py), but the redundant dependencies are dropped.
+    assert_same_simulation(tmp_path / "resnet", 2, None, tmp_path, fewer_nodes=False)

@@ -27,7 +27,7 @@ from array import array
 from dataclasses import dataclass
 
 from ..errors import TraceContentError
-from ..et.decode import EtTrace
+from ..et.decode import CPU_OP_ABSENT, CPU_OP_FALSE, CPU_OP_TRUE, EtTrace
 from ..schema.chakra import NodeType
 
 MAX_CHAINS = 32
@@ -55,8 +55,8 @@ def plan(trace: EtTrace) -> Plan:
     rows = _rows_by_id(trace)
     parents = _parent_rows(trace, rows)
     order = _topological_order(trace, parents)
-    keep = _reduce(trace, parents, order)
-    return _merge(trace, parents, keep, order)
+    keep, ordered = _reduce(trace, parents, order)
+    return _merge(trace, parents, keep, order, ordered)
 
 
 def _rows_by_id(trace: EtTrace) -> dict[int, int]:
@@ -113,9 +113,20 @@ def _topological_order(trace: EtTrace, parents: array[int]) -> array[int]:
     return order
 
 
-def _reduce(trace: EtTrace, parents: array[int], order: array[int]) -> bytearray:
-    """Step 1: per dependency slot, 1 unless the parent is an ancestor of another parent."""
+def resource(trace: EtTrace, row: int) -> int:
+    """The ASTRA-sim slot a compute node takes: CPU_OP_FALSE (GPU), CPU_OP_TRUE (CPU) or
+    CPU_OP_ABSENT (no ``is_cpu_op``: kept apart); -1 for any other node."""
+    if trace.types[row] != NodeType.COMP_NODE or row in trace.comm:
+        return -1
+    return trace.cpu_ops[row]
+
+
+def _reduce(trace: EtTrace, parents: array[int], order: array[int]) -> tuple[bytearray, set[int]]:
+    """Step 1: per dependency slot, 1 unless the parent is an ancestor of another parent; and
+    the resources whose nodes are all ordered by dependencies (never two of them ready at once)."""
     size = len(trace)
+    last = {slot: -1 for slot in (CPU_OP_FALSE, CPU_OP_TRUE, CPU_OP_ABSENT)}
+    ordered = set(last)
     rank = array("q", bytes(8 * size))  # position in the topological order
     for at, row in enumerate(order):
         rank[row] = at
@@ -152,6 +163,12 @@ def _reduce(trace: EtTrace, parents: array[int], order: array[int]) -> bytearray
         if chain[row] >= 0:
             mine[chain[row]] = position[row]
         reach[row] = mine
+        slot_of_row = resource(trace, row)
+        if slot_of_row in ordered:
+            before = last[slot_of_row]
+            if before >= 0 and (chain[before] < 0 or mine[chain[before]] < position[before]):
+                ordered.discard(slot_of_row)  # not provably after the previous one: may be ready beside it
+            last[slot_of_row] = row
         if len(distinct) > 1:
             for slot in range(start, end):
                 p = parents[slot]
@@ -168,10 +185,10 @@ def _reduce(trace: EtTrace, parents: array[int], order: array[int]) -> bytearray
             waiting[p] -= 1
             if waiting[p] == 0:
                 reach[p] = None
-    return keep
+    return keep, ordered
 
 
-def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[int]) -> Plan:
+def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[int], ordered: set[int]) -> Plan:
     """Step 2: runs of compute nodes along edges that are a node's only kept child and parent."""
     size = len(trace)
     only_parent = array("q", [-1]) * size  # the one distinct kept parent, -1 for none, -2 for several
@@ -196,7 +213,7 @@ def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[in
     counted.clear()
     mergeable = bytearray(size)
     for row in range(size):  # a zero duration costs ASTRA-sim a cycle, which a sum would lose: kept apart
-        mergeable[row] = trace.types[row] == NodeType.COMP_NODE and row not in trace.comm and trace.durations[row] > 0
+        mergeable[row] = resource(trace, row) in ordered and trace.durations[row] > 0
     head = array("q", range(size))
     durations: dict[int, int] = {}
     sums: dict[str, dict[int, int]] = {name: {} for name in SUMMED}
