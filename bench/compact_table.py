@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -41,7 +42,8 @@ DEFAULT_RANKS = "8,16,32,64,128,256,512,1024"
 
 
 def plain_run(prefix: Path, npus: int, comm_groups: Path | None, timeout: float) -> tuple[float, int, bool]:
-    """``simulate.sh PREFIX NPUS`` as a user runs it: (wall seconds, ranks finished, timed out)."""
+    """``simulate.sh PREFIX NPUS`` as a user runs it: (wall seconds, ranks finished, timed out);
+    the CPU seconds it took are in ``LAST_CPU[0]`` (wall time on a shared machine counts the others)."""
     root = astrasim.home()
     assert root is not None
     env = dict(os.environ)
@@ -49,13 +51,23 @@ def plain_run(prefix: Path, npus: int, comm_groups: Path | None, timeout: float)
         env["COMM_GROUPS"] = str(comm_groups)
     with tempfile.TemporaryDirectory() as logs:
         env["LOGDIR"] = logs
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _children_cpu()
         try:
             done = subprocess.run([str(root / "simulate.sh"), str(prefix), str(npus)], env=env, capture_output=True,
                                   text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
+            LAST_CPU[0] = float("nan")
             return time.perf_counter() - started, 0, True
+        LAST_CPU[0] = _children_cpu() - cpu
         return time.perf_counter() - started, len(_FINISHED.findall(done.stdout)), False
+
+
+LAST_CPU = [0.0]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def job_row(name: str, prefix: Path, npus: int, comm_groups: Path | None, work: Path) -> str:
@@ -98,7 +110,8 @@ def scaling(prefixes: list[Path], ranks: list[int], timeout: float, work: Path) 
                 wall, finished, timed_out = plain_run(job / "trace", npus, None, timeout)
                 shutil.rmtree(job)
                 point = {"trace": prefix.name, "compacted": label == "compacted", "nodes_per_rank": nodes,
-                         "ranks": npus, "seconds": round(wall, 2), "finished": finished, "timed_out": timed_out}
+                         "ranks": npus, "seconds": round(wall, 2), "cpu_seconds": round(LAST_CPU[0], 2),
+                         "finished": finished, "timed_out": timed_out}
                 points.append(point)
                 print(json.dumps(point), flush=True)
                 if timed_out:

@@ -12,10 +12,17 @@ nodes are tried in ascending id order. A compute node takes ``duration_micros`` 
    topological order, each node keeps, per chain, the last position on it that is its ancestor.
    Nodes past ``MAX_CHAINS`` chains are not indexed: their edges are kept, which is always safe.)
 2. **Runs are merged.** After 1, an edge a -> b where a's only child is b and b's only parent is
-   a, both COMP nodes with the same ``is_cpu_op`` and neither a collective (no ``comm_type``),
-   puts b into a's run. A run becomes its first node, with the summed duration (and summed
-   ``num_ops``/``tensor_size`` where each node of the run has them), the first node's id and
-   dependencies; the dependents of its last node depend on it instead.
+   a, both COMP nodes on the same resource (same ``is_cpu_op``), neither a collective (no
+   ``comm_type``) nor of duration 0 (ASTRA-sim charges 0 one cycle, a sum would lose it), puts b
+   into a's run, but only on a resource whose nodes are all ordered by the dependencies (each
+   an ancestor of the next in topological order): then no other node of that resource can be
+   ready when a finishes, so ASTRA-sim issues b at once, and the run holds the resource from
+   a's start to b's end as the merged node does. (Where two nodes of a resource may be ready
+   together, ASTRA-sim picks the lower id, and a merged run could take the slot from a node
+   that would have gone between a and b: nothing is merged on that resource.) A run becomes
+   its first node, with the summed duration (and summed ``num_ops``/``tensor_size`` where each
+   node of the run has them), the first node's id and dependencies; the dependents of its last
+   node depend on it instead.
 
 ``Plan.head[r]`` is the row that row r is merged into (itself for a kept row) and ``keep_dep``
 says, per dependency slot of ``EtTrace.deps``, whether the edge is kept.
