@@ -34,6 +34,8 @@ def _node(spec: Spec) -> pb.Node:
     if kind in ("cpu", "gpu"):
         node.type = pb.COMP_NODE
         node.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=kind == "cpu"))
+    elif kind == "invalid":
+        node.type = pb.INVALID_NODE
     else:
         node.type = {"coll": pb.COMM_COLL_NODE, "send": pb.COMM_SEND_NODE, "recv": pb.COMM_RECV_NODE}[kind]
         node.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=False))
@@ -141,6 +143,10 @@ CASES: dict[str, tuple[list[Spec], dict[int, tuple[int, list[int], list[int]]]]]
         [(1, "cpu", 5, [], []), (2, "cpu", 3, [1], []), (3, "cpu", 7, [2], []), (4, "cpu", 4, [3], []),
          (5, "cpu", 6, [4, 2], [])],
         {1: (25, [], [])},
+    ),
+    "an INVALID node anywhere: nothing merged (ASTRA-sim issues what it releases at the next event)": (
+        [(1, "cpu", 5, [], []), (2, "cpu", 7, [1], []), (3, "invalid", 0, [], [])],
+        {1: (5, [], []), 2: (7, [1], []), 3: (0, [], [])},
     ),
     "CPU and GPU chains side by side, each merged": (
         [(1, "cpu", 5, [], []), (2, "gpu", 3, [], []), (3, "cpu", 7, [1], []), (4, "gpu", 4, [2], []),

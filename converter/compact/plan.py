@@ -22,7 +22,9 @@ nodes are tried in ascending id order. A compute node takes ``duration_micros`` 
    that would have gone between a and b: nothing is merged on that resource.) A run becomes
    its first node, with the summed duration (and summed ``num_ops``/``tensor_size`` where each
    node of the run has them), the first node's id and dependencies; the dependents of its last
-   node depend on it instead.
+   node depend on it instead. Nothing is merged in a trace with INVALID or METADATA nodes
+   (ASTRA-sim finishes them inside its issue loop and issues what they release only at the
+   next event; a merged run has fewer events).
 
 ``Plan.head[r]`` is the row that row r is merged into (itself for a kept row) and ``keep_dep``
 says, per dependency slot of ``EtTrace.deps``, whether the edge is kept.
@@ -219,7 +221,10 @@ def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[in
                 children[parents[slot]] += 1
     counted.clear()
     mergeable = bytearray(size)
-    for row in range(size):  # a zero duration costs ASTRA-sim a cycle, which a sum would lose: kept apart
+    # ASTRA-sim finishes INVALID and METADATA nodes inside its issue loop without issuing what they
+    # release until the next event: a merged run has fewer events, so nothing is merged then.
+    skipped = NodeType.INVALID_NODE in trace.types or NodeType.METADATA_NODE in trace.types
+    for row in range(size if not skipped else 0):  # zero durations (a cycle each) kept apart
         mergeable[row] = resource(trace, row) in ordered and trace.durations[row] > 0
     head = array("q", range(size))
     durations: dict[int, int] = {}
