@@ -255,6 +255,6 @@ def test_convert_all_compact_writes_compacted_ranks_check_accepts(tmp_path: Path
     assert done.returncode == 0, done.stderr
     ranks = [tmp_path / "et" / f"trace.{rank}.et" for rank in range(2)]
     assert all(len(read(path)) < 50 for path in ranks)  # from ~2,700 nodes a rank
-    checked = cli("check", *ranks, "--comm-groups", tmp_path / "et" / "comm_group.json")
+    checked = cli("check", *ranks, "--comm-groups", tmp_path / "et" / "trace.comm_group.json")
     assert checked.returncode == 0, checked.stderr
     assert not [p for p in (tmp_path / "et").iterdir() if p.name.startswith(".")]

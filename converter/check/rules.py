@@ -82,6 +82,7 @@ class CheckReport:
     files: list[FileReport]
     problems: list[Problem]
     comm_groups: dict[str, list[int]] | None
+    comm_group_path: str | None = None  # the file they were read from
 
     @property
     def ok(self) -> bool:

@@ -10,13 +10,13 @@ from collections.abc import Callable, Sequence
 
 from .. import api
 from ..errors import ConverterError
-from . import check, compact, convert, convert_all, link, repair
+from . import check, compact, convert, convert_all, link, repair, scale
 from .common import PROG
 from .report import Reporter
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
 #: Every command module, in the order ``--help`` lists them.
-_MODULES = (convert, link, convert_all, repair, check, compact)
+_MODULES = (convert, link, convert_all, repair, check, scale, compact)
 COMMANDS = tuple(name for module in _MODULES for name in module.COMMANDS)
 _DESCRIPTION = """\
 Convert PyTorch execution traces (host traces, or host+device traces merged by chakra_trace_link)
@@ -105,4 +105,6 @@ def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
             return name
     if args.command == "convert-all" and api.convert_all_uses(log, args.directory, args.outdir, args.prefix):
         return "a trace or an output of convert-all"
+    if args.command == "scale" and api.scale_uses(log, args.in_prefix, args.out_prefix):
+        return "a rank or group file of scale"
     return None

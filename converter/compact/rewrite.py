@@ -21,7 +21,7 @@ from typing import IO, cast
 
 from ..errors import OutputError, TraceContentError, TraceFormatError
 from ..et import encode, wire
-from ..et.decode import EtTrace, attribute, field_spans, read_et, records
+from ..et.decode import EtTrace, attribute, field_spans, iter_records, read_et
 from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
 from ..schema.chakra import NODE_FIELDS, WIRE_VARINT
 from .plan import SUMMED, Plan, plan
@@ -109,7 +109,7 @@ def _write(trace: EtTrace, decided: Plan, target: OutputTarget, progress: Progre
     size = len(trace)
     with atomic_output(target) as out:
         batch: list[bytes] = []
-        for number, (offset, message) in enumerate(records(trace.path)):
+        for number, (offset, message) in enumerate(iter_records(trace.path)):
             if number == 0:
                 batch.append(wire.delimited_message(message))
                 continue
