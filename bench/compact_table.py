@@ -12,10 +12,10 @@ collectives each rank completed, from ASTRA-sim's log) and once as ``simulate.sh
 default (the wall time). One table row per job: nodes per rank, the simulated step per rank
 before and after, the largest difference, the collectives per rank, ASTRA-sim's wall time.
 
-``--scaling``: rank 0 of each PREFIX copied to N ranks (a data-parallel job of N identical
-ranks: the same file under N names) for each N of ``--ranks``, uncompacted and compacted, on
-the default Ring of N; wall time and how many ranks finished. A run past ``--timeout`` seconds
-is stopped and larger N are not tried for that trace. Writes ``compact.md``,
+``--scaling``: each captured job PREFIX scaled to N ranks (``api.scale``, with and without
+``compact``) for each N of ``--ranks``, simulated on the default Ring of N: wall and CPU seconds
+of ASTRA-sim, and how many ranks finished. A run past ``--timeout`` seconds is stopped and larger
+N are not tried for that trace (nor uncompacted past ``--max-uncompacted``). Writes ``compact.md``,
 ``compact_scaling.json`` and ``compact_scaling.png`` to ``--out``.
 """
 
@@ -94,22 +94,20 @@ def job_row(name: str, prefix: Path, npus: int, comm_groups: Path | None, work: 
             f"{walls['before']:.2f} / {walls['after']:.2f} |")
 
 
-def scaling(prefixes: list[Path], ranks: list[int], timeout: float, work: Path) -> list[dict[str, object]]:
+def scaling(prefixes: list[Path], ranks: list[int], timeout: float, max_uncompacted: int,
+            work: Path) -> list[dict[str, object]]:
     points: list[dict[str, object]] = []
     for prefix in prefixes:
-        compact_dir = work / f"{prefix.name}-scaling-compact"
-        compact_dir.mkdir(parents=True)
-        small = api.compact(f"{prefix}.0.et", compact_dir / "rank0.et")
-        for label, source, nodes in (("uncompacted", Path(f"{prefix}.0.et"), small.nodes_read),
-                                     ("compacted", compact_dir / "rank0.et", small.nodes_written)):
+        for compacted in (False, True):
             for npus in ranks:
-                job = work / f"{prefix.name}-{label}-{npus}"
+                if not compacted and npus > max_uncompacted:
+                    break
+                job = work / f"{prefix.name}-{'compact' if compacted else 'plain'}-{npus}"
                 job.mkdir()
-                for rank in range(npus):
-                    os.symlink(source.resolve(), job / f"trace.{rank}.et")
-                wall, finished, timed_out = plain_run(job / "trace", npus, None, timeout)
+                scaled = api.scale(prefix, job / "trace", npus, compact=compacted)
+                wall, finished, timed_out = plain_run(job / "trace", npus, Path(scaled.comm_group_path), timeout)
                 shutil.rmtree(job)
-                point = {"trace": prefix.name, "compacted": label == "compacted", "nodes_per_rank": nodes,
+                point = {"trace": prefix.name, "compacted": compacted, "nodes_per_rank": scaled.nodes[0],
                          "ranks": npus, "seconds": round(wall, 2), "cpu_seconds": round(LAST_CPU[0], 2),
                          "finished": finished, "timed_out": timed_out}
                 points.append(point)
@@ -135,7 +133,7 @@ def scaling_table(points: list[dict[str, object]], timeout: float) -> list[str]:
             else:
                 p = found[0]
                 done = "" if p["finished"] == npus else f" ({p['finished']} finished)"
-                cells.append(f"{p['seconds']} s{done}")
+                cells.append(f"{p['seconds']} s ({p['cpu_seconds']} s CPU){done}")
         lines.append(f"| {trace} | {nodes:,} | " + " | ".join(cells) + " |")
     return lines
 
@@ -155,7 +153,7 @@ def plot(points: list[dict[str, object]], path: Path) -> None:
                 marker="o", linestyle="-" if compacted else "--",
                 label=f"{trace}, {nodes:,} nodes/rank{' (compacted)' if compacted else ''}")
     ax.axhline(60, color="grey", linewidth=0.8)
-    ax.set(xscale="log", yscale="log", xlabel="ranks (copies of rank 0, Ring of N)", ylabel="ASTRA-sim wall time (s)",
+    ax.set(xscale="log", yscale="log", xlabel="ranks (scaled job, Ring of N)", ylabel="ASTRA-sim wall time (s)",
            title="ASTRA-sim wall time against ranks, compacted and not")
     ax.set_xticks([8, 16, 32, 64, 128, 256, 512, 1024], ["8", "16", "32", "64", "128", "256", "512", "1024"])
     ax.legend(fontsize=8)
@@ -173,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="rank 0 of PREFIX copied to N ranks for each N of --ranks")
     parser.add_argument("--ranks", default=DEFAULT_RANKS, help=f"N for --scaling (default {DEFAULT_RANKS})")
     parser.add_argument("--timeout", type=float, default=300, help="seconds before a scaling run is stopped")
+    parser.add_argument("--max-uncompacted", type=int, default=1024, metavar="N",
+                        help="largest job simulated uncompacted (default 1024)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
     if astrasim.home() is None:
@@ -198,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(lines[-1], flush=True)
             lines.append("")
         if args.scaling:
-            points = scaling(args.scaling, [int(n) for n in args.ranks.split(",")], args.timeout, work)
+            points = scaling(args.scaling, [int(n) for n in args.ranks.split(",")], args.timeout,
+                             args.max_uncompacted, work)
             (args.out / "compact_scaling.json").write_text(json.dumps(points, indent=1) + "\n")
             lines += scaling_table(points, args.timeout)
             plot(points, args.out / "compact_scaling.png")

@@ -158,13 +158,14 @@ __all__ += ["ScaleResult", "comm_group_path", "find_comm_groups", "scale", "scal
 
 
 def scale(in_prefix: PathArg, out_prefix: PathArg, ranks: int, *,
-          progress: Callable[[str, int, int], None] | None = None) -> ScaleResult:
+          progress: Callable[[str, int, int], None] | None = None, compact: bool = False) -> ScaleResult:
     """Write the captured job ``IN_PREFIX.<k>.et`` (k < K, ``--astra-sim`` output, with its
     communicator group file) as a data-parallel job of ``ranks`` ranks: ``OUT_PREFIX.<r>.et`` is
     captured rank r mod K (its bytes kept, a sub-group's ``pg_name`` renamed per copy of the job)
     and ``OUT_PREFIX.comm_group.json`` the new job's groups; all of them or nothing is written.
-    ``progress("ranks", done, ranks)`` is called after each rank written."""
-    return _scale(os.fspath(in_prefix), os.fspath(out_prefix), ranks, progress=progress)
+    ``progress("ranks", done, ranks)`` is called after each rank written. ``compact`` writes
+    every rank compacted (see ``compact``)."""
+    return _scale(os.fspath(in_prefix), os.fspath(out_prefix), ranks, progress=progress, compact=compact)
 
 
 def comm_group_path(prefix: PathArg) -> str:

@@ -55,15 +55,49 @@ def compact_file(input_path: str, output_path: str, progress: Progress | None = 
 
 
 def _compact(input_path: str, target: OutputTarget, progress: Progress | None) -> CompactResult:
+    with atomic_output(target) as out:
+        return _compact_into(input_path, out, target.path, progress)
+
+
+def _compact_into(input_path: str, out: IO[bytes], output_name: str, progress: Progress | None) -> CompactResult:
     started = time.perf_counter()
     trace = read_et(input_path, SUMMED)
     decided = plan(trace)
-    written, deps = _write(trace, decided, target, progress)
+    written, deps = _write(trace, decided, out, progress)
     return CompactResult(
-        input_path=input_path, output_path=target.path, nodes_read=len(trace), nodes_written=written,
+        input_path=input_path, output_path=output_name, nodes_read=len(trace), nodes_written=written,
         dependencies_read=len(trace.deps), dependencies_written=deps, redundant_dependencies=decided.redundant,
         merged_nodes=decided.merged, seconds=time.perf_counter() - started,
     )
+
+
+@contextmanager
+def compacted_copy(input_path: str, work_dir: str) -> Iterator[tuple[str, CompactResult]]:
+    """``input_path`` compacted into a temporary file in ``work_dir`` (unnamed where the system
+    allows, gone when the block ends): (a path to read it by, the result)."""
+    spill = SpillFile(work_dir)
+    try:
+        result = _compact_into(input_path, cast(IO[bytes], spill), input_path, None)
+        spill.flush()
+        proc = f"/proc/self/fd/{spill.fileno()}"
+        if os.path.exists(proc):
+            yield proc, result
+            return
+        with tempfile.NamedTemporaryFile(dir=work_dir, prefix=".chakra-compacted-") as named:
+            _copy_spill(spill, named, work_dir)
+            yield named.name, result
+    finally:
+        spill.close()
+
+
+def _copy_spill(spill: SpillFile, out: IO[bytes], work_dir: str) -> None:
+    try:
+        with open(spill.fileno(), "rb", closefd=False) as raw:
+            raw.seek(0)
+            shutil.copyfileobj(raw, out)
+        out.flush()
+    except OSError as exc:
+        raise OutputError(work_dir, f"cannot write temporary data: {exc.strerror or exc}") from None
 
 
 @contextmanager
@@ -79,13 +113,7 @@ def compact_temporary(target: OutputTarget) -> Iterator[tuple[IO[bytes], Callabl
             if os.path.exists(proc):
                 return _renamed(proc, target)
             with tempfile.NamedTemporaryFile(dir=target.work_dir, prefix=".chakra-uncompacted-") as named:
-                try:
-                    with open(spill.fileno(), "rb", closefd=False) as raw:
-                        raw.seek(0)
-                        shutil.copyfileobj(raw, named)
-                    named.flush()
-                except OSError as exc:
-                    raise OutputError(target.work_dir, f"cannot write temporary data: {exc.strerror or exc}") from None
+                _copy_spill(spill, named, target.work_dir)
                 return _renamed(named.name, target)
 
         yield cast(IO[bytes], spill), finish
@@ -102,42 +130,41 @@ def _renamed(source: str, target: OutputTarget) -> CompactResult:
     return replace(result, input_path=target.path)
 
 
-def _write(trace: EtTrace, decided: Plan, target: OutputTarget, progress: Progress | None) -> tuple[int, int]:
+def _write(trace: EtTrace, decided: Plan, out: IO[bytes], progress: Progress | None) -> tuple[int, int]:
     head, keep = decided.head, decided.keep_dep
     parents = {node_id: row for row, node_id in enumerate(trace.ids)}
     written = deps = 0
     size = len(trace)
-    with atomic_output(target) as out:
-        batch: list[bytes] = []
-        for number, (offset, message) in enumerate(iter_records(trace.path)):
-            if number == 0:
-                batch.append(wire.delimited_message(message))
-                continue
-            row = number - 1
-            if row >= size:
-                raise TraceFormatError(trace.path, "changed while it was being compacted")
-            if head[row] != row:
-                continue
-            start = trace.dep_start[row]
-            ctrl: list[int] = []
-            data: list[int] = []
-            for slot in range(start, trace.dep_start[row + 1]):
-                if keep[slot]:
-                    parent_id = trace.ids[head[parents[trace.deps[slot]]]]
-                    (ctrl if slot - start < trace.ctrl_count[row] else data).append(parent_id)
-            deps += len(ctrl) + len(data)
-            try:
-                node = _node(trace, decided, row, message, ctrl, data)
-            except TraceFormatError as exc:
-                raise TraceFormatError(trace.path, f"record {number} at byte {offset}: {exc.problem}") from None
-            batch.append(wire.delimited_message(node))
-            written += 1
-            if len(batch) >= 512:
-                out.write(b"".join(batch))
-                batch.clear()
-                if progress is not None:
-                    progress("write", row + 1, size)
-        out.write(b"".join(batch))
+    batch: list[bytes] = []
+    for number, (offset, message) in enumerate(iter_records(trace.path)):
+        if number == 0:
+            batch.append(wire.delimited_message(message))
+            continue
+        row = number - 1
+        if row >= size:
+            raise TraceFormatError(trace.path, "changed while it was being compacted")
+        if head[row] != row:
+            continue
+        start = trace.dep_start[row]
+        ctrl: list[int] = []
+        data: list[int] = []
+        for slot in range(start, trace.dep_start[row + 1]):
+            if keep[slot]:
+                parent_id = trace.ids[head[parents[trace.deps[slot]]]]
+                (ctrl if slot - start < trace.ctrl_count[row] else data).append(parent_id)
+        deps += len(ctrl) + len(data)
+        try:
+            node = _node(trace, decided, row, message, ctrl, data)
+        except TraceFormatError as exc:
+            raise TraceFormatError(trace.path, f"record {number} at byte {offset}: {exc.problem}") from None
+        batch.append(wire.delimited_message(node))
+        written += 1
+        if len(batch) >= 512:
+            out.write(b"".join(batch))
+            batch.clear()
+            if progress is not None:
+                progress("write", row + 1, size)
+    out.write(b"".join(batch))
     if progress is not None:
         progress("write", size, size)
     return written, deps
