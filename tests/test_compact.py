@@ -258,3 +258,19 @@ def test_convert_all_compact_writes_compacted_ranks_check_accepts(tmp_path: Path
     checked = cli("check", *ranks, "--comm-groups", tmp_path / "et" / "trace.comm_group.json")
     assert checked.returncode == 0, checked.stderr
     assert not [p for p in (tmp_path / "et").iterdir() if p.name.startswith(".")]
+
+
+def test_scale_compact_writes_every_rank_compacted(tmp_path: Path) -> None:
+    specs = CASES["a collective is never merged, nor merged across"][0]
+    for rank in range(2):
+        write(tmp_path / f"job.{rank}.et", specs)
+    plain = api.scale(tmp_path / "job", tmp_path / "plain" / "big", 8)
+    small = api.scale(tmp_path / "job", tmp_path / "small" / "big", 8, compact=True)
+    assert plain.nodes == (5, 5) and small.nodes == (3, 3)
+    for rank in range(8):
+        api.compact(tmp_path / "plain" / f"big.{rank}.et", tmp_path / "again.et")
+        assert (tmp_path / "small" / f"big.{rank}.et").read_bytes() == (tmp_path / "again.et").read_bytes()
+    done = cli("scale", tmp_path / "job", tmp_path / "cli" / "big", "--ranks", "4", "--compact")
+    assert done.returncode == 0, done.stderr
+    assert [len(read(tmp_path / "cli" / f"big.{rank}.et")) for rank in range(4)] == [3] * 4
+    assert not [p for p in (tmp_path / "small").iterdir() if p.name.startswith(".")]
