@@ -139,6 +139,16 @@ CASES: dict[str, tuple[list[Spec], dict[int, tuple[int, list[int], list[int]]]]]
          (5, "coll", 1, [3, 4], [])],
         {1: (5, [], []), 2: (3, [], []), 3: (7, [1], []), 4: (4, [2], []), 5: (1, [3, 4], [])},
     ),
+    "two threads on one resource: the one whose rivals all have higher ids merges, the other not": (
+        [(1, "cpu", 5, [], []), (2, "cpu", 7, [1], []), (3, "cpu", 1, [2], []), (4, "coll", 1, [3], []),
+         (10, "cpu", 3, [], []), (11, "cpu", 4, [10], []), (12, "cpu", 2, [11], [])],
+        {1: (13, [], []), 4: (1, [1], []), 10: (3, [], []), 11: (4, [10], []), 12: (2, [11], [])},
+    ),
+    "a leaf on the resource with a lower id than the next of a run: not merged there": (
+        [(1, "cpu", 5, [], []), (2, "cpu", 7, [1], []), (9, "cpu", 4, [2], []), (10, "cpu", 6, [9], []),
+         (3, "cpu", 2, [1], []), (4, "gpu", 1, [1], [])],
+        {1: (5, [], []), 2: (7, [1], []), 9: (4, [2], []), 10: (6, [9], []), 3: (2, [1], []), 4: (1, [1], [])},
+    ),
     "two threads that wait for each other are one order: merged": (
         [(1, "cpu", 5, [], []), (2, "cpu", 3, [1], []), (3, "cpu", 7, [2], []), (4, "cpu", 4, [3], []),
          (5, "cpu", 6, [4, 2], [])],

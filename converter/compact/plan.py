@@ -14,12 +14,16 @@ nodes are tried in ascending id order. A compute node takes ``duration_micros`` 
 2. **Runs are merged.** After 1, an edge a -> b where a's only child is b and b's only parent is
    a, both COMP nodes on the same resource (same ``is_cpu_op``), neither a collective (no
    ``comm_type``) nor of duration 0 (ASTRA-sim charges 0 one cycle, a sum would lose it), puts b
-   into a's run, but only on a resource whose nodes are all ordered by the dependencies (each
-   an ancestor of the next in topological order): then no other node of that resource can be
-   ready when a finishes, so ASTRA-sim issues b at once, and the run holds the resource from
-   a's start to b's end as the merged node does. (Where two nodes of a resource may be ready
-   together, ASTRA-sim picks the lower id, and a merged run could take the slot from a node
-   that would have gone between a and b: nothing is merged on that resource.) A run becomes
+   into a's run if no node that may be ready beside a on its resource (neither a's ancestor
+   nor its descendant) has a lower id than b. Then, when a finishes, b is ready (a is its only
+   parent), a's slot is free, and every other ready node of the slot has a higher id: ASTRA-sim
+   issues b at once, so the run holds the slot from a's start to b's end as the merged node
+   does. Where all nodes of a resource are ordered by the dependencies there is no such rival
+   at all; otherwise (two CPU threads, kernels that wait only for their launch) the rivals are
+   found with the index both ways (ancestors and descendants per chain) and range minima of
+   ids per chain; leaves (no children) take no chain and are checked one by one. Past
+   ``PAIRWISE_LIMIT`` nodes, or ``_MAX_LEAVES`` leaves on the slot, a resource whose nodes are
+   not all ordered merges nothing. A run becomes
    its first node, with the summed duration (and summed ``num_ops``/``tensor_size`` where each
    node of the run has them), the first node's id and dependencies; the dependents of its last
    node depend on it instead. Nothing is merged in a trace with INVALID or METADATA nodes
@@ -40,6 +44,7 @@ from ..et.decode import CPU_OP_ABSENT, CPU_OP_FALSE, CPU_OP_TRUE, EtTrace
 from ..schema.chakra import NodeType
 
 MAX_CHAINS = 32
+PAIRWISE_LIMIT = 1 << 16  # nodes: above, a slot whose nodes are not all ordered merges nothing
 SUMMED = ("num_ops", "tensor_size")
 _U64 = 1 << 64
 
@@ -64,8 +69,9 @@ def plan(trace: EtTrace) -> Plan:
     rows = _rows_by_id(trace)
     parents = _parent_rows(trace, rows)
     order = _topological_order(trace, parents)
-    keep, ordered = _reduce(trace, parents, order)
-    return _merge(trace, parents, keep, order, ordered)
+    keep, ordered, index = _reduce(trace, parents, order)
+    rivals = _Rivals(trace, parents, order, index) if index.pairwise and len(ordered) < 3 else None
+    return _merge(trace, parents, keep, order, ordered, rivals)
 
 
 def _rows_by_id(trace: EtTrace) -> dict[int, int]:
@@ -130,10 +136,26 @@ def resource(trace: EtTrace, row: int) -> int:
     return trace.cpu_ops[row]
 
 
-def _reduce(trace: EtTrace, parents: array[int], order: array[int]) -> tuple[bytearray, set[int]]:
+@dataclass
+class _Index:
+    """The chain-cover reachability index: ``reach[r][c]`` is the last position on chain c that
+    is an ancestor of row r (or r itself), -1 for none; kept for every row only when ``pairwise``."""
+
+    chain: array[int]
+    position: array[int]
+    rows_on: list[list[int]]  # chain -> its rows by position
+    leaves: list[int]  # rows without children: on no chain
+    reach: list[array[int] | None]
+    pairwise: bool  # reach kept for every row and every row on a chain
+
+
+def _reduce(trace: EtTrace, parents: array[int], order: array[int]) -> tuple[bytearray, set[int], _Index]:
     """Step 1: per dependency slot, 1 unless the parent is an ancestor of another parent; and
     the resources whose nodes are all ordered by dependencies (never two of them ready at once)."""
     size = len(trace)
+    pairwise = size <= PAIRWISE_LIMIT
+    rows_on: list[list[int]] = []
+    leaves: list[int] = []
     last = {slot: -1 for slot in (CPU_OP_FALSE, CPU_OP_TRUE, CPU_OP_ABSENT)}
     ordered = set(last)
     rank = array("q", bytes(8 * size))  # position in the topological order
@@ -155,12 +177,18 @@ def _reduce(trace: EtTrace, parents: array[int], order: array[int]) -> tuple[byt
         for p in distinct:
             if chain[p] >= 0 and chain_tail[chain[p]] == p and (best < 0 or rank[p] > rank[best]):
                 best = p
-        if best >= 0:
+        if waiting[row] == 0:  # a leaf is on no path between two nodes: it takes no chain
+            leaves.append(row)
+        elif best >= 0:
             chain[row], position[row] = chain[best], position[best] + 1
             chain_tail[chain[best]] = row
+            rows_on[chain[row]].append(row)
         elif len(chain_tail) < MAX_CHAINS:
             chain[row] = len(chain_tail)
             chain_tail.append(row)
+            rows_on.append([row])
+        else:
+            pairwise = False
         mine = array("i", empty)
         used = len(chain_tail)
         for p in distinct:
@@ -192,12 +220,90 @@ def _reduce(trace: EtTrace, parents: array[int], order: array[int]) -> tuple[byt
         for slot in range(start, end):
             p = parents[slot]
             waiting[p] -= 1
-            if waiting[p] == 0:
+            if waiting[p] == 0 and not pairwise:
                 reach[p] = None
-    return keep, ordered
+    return keep, ordered, _Index(chain, position, rows_on, leaves, reach, pairwise)
 
 
-def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[int], ordered: set[int]) -> Plan:
+_FAR = (1 << 31) - 1
+
+
+class _Rivals:
+    """``first(a)``: the lowest id of a node on a's slot that may be ready beside a (neither its
+    ancestor nor its descendant), from the reachability index both ways and range minima of ids
+    per chain; ``_FAR_ID`` when there is none."""
+
+    def __init__(self, trace: EtTrace, parents: array[int], order: array[int], index: _Index) -> None:
+        self.trace, self.index = trace, index
+        chains = len(index.rows_on)
+        children: list[list[int]] = [[] for _ in range(len(trace))]
+        for row in range(len(trace)):
+            for slot in range(trace.dep_start[row], trace.dep_start[row + 1]):
+                children[parents[slot]].append(row)
+        # below[r][c]: the first position on chain c that is a descendant of r (or r), _FAR for none
+        self.below: list[array[int] | None] = [None] * len(trace)
+        far = array("i", [_FAR]) * chains
+        for row in reversed(order):
+            mine = array("i", far)
+            for child in children[row]:
+                theirs = self.below[child]
+                assert theirs is not None
+                for k in range(chains):
+                    if theirs[k] < mine[k]:
+                        mine[k] = theirs[k]
+            if index.chain[row] >= 0:
+                mine[index.chain[row]] = index.position[row]
+            self.below[row] = mine
+        self.tables: dict[int, list[list[list[int]]]] = {}
+        self.leaves: dict[int, list[int]] = {}
+
+    def _table(self, slot: int) -> list[list[list[int]]]:
+        """Per chain, the sparse table of range minima of the ids of ``slot``'s nodes."""
+        found = self.tables.get(slot)
+        if found is None:
+            trace, found = self.trace, []
+            for rows in self.index.rows_on:
+                levels = [[trace.ids[r] if resource(trace, r) == slot else _FAR_ID for r in rows]]
+                width = 1
+                while width * 2 <= len(rows):
+                    last = levels[-1]
+                    levels.append([min(last[i], last[i + width]) for i in range(len(rows) - 2 * width + 1)])
+                    width *= 2
+                found.append(levels)
+            self.tables[slot] = found
+        return found
+
+    def first(self, row: int) -> int:
+        """(``row`` has a child, so it is on a chain.)"""
+        above, below = self.index.reach[row], self.below[row]
+        assert above is not None and below is not None
+        slot = resource(self.trace, row)
+        table, best = self._table(slot), _FAR_ID
+        mine, at = self.index.chain[row], self.index.position[row]
+        leaves = self.leaves.get(slot)
+        if leaves is None:
+            leaves = self.leaves[slot] = [r for r in self.index.leaves if resource(self.trace, r) == slot]
+        if len(leaves) > _MAX_LEAVES:
+            return -1  # too many to look at: assume the worst
+        for leaf in leaves:  # beside row unless row is its ancestor
+            theirs = self.index.reach[leaf]
+            assert theirs is not None
+            if theirs[mine] < at and self.trace.ids[leaf] < best:
+                best = self.trace.ids[leaf]
+        for k, levels in enumerate(table):
+            lo, hi = above[k] + 1, min(below[k], len(levels[0])) - 1
+            if lo <= hi:
+                level = (hi - lo + 1).bit_length() - 1
+                best = min(best, levels[level][lo], levels[level][hi - (1 << level) + 1])
+        return best
+
+
+_FAR_ID = 1 << 64
+_MAX_LEAVES = 512
+
+
+def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[int], ordered: set[int],
+           rivals: _Rivals | None) -> Plan:
     """Step 2: runs of compute nodes along edges that are a node's only kept child and parent."""
     size = len(trace)
     only_parent = array("q", [-1]) * size  # the one distinct kept parent, -1 for none, -2 for several
@@ -225,7 +331,7 @@ def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[in
     # release until the next event: a merged run has fewer events, so nothing is merged then.
     skipped = NodeType.INVALID_NODE in trace.types or NodeType.METADATA_NODE in trace.types
     for row in range(size if not skipped else 0):  # zero durations (a cycle each) kept apart
-        mergeable[row] = resource(trace, row) in ordered and trace.durations[row] > 0
+        mergeable[row] = resource(trace, row) >= 0 and trace.durations[row] > 0
     head = array("q", range(size))
     durations: dict[int, int] = {}
     sums: dict[str, dict[int, int]] = {name: {} for name in SUMMED}
@@ -237,6 +343,8 @@ def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[in
             continue
         if trace.cpu_ops[row] != trace.cpu_ops[a]:
             continue
+        if resource(trace, a) not in ordered and (rivals is None or rivals.first(a) < trace.ids[row]):
+            continue  # another node of the slot may be ready when a ends, with a lower id than row
         if any((row in values.get(name, {})) != (a in values.get(name, {})) for name in SUMMED):
             continue
         h = head[a]
