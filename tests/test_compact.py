@@ -284,3 +284,19 @@ def test_scale_compact_writes_every_rank_compacted(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert [len(read(tmp_path / "cli" / f"big.{rank}.et")) for rank in range(4)] == [3] * 4
     assert not [p for p in (tmp_path / "small").iterdir() if p.name.startswith(".")]
+
+
+def test_sums_keep_each_attributes_own_encoding(tmp_path: Path) -> None:
+    nodes = [_node((1, "gpu", 5, [], [])), _node((2, "gpu", 7, [1], []))]
+    for node, value in zip(nodes, (3, 4), strict=True):
+        node.attr.append(pb.AttributeProto(name="num_ops", sint64_val=value))
+        node.attr.append(pb.AttributeProto(name="tensor_size", uint64_val=value * 10))
+    buffer = io.BytesIO()
+    encodeMessage(buffer, pb.GlobalMetadata(version="0.0.4"))
+    for node in nodes:
+        encodeMessage(buffer, node)
+    (tmp_path / "in.et").write_bytes(buffer.getvalue())
+    api.compact(tmp_path / "in.et", tmp_path / "out.et")
+    (merged,) = read(tmp_path / "out.et")
+    attrs = {a.name: a for a in merged.attr}
+    assert attrs["num_ops"].sint64_val == 7 and attrs["tensor_size"].uint64_val == 70

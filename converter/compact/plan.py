@@ -47,6 +47,7 @@ MAX_CHAINS = 32
 PAIRWISE_LIMIT = 1 << 16  # nodes: above, a slot whose nodes are not all ordered merges nothing
 SUMMED = ("num_ops", "tensor_size")
 _U64 = 1 << 64
+_I64 = 1 << 63
 
 
 @dataclass
@@ -356,7 +357,7 @@ def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[in
             table = values.get(name, {})
             if row in table:
                 new_sums[name] = sums[name].get(h, table[h]) + table[row]
-        if any(v >= _U64 or v < 0 for v in new_sums.values()):
+        if any(v >= _I64 or v < 0 for v in new_sums.values()):  # int64 fields: keep the sum in range
             continue
         head[row] = h
         durations[h] = total

@@ -23,7 +23,7 @@ from ..errors import OutputError, TraceContentError, TraceFormatError
 from ..et import encode, wire
 from ..et.decode import EtTrace, attribute, field_spans, iter_records, read_et
 from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
-from ..schema.chakra import NODE_FIELDS, WIRE_VARINT
+from ..schema.chakra import ATTRIBUTE_FIELDS, NODE_FIELDS, WIRE_VARINT
 from .plan import SUMMED, Plan, plan
 
 _F = {name: number for name, (number, _) in NODE_FIELDS.items()}
@@ -212,8 +212,12 @@ def _attr(decided: Plan, row: int, field: bytes, payload: bytes) -> bytes:
     total = decided.sums.get(name, {}).get(row)
     if total is None:
         return field
-    value = wire.varint((value_field << 3) | WIRE_VARINT) + wire.varint(total % _U64)
+    encoded = (total << 1) if value_field in _ZIGZAG else total % _U64  # sums are never negative
+    value = wire.varint((value_field << 3) | WIRE_VARINT) + wire.varint(encoded)
     return wire.attribute(wire.attr_name(name), value)
+
+
+_ZIGZAG = frozenset({ATTRIBUTE_FIELDS["sint32_val"][0], ATTRIBUTE_FIELDS["sint64_val"][0]})
 
 
 def rank_files(prefix: str) -> list[str]:
