@@ -5,7 +5,9 @@ the second streams the records again and writes each kept node: its id, name and
 were, its kept dependencies (a dependency on a merged run's last node names the run's first),
 its other fields as they were, with the summed duration, ``num_ops`` and ``tensor_size`` of its
 run. The output is published atomically (``io.atomic_output``); the GlobalMetadata record is
-copied. ``compact_file(path, path)`` compacts a file in place.
+copied. ``compact_file(path, path)`` compacts a file in place; ``compact_temporary`` is how a
+conversion writes its graph compacted (``--compact``), ``compacted_copy`` how ``scale`` reads a
+captured rank compacted, both through an unnamed temporary file.
 """
 
 from __future__ import annotations
