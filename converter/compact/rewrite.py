@@ -234,6 +234,8 @@ def compact_ranks(in_prefix: str, out_prefix: str, on_rank_done: Callable[[Compa
                   ) -> list[CompactResult]:
     """Every rank ``<in_prefix>.<r>.et`` compacted into ``<out_prefix>.<r>.et``, one at a time."""
     inputs = rank_files(in_prefix)
+    if not inputs and os.path.isdir(in_prefix):
+        raise TraceFormatError(in_prefix, "is a directory: name a .et file, or the PREFIX of PREFIX.<rank>.et files")
     if not inputs:
         raise TraceFormatError(f"{in_prefix}.0.et", "no such file: no rank to compact under this prefix")
     targets = [f"{out_prefix}.{rank}.et" for rank in range(len(inputs))]
