@@ -177,6 +177,7 @@ def _node(trace: EtTrace, decided: Plan, row: int, message: bytes, ctrl: list[in
     name = node_type = b""
     rest: list[bytes] = []
     duration = decided.durations.get(row)
+    summed = any(row in sums for sums in decided.sums.values())
     for number, start, end, value in field_spans(message):
         if number == _F["name"]:
             name = message[start:end]
@@ -187,7 +188,7 @@ def _node(trace: EtTrace, decided: Plan, row: int, message: bytes, ctrl: list[in
         elif number == _F["duration_micros"] and duration is not None:
             rest.append(encode.duration(duration))
             duration = None
-        elif number == _F["attr"] and isinstance(value, bytes):
+        elif number == _F["attr"] and summed and isinstance(value, bytes):
             rest.append(_attr(decided, row, message[start:end], value))
         else:
             if duration is not None and number > _F["duration_micros"]:  # the run's duration, where it goes
