@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing, suppress
 from dataclasses import dataclass, field, replace
 
-from ..convert.pipeline import ConvertOptions, convert_file
+from ..convert.pipeline import ConversionResult, ConvertOptions, convert_file
 from ..errors import ConverterError
 from ..io import check_output, output_directory, same_file
 from ..workers import run_all
@@ -190,10 +190,15 @@ def _convert_rank(task: _Task) -> RankOutcome:
         return RankOutcome(task.rank, task.host, task.device, None, False, str(exc))
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
         return RankOutcome(task.rank, task.host, task.device, None, False, f"internal error: {exc!r}")
-    link = result.link
-    warnings = [*link.warnings, *result.conversion.warnings]
+    link, conversion = result.link, result.conversion
+    warnings = [*link.warnings, *conversion.warnings]
     return RankOutcome(task.rank, task.host, task.device, task.output, True, "; ".join(warnings),
-                       result.conversion.nodes_written, link.seconds + result.conversion.seconds)
+                       _nodes(conversion), link.seconds + conversion.seconds)
+
+
+def _nodes(conversion: ConversionResult) -> int:
+    """The nodes the rank's file holds (after compaction, with --compact)."""
+    return conversion.nodes_written if conversion.compaction is None else conversion.compaction.nodes_written
 
 
 def _convert_host(task: _Task) -> RankOutcome:
@@ -205,4 +210,4 @@ def _convert_host(task: _Task) -> RankOutcome:
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
         return RankOutcome(task.rank, task.host, None, None, False, f"internal error: {exc!r}")
     return RankOutcome(task.rank, task.host, None, task.output, True, "; ".join(result.warnings),
-                       result.nodes_written, result.seconds)
+                       _nodes(result), result.seconds)

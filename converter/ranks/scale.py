@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..compact.rewrite import compacted_copy
 from ..errors import ConverterError, OutputError, TraceContentError, TraceFormatError
 from ..et import wire
 from ..et.decode import EtTrace, attribute_spans, read_et
@@ -102,10 +103,12 @@ def find_ranks(in_prefix: str) -> list[str]:
     return [f"{in_prefix}.{rank}.et" for rank in ranks]
 
 
-def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | None = None) -> ScaleResult:
+def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | None = None,
+          compact: bool = False) -> ScaleResult:
     """Write the captured job ``IN.<k>.et`` as a data-parallel job of ``ranks`` ranks; see the
     module docstring for the rules. Raises a ``ConverterError`` (and writes nothing) on anything
-    it cannot scale."""
+    it cannot scale. With ``compact``, each captured rank is compacted first (``compact/``), so
+    every rank written is."""
     started = time.perf_counter()
     if not 1 <= ranks <= MAX_RANKS:
         raise ConverterError(f"--ranks {ranks}: must be between 1 and {MAX_RANKS:,}")
@@ -125,7 +128,12 @@ def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | N
         nodes: list[int] = []
         for k, path in enumerate(inputs):
             records: list[bytes] = []
-            trace = read_et(path, records=records)
+            if compact:
+                with compacted_copy(path, out_dir) as (compacted, _):
+                    trace = read_et(compacted, records=records)
+                trace.path = path
+            else:
+                trace = read_et(path, records=records)
             rewrites = job.check_rank(k, trace)
             nodes.append(len(trace))
             del trace
