@@ -24,6 +24,9 @@ from collections.abc import Callable, Sequence
 
 from .check.rules import CheckReport
 from .check.rules import check as _check
+from .compact.rewrite import CompactResult
+from .compact.rewrite import compact_file as _compact_file
+from .compact.rewrite import compact_ranks as _compact_ranks
 from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.writer import Progress
 from .et.decode import read_et
@@ -158,13 +161,14 @@ __all__ += ["ScaleResult", "comm_group_path", "find_comm_groups", "scale", "scal
 
 
 def scale(in_prefix: PathArg, out_prefix: PathArg, ranks: int, *,
-          progress: Callable[[str, int, int], None] | None = None) -> ScaleResult:
+          progress: Callable[[str, int, int], None] | None = None, compact: bool = False) -> ScaleResult:
     """Write the captured job ``IN_PREFIX.<k>.et`` (k < K, ``--astra-sim`` output, with its
     communicator group file) as a data-parallel job of ``ranks`` ranks: ``OUT_PREFIX.<r>.et`` is
     captured rank r mod K (its bytes kept, a sub-group's ``pg_name`` renamed per copy of the job)
     and ``OUT_PREFIX.comm_group.json`` the new job's groups; all of them or nothing is written.
-    ``progress("ranks", done, ranks)`` is called after each rank written."""
-    return _scale(os.fspath(in_prefix), os.fspath(out_prefix), ranks, progress=progress)
+    ``progress("ranks", done, ranks)`` is called after each rank written. ``compact`` writes
+    every rank compacted (see ``compact``)."""
+    return _scale(os.fspath(in_prefix), os.fspath(out_prefix), ranks, progress=progress, compact=compact)
 
 
 def comm_group_path(prefix: PathArg) -> str:
@@ -249,3 +253,18 @@ def text(
 def text_uses(path: PathArg, output_prefix: PathArg, npus: int) -> bool:
     """Whether ``text(..., output_prefix, npus)`` writes ``path`` (it cannot be a log file then)."""
     return _text_uses_file(os.fspath(path), os.fspath(output_prefix), npus)
+# -- compact --
+def compact(input_path: PathArg, output_path: PathArg, *, progress: Progress | None = None) -> CompactResult:
+    """Write ``input_path`` (a ``.et`` ASTRA-sim runs) compacted into ``output_path`` (the same
+    path replaces it): redundant dependencies dropped and runs of compute nodes merged, so that
+    ASTRA-sim simulates the same time with fewer nodes (README, "Compact graphs")."""
+    return _compact_file(os.fspath(input_path), os.fspath(output_path), progress)
+
+
+def compact_ranks(in_prefix: PathArg, out_prefix: PathArg, *,
+                  on_rank_done: Callable[[CompactResult], None] | None = None) -> list[CompactResult]:
+    """``compact`` of every rank ``<in_prefix>.<r>.et`` into ``<out_prefix>.<r>.et``, one at a time."""
+    return _compact_ranks(os.fspath(in_prefix), os.fspath(out_prefix), on_rank_done)
+
+
+__all__ += ["CompactResult", "compact", "compact_ranks"]

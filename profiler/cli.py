@@ -79,6 +79,8 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
     p.add_argument("--convert", action="store_true", help="convert each rank's traces to {name}.{rank}.et")
     p.add_argument("--converter", choices=CONVERTERS, default="fast",
                    help="fast: this project's converter (default); reference: mlc-chakra's")
+    p.add_argument("--compact", action="store_true",
+                   help="with --convert: write compacted .et files (fewer nodes, the same simulated time)")
     p.add_argument("--save-dir", default=None, help="save the trained model and tokenizer here")
     return p
 
@@ -134,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``chakra-profile``; returns the process exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    if args.compact and (not args.convert or args.converter != "fast"):
+        print("chakra-profile: error: --compact needs --convert with the fast converter", file=sys.stderr)
+        return 2
     if args.convert:
         try:
             ensure_available(args.converter)

@@ -47,16 +47,20 @@ def comm_group_path(outdir: Path, name: str) -> Path:
 
 
 def convert_rank(
-    host: Path, device: Path, out: Path, rank: int, converter: str = "fast", *, astra_sim: bool = True
+    host: Path, device: Path, out: Path, rank: int, converter: str = "fast", *, astra_sim: bool = True,
+    compact: bool = False,
 ) -> dict[str, Any]:
     """Write ``out`` for one rank; returns the node count and the link's warnings. The fast
-    converter writes ASTRA-sim's variant unless ``astra_sim`` is False (the reference's bytes)."""
+    converter writes ASTRA-sim's variant unless ``astra_sim`` is False (the reference's bytes),
+    compacted with ``compact`` (README, "Compact graphs")."""
     ensure_available(converter)
     if converter == "fast":
-        options = api.ConvertOptions(astra_sim=astra_sim, rank=rank)
+        options = api.ConvertOptions(astra_sim=astra_sim, rank=rank, compact=compact)
         pair = api.convert_pair(host, device, out, options, rank=rank)
-        return {"nodes_written": pair.conversion.nodes_written, "comm_nodes": pair.conversion.comm_nodes,
-                "astra_sim": astra_sim, "warnings": list(pair.link.warnings)}
+        conversion = pair.conversion
+        nodes = conversion.nodes_written if conversion.compaction is None else conversion.compaction.nodes_written
+        return {"nodes_written": nodes, "comm_nodes": conversion.comm_nodes,
+                "astra_sim": astra_sim, "compact": compact, "warnings": list(pair.link.warnings)}
     merged = out.with_suffix(".merged.json")
     linked = api.link(host, device, merged, rank=rank)
     reference.reference_convert(merged, out)

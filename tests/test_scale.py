@@ -13,7 +13,10 @@ import io
 import json
 import os
 import re
+import resource
+import signal
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,7 @@ from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, NodeType
 
 from .captures import BERT_2, BERT_4, GPT2_2, GPT2_4, Done, Run
-from .clirun import assert_one_error, listing, run_cli
+from .clirun import CLI, ERROR_PREFIX, assert_one_error, kill_session, listing, obey_file_modes, run_cli
 from .conftest import REAL_TRACES_DIR
 
 GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
@@ -235,6 +238,8 @@ def test_missing_rank(gpt2_job: Path, tmp_path: Path) -> None:
     assert_refused(done, tmp_path / "out", "j.1.et: rank 1 of 0..2 is missing")
     done = run_cli("scale", folder / "nothing", tmp_path / "out" / "x", "--ranks", "4")
     assert_refused(done, tmp_path / "out", "no ranks found: no nothing.<rank>.et in")
+    done = run_cli("scale", folder / "j.0.et", tmp_path / "out" / "x", "--ranks", "4")
+    assert_refused(done, tmp_path / "out", "no ranks found", "(name the job's prefix, j, not one of its files)")
 
 
 def test_ranks_of_different_jobs(gpt2_job: Path, tmp_path: Path) -> None:
@@ -267,6 +272,15 @@ def test_ranks_of_different_jobs(gpt2_job: Path, tmp_path: Path) -> None:
     # ranks of several hosts: clocks differ (windows apart) but the wall clock agrees: accepted
     write_rank(two / "j.1.et", [allreduce(1, 64)], start_ts=900300, finish_ts=900400)
     assert run_cli("scale", two / "j", tmp_path / "out" / "x", "--ranks", "4").returncode == 0
+
+
+def test_collectives_differ_on_a_named_group(tmp_path: Path) -> None:
+    job = subgroup_job(tmp_path / "in")
+    write_rank(tmp_path / "in" / "job.2.et", [node(1), allreduce(2, 64, (1,), pg="2"), allreduce(3, 99, (2,), pg="3"),
+                                              allreduce(4, 256, (3,))])
+    done = run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "8")
+    assert_refused(done, tmp_path / "out", "job.2.et: its collectives on group 3 differ from rank 0's",
+                   "ALL_REDUCE of 99 bytes here, ALL_REDUCE of 128 bytes on rank 0")
 
 
 @pytest.mark.parametrize(("groups", "expected"), [
@@ -367,3 +381,73 @@ def test_scaled_job_finishes_on_every_rank_in_astra_sim(
     finished = {int(m.group(1)): (int(m.group(2)), int(m.group(3))) for m in FINISHED.finditer(done.stdout)}
     assert sorted(finished) == list(range(ranks)), (done.stdout + done.stderr)[-3000:]
     assert all(cycles >= exposed > 0 for cycles, exposed in finished.values()), finished
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_while_writing_leaves_nothing(tmp_path: Path, signum: int) -> None:
+    """Stopped once its staged outputs appear, signalled, resumed: one line, 143/130, nothing left
+    (no output, no staging folder)."""
+    job = subgroup_job(tmp_path / "in")
+    out = tmp_path / "out"
+    out.mkdir()
+    with subprocess.Popen([*CLI, "scale", str(job), str(out / "x"), "--ranks", "20000"], stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as process:
+        try:
+            deadline = time.monotonic() + 60
+            while not any(os.listdir(out / name) for name in os.listdir(out) if (out / name).is_dir()):
+                assert process.poll() is None and time.monotonic() < deadline, "never saw the staged outputs"
+                time.sleep(0.005)
+            os.kill(process.pid, signal.SIGSTOP)
+            os.kill(process.pid, signum)
+            os.kill(process.pid, signal.SIGCONT)
+            _, err = process.communicate(timeout=60)
+        finally:
+            kill_session(process.pid)
+    assert process.returncode == 128 + signum, err
+    assert err.count("\n") == 1 and err.startswith(ERROR_PREFIX), err
+    assert listing(out) == []
+
+
+def test_log_file_cannot_be_an_output(gpt2_job: Path, tmp_path: Path) -> None:
+    done = run_cli("scale", gpt2_job, tmp_path / "x", "--ranks", "4", "--log-filename", tmp_path / "x.3.et")
+    assert_one_error(done, "the log file would overwrite a rank or group file of scale")
+    assert listing(tmp_path) == []
+
+
+def test_check_finds_the_jobs_group_file(tmp_path: Path) -> None:
+    """``check`` without ``--comm-groups``: PREFIX.comm_group.json, else the old comm_group.json."""
+    job = subgroup_job(tmp_path / "in")
+    files = [f"{job}.{r}.et" for r in range(4)]
+    done = run_cli("check", *files)
+    assert done.returncode == 0 and f"communicator groups: {job}.comm_group.json" in done.stdout, done.stderr
+    Path(f"{job}.comm_group.json").rename(tmp_path / "in" / "comm_group.json")
+    done = run_cli("check", *files)
+    assert done.returncode == 0 and f"communicator groups: {tmp_path / 'in' / 'comm_group.json'}" in done.stdout
+    (tmp_path / "in" / "comm_group.json").unlink()
+    done = run_cli("check", *files)
+    assert done.returncode == 1 and "group 1 is used but no communicator group file was given" in done.stderr
+
+
+def test_output_folder_without_write_permission(gpt2_job: Path, tmp_path: Path) -> None:
+    out = tmp_path / "locked"
+    out.mkdir()
+    out.chmod(0o555)
+    try:
+        done = run_cli("scale", gpt2_job, out / "x", "--ranks", "4", preexec_fn=obey_file_modes())
+        assert_one_error(done, "Permission denied")
+        assert listing(out) == []
+    finally:
+        out.chmod(0o755)
+
+
+def _limit_file_size() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))  # every rank file is larger
+
+
+def test_file_size_limit_while_writing(gpt2_job: Path, tmp_path: Path) -> None:
+    """The class of a full disk, for real: the first rank file cannot be written whole."""
+    out = tmp_path / "out"
+    out.mkdir()
+    done = run_cli("scale", gpt2_job, out / "x", "--ranks", "4", preexec_fn=_limit_file_size)
+    assert_one_error(done, "x.0.et: cannot write", "File too large")
+    assert listing(out) == []

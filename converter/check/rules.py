@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..convert.collectives import HOST_COLLECTIVES, WORKER_OP_PREFIX
+from ..convert.collectives import HOST_COLLECTIVES, NCCL_RECORD_PREFIX, WORKER_OP_PREFIX
 from ..convert.cycles import cyclic_components
 from ..et.decode import EtTrace
 from ..schema.astra import REPLAYED_COLLECTIVES, RISKY_NODE_TYPES, RUNNABLE_NODE_TYPES, SIMULATED_COLLECTIVES, group_id
@@ -167,9 +167,13 @@ def _check_file(trace: EtTrace, rank: int, problems: list[Problem]) -> FileRepor
     if host and any(name.startswith(WORKER_OP_PREFIX) for name in trace.names):  # gloo ran them, not NCCL kernels
         fail(f"{host} host-side collective(s) (c10d ops run by gloo) are compute nodes: ASTRA-sim runs them, "
              "but never simulates the network (convert with --astra-sim)", False)
-    elif host and not report.collectives:  # NCCL (or any) collective operators, no communication node
-        fail(f"{host} collective operator(s) (c10d ops) but no communication node: ASTRA-sim runs the file, but "
-             "never simulates the network (a host trace without its Kineto trace: convert with --astra-sim)", False)
+    elif not report.collectives:  # NCCL (or any) collective operators, no communication node
+        operators = host or sum(1 for row in range(size) if trace.types[row] == NodeType.COMP_NODE
+                                and trace.names[row].startswith(NCCL_RECORD_PREFIX))
+        if operators:
+            fail(f"{operators} collective operator(s) ({'c10d' if host else 'nccl:'} ops) but no communication node: "
+                 "ASTRA-sim runs the file, but never simulates the network (a host trace without its Kineto "
+                 "trace: convert with --astra-sim)", False)
     return report
 
 

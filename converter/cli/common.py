@@ -45,6 +45,10 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
                        help="write what ASTRA-sim runs instead of chakra_converter's bytes: no METADATA "
                             "node, no dependency on a node that is not in the file, host-side (gloo) "
                             "collectives as communication nodes (see README)")
+    group.add_argument("--compact", action="store_true",
+                       help="for ASTRA-sim (implies --astra-sim): drop redundant dependencies and merge runs of "
+                            "compute nodes into one node each (summed durations); ASTRA-sim simulates the same "
+                            "time, much faster (see README)")
 
 
 def add_pair_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -79,4 +83,5 @@ def conversion_options(args: argparse.Namespace) -> api.ConvertOptions:
     return api.ConvertOptions(
         simulate=args.simulate, break_cycles=args.break_cycles, allow_missing_parents=args.allow_missing_parents,
         astra_sim=args.astra_sim, rank=getattr(args, "rank", None), jobs=getattr(args, "read_jobs", None),
+        compact=args.compact,
     )

@@ -26,9 +26,11 @@ def add(commands: Any) -> None:
 def _add_convert_all(commands: Any) -> None:
     parser = subcommand(
         commands, "convert-all", "link and convert every rank whose traces are in a directory",
-        f"  {PROG} convert-all outputs/ et/ --jobs 4      # -> et/trace.<rank>.et, et/trace.comm_group.json\n",
+        f"  {PROG} convert-all outputs/ et/ --jobs 4      # -> et/trace.<rank>.et, et/trace.comm_group.json\n"
+        f"  {PROG} convert-all dlrm/ et/ --astra-sim      # dlrm_eg_<R>.json + worker<R>_step_12.*.pt.trace.json\n",
     )
-    parser.add_argument("directory", metavar="DIRECTORY", help="each rank's host and Kineto traces")
+    parser.add_argument("directory", metavar="DIRECTORY",
+                        help="each rank's host and Kineto traces (or host traces alone, each converted by itself)")
     parser.add_argument("outdir", metavar="OUTDIR", help="where <prefix>.<rank>.et files go (created if missing)")
     parser.add_argument("-j", "--jobs", type=positive, help="ranks converted at once (default: CPU count)")
     parser.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",

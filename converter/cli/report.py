@@ -107,6 +107,12 @@ class Reporter:
         s = result.stats
         self.info(f"linked {s.linked:,} of {s.host_ops:,} host ops and {s.gpu_linked:,} device ops")
 
+    def compaction(self, result: api.CompactResult, lead: str = "") -> None:
+        self.info(f"{lead}wrote {result.output_path}: {result.nodes_written:,} nodes from {result.nodes_read:,} "
+                  f"({result.merged_nodes:,} merged into runs), {result.dependencies_written:,} dependencies from "
+                  f"{result.dependencies_read:,} ({result.redundant_dependencies:,} redundant) "
+                  f"in {result.seconds:.2f} s")
+
     def conversion(self, result: api.ConversionResult) -> None:
         for warning in result.warnings:
             self.warning(warning)
@@ -131,6 +137,8 @@ class Reporter:
             self.info(f"--astra-sim: {changes.metadata_removed} METADATA node(s) removed, "
                       f"{changes.ctrl_deps_dropped} ctrl_deps naming no node dropped, "
                       f"{changes.host_collectives} host-side collective(s) made communication nodes")
+        if result.compaction is not None:
+            self.compaction(result.compaction, "--compact: ")
         if result.simulator_problems:
             self.info(f"note: ASTRA-sim would refuse this output ({'; '.join(result.simulator_problems)}); "
                       "--astra-sim writes one it runs")
@@ -160,7 +168,7 @@ class ProgressBars:
         if bar is None:
             for other in self._bars.values():
                 other.close()
-            unit = {"read": "B", "write": "node"}.get(stage, "it")
+            unit = {"read": "B", "write": "node", "ranks": "rank"}.get(stage, "it")
             bar = self._bars[stage] = tqdm(total=total, desc=f"{stage:>5}", unit=unit, unit_scale=True,
                                            file=sys.stderr, leave=False)
         bar.update(done - bar.n)

@@ -17,6 +17,7 @@ def add(commands: Any) -> None:
         commands, "scale", "write a captured job (IN_PREFIX.<rank>.et) as a data-parallel job of N ranks",
         f"  {PROG} scale outputs/gpt2_np2 scaled/gpt2 --ranks 64   # -> scaled/gpt2.{{0..63}}.et, "
         "scaled/gpt2.comm_group.json\n"
+        f"  {PROG} scale outputs/gpt2_np2 scaled/gpt2 --ranks 1024 --compact   # fewer nodes, same simulated time\n"
         "\nrank r of the new job is captured rank r mod K (K captured ranks), byte for byte; collectives over\n"
         "all ranks keep their bytes (data parallelism); sub-groups are copied per K ranks; send/receive\n"
         "(pipeline) peers are refused. See README, \"scale\".\n",
@@ -26,13 +27,17 @@ def add(commands: Any) -> None:
     parser.add_argument("out_prefix", metavar="OUT_PREFIX", help="the new job: OUT_PREFIX.<r>.et, "
                         "OUT_PREFIX.comm_group.json (the folder is created if missing)")
     parser.add_argument("--ranks", "-n", type=positive, required=True, metavar="N", help="ranks of the new job")
+    parser.add_argument("--compact", action="store_true", help="write every rank compacted: redundant dependencies "
+                        "dropped, runs of compute nodes merged; ASTRA-sim simulates the same time, much faster "
+                        "(see README, \"Compact graphs\")")
     add_output_options(parser)
     parser.set_defaults(run=_run_scale)
 
 
 def _run_scale(args: argparse.Namespace, reporter: Reporter) -> int:
     with ProgressBars(reporter.shows_progress) as bars:
-        result = api.scale(args.in_prefix, args.out_prefix, args.ranks, progress=bars.progress)
+        result = api.scale(args.in_prefix, args.out_prefix, args.ranks, progress=bars.progress,
+                           compact=args.compact)
     kinds: dict[tuple[str, str], list[int]] = {}
     for kind, group, size in result.collectives:
         entry = kinds.setdefault((kind, group), [0, 0])

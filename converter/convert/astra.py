@@ -17,7 +17,8 @@ default output:
    Collectives with a device kernel (NCCL) keep the reference's kernel-based comm nodes; in an
    NCCL trace without its Kineto trace (no kernels), the ``c10d::`` op of each collective becomes
    the communication node as for gloo (its ``record_param_comms`` and ``nccl:*`` children stay
-   compute nodes: one communication node per collective).
+   compute nodes: one communication node per collective), in the process group its
+   ``record_param_comms`` records as ``pg_name`` (PyTorch 2.4+), else the default one.
 
 ``diagnose`` says, for a default (reference) conversion, what ASTRA-sim would reject.
 """
@@ -30,12 +31,11 @@ from typing import Any
 
 from ..et import encode
 from ..schema.chakra import CollectiveCommType, NodeType
-from .collectives import HOST_OP_PREFIX
+from .collectives import HOST_OP_PREFIX, NCCL_RECORD_PREFIX
 from .graph import TraceGraph
-from .nodes import OpKind
+from .nodes import RECORD_PARAM_COMMS, OpKind
 from .records import HostOp
 
-NCCL_RECORD_PREFIX = "nccl:"  # the record function NCCL's process group runs each collective in
 #: Host-side collectives come from gloo, which records no process group: the default one.
 HOST_COLLECTIVE_GROUP = "0"
 _SEND, _RECV = int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)
@@ -138,17 +138,18 @@ def _host_collectives(graph: TraceGraph, rank: int | None, changes: AstraChanges
         duration = op.duration
         if op.collective.comm_type == _BROADCAST:
             duration = sum(graph.host_ops[w].duration for w in workers)
+        group = HOST_COLLECTIVE_GROUP if workers else _nccl_group(graph, outer)
         graph.types[outer] = op.collective.node_type
-        graph.tail_overrides[outer] = encode.duration(duration) + op.comm_tail + _comm_attrs(op, rank)
+        graph.tail_overrides[outer] = encode.duration(duration) + op.comm_tail + _comm_attrs(op, rank, group)
         graph.zero_duration.update(workers)
         changes.host_collectives += 1
         changes.worker_ops_zeroed += len(workers)
 
 
-def _comm_attrs(op: HostOp, rank: int | None) -> bytes:
+def _comm_attrs(op: HostOp, rank: int | None, group: str) -> bytes:
     collective = op.collective
     assert collective is not None
-    attrs = encode.comm_attrs(collective.node_type, collective.comm_type, collective.comm_size, HOST_COLLECTIVE_GROUP)
+    attrs = encode.comm_attrs(collective.node_type, collective.comm_type, collective.comm_size, group)
     if collective.node_type == _SEND:
         attrs += encode.p2p_attrs(rank, collective.peer, collective.tag)
     elif collective.node_type == _RECV:
@@ -174,6 +175,20 @@ def _paired_host_collectives(graph: TraceGraph, *, require_collective: bool) -> 
         gloo = bool(workers) and (collective or not require_collective)
         if gloo or (not workers and collective and _nccl_without_kernel(graph, outer)):
             yield outer, workers
+
+
+def _nccl_group(graph: TraceGraph, outer: int) -> str:
+    """The process group of an NCCL host-side collective: the ``pg_name`` its ``record_param_comms``
+    records (an attribute of PyTorch 2.4+ host traces), else the default group."""
+    stack = list(graph.children(outer))
+    while stack:
+        row = stack.pop()
+        if graph.names[row] == RECORD_PARAM_COMMS:
+            name = graph.pg_name(row)
+            if name not in ("", None):
+                return str(name)
+        stack.extend(graph.children(row))
+    return HOST_COLLECTIVE_GROUP
 
 
 def _nccl_without_kernel(graph: TraceGraph, outer: int) -> bool:

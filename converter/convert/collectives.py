@@ -18,6 +18,10 @@ op                              becomes           bytes
 ``reduce_scatter_``             REDUCE_SCATTER    input 1, the whole input (a list of lists)
 ``_reduce_scatter_base_``       REDUCE_SCATTER    input 1
 ``alltoall_``, ``alltoall_base_``  ALL_TO_ALL     input 1
+``allreduce_coalesced_``        ALL_REDUCE        input 0 (every tensor of the list: one collective)
+``allgather_coalesced_``,       ALL_GATHER        input 1 (the inputs; input 0 holds the outputs)
+``allgather_into_tensor_coalesced_``
+``reduce_scatter_tensor_coalesced_``  REDUCE_SCATTER  input 1
 ``send``                        SEND              input 0; peer = input 2 (destination), tag = input 3
 ``recv_``                       RECV              input 0; peer = input 2 (source), tag = input 3
 ==============================  ================  =================================================
@@ -35,6 +39,7 @@ from ..schema.chakra import CollectiveCommType, NodeType
 
 HOST_OP_PREFIX = "c10d::"
 WORKER_OP_PREFIX = "gloo:"
+NCCL_RECORD_PREFIX = "nccl:"  # the record function NCCL's process group runs each collective in
 _COLL, _SEND, _RECV = int(NodeType.COMM_COLL_NODE), int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)
 
 #: op name -> (node type, collective type, index of the input whose tensors are counted)
@@ -47,6 +52,10 @@ _OPS: dict[str, tuple[int, int | None, int]] = {
     "c10d::_reduce_scatter_base_": (_COLL, int(CollectiveCommType.REDUCE_SCATTER), 1),
     "c10d::alltoall_": (_COLL, int(CollectiveCommType.ALL_TO_ALL), 1),
     "c10d::alltoall_base_": (_COLL, int(CollectiveCommType.ALL_TO_ALL), 1),
+    "c10d::allreduce_coalesced_": (_COLL, int(CollectiveCommType.ALL_REDUCE), 0),
+    "c10d::allgather_coalesced_": (_COLL, int(CollectiveCommType.ALL_GATHER), 1),
+    "c10d::allgather_into_tensor_coalesced_": (_COLL, int(CollectiveCommType.ALL_GATHER), 1),
+    "c10d::reduce_scatter_tensor_coalesced_": (_COLL, int(CollectiveCommType.REDUCE_SCATTER), 1),
     "c10d::send": (_SEND, None, 0),
     "c10d::recv_": (_RECV, None, 0),
 }

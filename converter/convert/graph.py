@@ -284,6 +284,10 @@ class TraceGraph:
     def children(self, row: int) -> array[int]:
         return self._children[self._child_start[row] : self._child_start[row + 1]]
 
+    def pg_name(self, row: int) -> Any:
+        """The node's ``pg_name`` (top level, or an ``attrs`` entry on top), "" if it has none."""
+        return self._pg_names.get(row, "")
+
     def _convert_in_reference_order(self) -> None:
         size = len(self)
         first = array("l", [-1]) * size

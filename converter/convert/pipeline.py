@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
+from ..compact.rewrite import CompactResult, compact_temporary
 from ..errors import CycleReport, CyclicDependencyError
 from ..gcpause import gc_paused
 from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
@@ -36,6 +37,8 @@ class ConvertOptions:
     what ASTRA-sim runs instead of the reference's bytes (``convert/astra.py``), with ``rank`` as
     the own end of sends and receives; ``jobs`` is how many processes read a large plain-JSON
     file, each a byte range (``convert/parallel.py``): None for one per CPU, 1 for this one only.
+    ``compact`` (implies ``astra_sim``) then writes the compacted graph instead (``compact/``:
+    fewer nodes, the same simulated time), published in place of the output in one step.
     """
 
     simulate: bool = False
@@ -44,6 +47,11 @@ class ConvertOptions:
     astra_sim: bool = False
     rank: int | None = None
     jobs: int | None = None
+    compact: bool = False
+
+    def __post_init__(self) -> None:
+        if self.compact and not self.astra_sim:
+            object.__setattr__(self, "astra_sim", True)
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,7 @@ class ConversionResult:
     stages: StageTimes = field(default_factory=StageTimes)
     processes: int = 1  # that read the input
     warnings: list[str] = field(default_factory=list)  # e.g. NCCL kernels of no known collective
+    compaction: CompactResult | None = None  # with --compact
 
     @property
     def sequential_fraction(self) -> float:
@@ -162,6 +171,7 @@ def _run(
     (and says how long it spent merging what other processes read)."""
     started = time.perf_counter()
     times = StageTimes()
+    compaction: CompactResult | None = None
     graph = TraceGraph(reader.path, keep_simulation_fields=options.simulate)
     spill = TailSpill(SpillFile(target.work_dir))
     try:
@@ -177,9 +187,16 @@ def _run(
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)
         times.build, stage = time.perf_counter() - stage, time.perf_counter()
-        with atomic_output(target) as out:
-            write_metadata(out, reader.path, reader.metadata)
-            written, comm, edges = write_nodes(out, graph, spill, progress, options.jobs or parallel.default_jobs())
+        jobs = options.jobs or parallel.default_jobs()
+        if options.compact:  # written to an unnamed temporary file, compacted into the output
+            with compact_temporary(target) as (out, finish):
+                write_metadata(out, reader.path, reader.metadata)
+                written, comm, edges = write_nodes(out, graph, spill, progress, jobs)
+                compaction = finish()
+        else:
+            with atomic_output(target) as out:
+                write_metadata(out, reader.path, reader.metadata)
+                written, comm, edges = write_nodes(out, graph, spill, progress, jobs)
         times.write = time.perf_counter() - stage
     finally:
         spill.close()
@@ -199,6 +216,7 @@ def _run(
         stages=times,
         processes=processes,
         warnings=_unrecognised_kernels(graph),
+        compaction=compaction,
     )
 
 

@@ -56,6 +56,8 @@ class EtTrace:
     ctrl_count: bytearray = field(default_factory=bytearray)  # how many of a row's deps are ctrl_deps (<= 255)
     durations: array[int] = field(default_factory=lambda: array("Q"))
     comm: dict[int, dict[str, Any]] = field(default_factory=dict)  # row -> comm attrs, for comm nodes
+    cpu_ops: bytearray = field(default_factory=bytearray)  # is_cpu_op: 0 false, 1 true, 2 absent
+    int_attrs: dict[str, dict[int, int]] = field(default_factory=dict)  # name -> row -> value (asked for by name)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -64,12 +66,17 @@ class EtTrace:
         return self.deps[self.dep_start[row] : self.dep_start[row + 1]]
 
 
-def read_et(path: str | os.PathLike[str], *, records: list[bytes] | None = None) -> EtTrace:
+CPU_OP_FALSE, CPU_OP_TRUE, CPU_OP_ABSENT = 0, 1, 2
+
+
+def read_et(path: str | os.PathLike[str], int_attrs: tuple[str, ...] = (), *,
+            records: list[bytes] | None = None) -> EtTrace:
     """Decode every record of ``path``; raises ``TraceFormatError`` for anything that is not one.
+    The integer attributes named in ``int_attrs`` are kept too (``EtTrace.int_attrs``).
     With ``records``, each record's message (GlobalMetadata first, then row r's node at r + 1) is
     appended to it as read, without its length prefix: the file is read once, for a caller that
     copies the records (``wire.delimited_message`` gives each record's bytes back)."""
-    trace = EtTrace(os.fspath(path))
+    trace = EtTrace(os.fspath(path), int_attrs={name: {} for name in int_attrs})
     if not os.path.isfile(trace.path):
         problem = "no such file" if not os.path.exists(trace.path) else "is not a regular file"
         raise TraceFormatError(trace.path, problem)
@@ -99,6 +106,37 @@ def read_et(path: str | os.PathLike[str], *, records: list[bytes] | None = None)
     except OSError as exc:
         raise TraceFormatError(trace.path, f"cannot read: {exc.strerror or exc}") from None
     return trace
+
+
+def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, message) of every record of ``path``, the GlobalMetadata record first, read
+    in chunks; raises ``TraceFormatError`` when the file cannot be read or does not delimit."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as fh:
+            yield from _records(fh, name)
+    except OSError as exc:
+        raise TraceFormatError(name, f"cannot read: {exc.strerror or exc}") from None
+
+
+def field_spans(message: bytes) -> Iterator[tuple[int, int, int, Any]]:
+    """(field number, start, end, value) of each field of a message, ``message[start:end]`` being
+    the field's whole encoding (key included); raises ``TraceFormatError`` (path empty) when
+    the message does not decode."""
+    try:
+        yield from _fields(message, spans=True)
+    except _Malformed as exc:
+        raise TraceFormatError("", f"a record is not a Node: {exc}") from None
+
+
+def attribute(data: bytes) -> tuple[str, int, Any]:
+    """(name, value field number, value) of an encoded ``AttributeProto`` (its payload)."""
+    try:
+        name, value = _attribute(data)
+        number = max((n for n, _, _ in _fields(data) if n != _A["name"] and n != _A["doc_string"]), default=0)
+    except _Malformed as exc:
+        raise TraceFormatError("", f"an attribute does not decode: {exc}") from None
+    return name, number, value
 
 
 def _records(fh: IO[bytes], path: str) -> Iterator[tuple[int, bytes]]:
@@ -169,10 +207,12 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             raise _Malformed("a varint longer than 10 bytes")
 
 
-def _fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
-    """(field number, wire type, value) of a message: an int, or bytes for length-delimited fields."""
+def _fields(data: bytes, spans: bool = False) -> Iterator[Any]:
+    """(field number, wire type, value) of a message: an int, or bytes for length-delimited fields;
+    with ``spans``, (field number, start, end, value) instead."""
     pos, end = 0, len(data)
     while pos < end:
+        start = pos
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
         value: Any
@@ -195,7 +235,7 @@ def _fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
             value, pos = struct.unpack_from("<f", data, pos)[0], pos + 4
         else:
             raise _Malformed(f"field {number} has wire type {wire}, which Chakra does not use")
-        yield number, wire, value
+        yield (number, start, pos, value) if spans else (number, wire, value)
 
 
 def _text(value: Any) -> str:
@@ -255,6 +295,9 @@ def _add_node(trace: EtTrace, message: bytes) -> None:
     ctrl: list[int] = []
     data: list[int] = []
     comm: dict[str, Any] = {}
+    cpu_op = CPU_OP_ABSENT
+    wanted = trace.int_attrs
+    found: dict[str, int] = {}
     for number, _, raw in _fields(message):
         if number == _F["id"]:
             node_id = raw
@@ -272,6 +315,10 @@ def _add_node(trace: EtTrace, message: bytes) -> None:
             attr_name, value = _attribute(raw)
             if attr_name in _COMM_NAMES:
                 comm[attr_name] = value
+            if attr_name == "is_cpu_op":
+                cpu_op = CPU_OP_TRUE if value is True else CPU_OP_FALSE if value is False else CPU_OP_ABSENT
+            elif attr_name in wanted and type(value) is int:
+                found[attr_name] = value
     if not isinstance(node_id, int) or not isinstance(node_type, int) or node_type > 255:
         raise _Malformed("id or type is not an integer")
     trace.ids.append(node_id)
@@ -282,6 +329,10 @@ def _add_node(trace: EtTrace, message: bytes) -> None:
     trace.dep_start.append(len(trace.deps))
     trace.ctrl_count.append(min(len(ctrl), 255))
     trace.durations.append(duration if isinstance(duration, int) else 0)
+    trace.cpu_ops.append(cpu_op)
+    row = len(trace.ids) - 1
+    for attr_name, value in found.items():
+        wanted[attr_name][row] = value
     if node_type in _COMM_TYPES or comm.get("comm_type") is not None:
         trace.comm[len(trace.ids) - 1] = comm
 

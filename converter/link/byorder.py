@@ -11,12 +11,18 @@ here, explicitly and only when no CPU op of the Kineto trace has a ``Record func
 2. **ops**: per pair of threads, host ops in ``rf_id`` order (the order they started) are matched
    to Kineto ops in start order (``ts``, then ``External id``) by name: the alignment starts where
    the first host ops appear in a row and match best (the Kineto trace may hold several steps,
-   the host trace one of them), and each host op
-   takes the next Kineto op of its name; a jump over Kineto ops is taken only when the next host
-   op matches after it too, so a host op without a twin does not shift the rest (it stays unlinked);
-3. **kernels**: a kernel's runtime call (``cudaLaunchKernel``... with the kernel's correlation id)
-   is on a CPU thread inside the ops that launched it; the kernel goes to the innermost linked op
-   that encloses the call (for an NCCL kernel, the ``nccl:*`` record function).
+   the host trace one of them), and each host op takes the next Kineto op of its name; a jump
+   over Kineto ops is taken only when the next host op matches after it too, so a host op without
+   a twin does not shift the rest; host ops left over are then matched to Kineto ops no host op
+   took (on any thread) by name, the first that started after the op matched before it (the
+   observer files gloo's worker ops under the thread that created them, Kineto under the
+   worker's own);
+3. **kernels**: a kernel whose ``External id`` is a linked CPU op's (newer traces; in PyTorch
+   2.0/2.1 ones a kernel's ``External id`` is its correlation id, which names no CPU op) goes to
+   that op, as in the reference. Otherwise its runtime call (``cudaLaunchKernel``... with the
+   kernel's correlation id) is on a CPU thread inside the ops that launched it, and the kernel
+   goes to the innermost linked op that encloses the call (for an NCCL kernel, the ``nccl:*``
+   record function).
 
 Durations, timestamps, exclusive durations and inter-thread dependencies are computed by the
 reference's rules (``linker``); only the pairing of host op and Kineto op differs. The markers
@@ -56,6 +62,7 @@ def link_by_order(index: HostIndex, trace: KinetoTrace) -> LinkPlan:
     matched: list[tuple[int, KinetoEvent]] = []
     for host_tid, kineto_tid, start in _pair_threads(host_threads, kineto_threads):
         matched += _align(host_threads[host_tid], kineto_threads[kineto_tid], start)
+    matched += _match_leftovers(host_threads, matched, trace.cpu_ops)
     for host_id, op in matched:
         op.host_id = host_id
     stats.linked = len(matched)
@@ -63,6 +70,8 @@ def link_by_order(index: HostIndex, trace: KinetoTrace) -> LinkPlan:
     linked: dict[int, LinkedOp] = {}
     for host_id, op in matched:
         dep = op.inter_op.host_id if op.inter_op is not None else None
+        if dep is not None and dep > host_id:
+            dep = None  # as the reference, which sees only the host ops of smaller ids when it looks
         linked[host_id] = LinkedOp(op.dur, op.excl, op.ts, dep, kernels.get(host_id, []))
     stats.gpu_linked = sum(len(op.gpu_ops) for op in linked.values())
     return LinkPlan(linked, stats, trace.exact)
@@ -145,11 +154,47 @@ def _align(host: list[tuple[int, str]], thread: _Thread, cursor: int) -> list[tu
     return pairs
 
 
+def _match_leftovers(
+    host: dict[Any, list[tuple[int, str]]], matched: list[tuple[int, KinetoEvent]], cpu_ops: list[KinetoEvent]
+) -> list[tuple[int, KinetoEvent]]:
+    """Host ops the thread alignment left unmatched, matched to Kineto ops no host op took, by name
+    and time: the first such op of the name that started after the Kineto op of the host op
+    matched before it. This finds ops the observer files under the thread that created them but
+    Kineto under the thread that ran them (gloo's ``gloo:*`` work runs on worker threads, later)."""
+    taken = {id(op) for _, op in matched}
+    pool: dict[str, list[KinetoEvent]] = {}
+    for op in cpu_ops:  # sorted by start time
+        if id(op) not in taken:
+            pool.setdefault(op.name, []).append(op)
+    if not pool:
+        return []
+    start_of = {host_id: op.ts for host_id, op in matched}
+    found: list[tuple[int, KinetoEvent]] = []
+    for ops in host.values():
+        before: Any = None
+        for host_id, name in ops:
+            if host_id in start_of:
+                before = start_of[host_id]
+                continue
+            candidates = pool.get(name, [])
+            k = 0 if before is None else bisect_left(candidates, before, key=_start)
+            if k < len(candidates):
+                found.append((host_id, candidates.pop(k)))
+    return found
+
+
+def _start(op: KinetoEvent) -> Any:
+    return op.ts
+
+
 def _kernels_by_host_op(
     trace: KinetoTrace, by_tid: dict[Any, list[KinetoEvent]], stats: LinkStats
 ) -> dict[int, list[KinetoEvent]]:
     """Host id -> the device ops launched inside it (innermost linked op around the runtime call)."""
     launchers = _enclosing_ops(trace, by_tid)
+    by_ext: dict[int, KinetoEvent] = {}
+    for op in trace.cpu_ops:
+        by_ext.setdefault(op.ext, op)
     kernels: dict[int, list[KinetoEvent]] = {}
     for gpu in trace.gpu_ops:
         runtime = trace.launch_by_corr.get(gpu.corr)
@@ -157,6 +202,10 @@ def _kernels_by_host_op(
             stats.gpu_without_launcher += 1
             continue
         gpu.tid = runtime.tid
+        named = by_ext.get(gpu.ext) if gpu.ext != gpu.corr else None
+        if named is not None and named.host_id is not None and named.tid == runtime.tid and named.ts <= runtime.ts:
+            kernels.setdefault(named.host_id, []).append(gpu)  # the kernel names its CPU op
+            continue
         found, host_id = launchers.get(id(runtime), (False, None))
         if host_id is not None:
             kernels.setdefault(host_id, []).append(gpu)

@@ -1,4 +1,5 @@
-"""Communicator groups for ASTRA-sim's ``--comm-group-configuration``, from the Kineto traces.
+"""Communicator groups for ASTRA-sim's ``--comm-group-configuration``, from the Kineto traces
+(or, for a job of host traces alone, from their ``## process_group:init ##`` nodes).
 
 Each rank's Kineto trace lists, in ``distributedInfo.pg_config``, the process groups that rank
 belongs to (name and ranks). The file ASTRA-sim reads is ``{"<id>": [ranks]}`` over the whole
@@ -21,6 +22,7 @@ from typing import Any
 
 from ..errors import TraceFormatError
 from ..io import OutputTarget, atomic_text_output, check_output
+from ..jsonstream import JsonObjectStream
 from ..schema.astra import ALL_RANKS_GROUPS, group_id
 from .discover import distributed_info
 
@@ -59,6 +61,7 @@ def read(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(groups, dict):
         raise TraceFormatError(path, 'not a communicator group file: expected {"<id>": [ranks], ...}')
     return groups
+PROCESS_GROUP_INIT = "process_group:init"
 
 
 @dataclass
@@ -90,6 +93,33 @@ def from_distributed_info(infos: Iterable[dict[str, Any]]) -> CommGroups:
         else:
             result.groups[name] = sorted(members[name])
     return result
+
+
+def host_process_groups(path: str) -> dict[str, Any]:
+    """The process groups a host trace's ``## process_group:init ##`` node lists (PyTorch 2.2+),
+    as a ``distributedInfo`` (``pg_config`` entries of ``pg_name``, ``ranks``, ``pg_size``); {} if
+    the trace has none. The nodes are read only up to that node (the observer writes it first)."""
+    with JsonObjectStream(path, stream_keys={"nodes"}) as stream:
+        for key, value in stream.items():
+            if key != "nodes":
+                continue
+            for node in value:
+                if isinstance(node, dict) and PROCESS_GROUP_INIT in str(node.get("name", "")):
+                    return {"pg_config": _init_groups(node)}
+    return {}
+
+
+def _init_groups(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """``[{pg_name, ranks, pg_size}]`` from the node's first input, a JSON list of groups (old or
+    new layout); [] if it does not read as one."""
+    inputs = node.get("inputs")
+    values: Any = inputs.get("values") if isinstance(inputs, dict) else inputs
+    try:
+        groups = json.loads(values[0])
+    except (TypeError, IndexError, KeyError, ValueError):
+        return []
+    return [{"pg_name": g["pg_name"], "ranks": g.get("ranks") or [], "pg_size": g.get("group_size")}
+            for g in groups if isinstance(groups, list) and isinstance(g, dict) and "pg_name" in g]
 
 
 def _group_ranks(pg: dict[str, Any], world: Any) -> list[int] | None:

@@ -1,4 +1,5 @@
-"""``convert-all``: every rank of a job, host + device pairs found in one directory, in parallel.
+"""``convert-all``: every rank of a job, host + device pairs found in one directory, in parallel
+(a directory of host traces alone, with no Kineto trace at all: each host trace converted alone).
 
 Writes ``OUTDIR/<prefix>.<rank>.et`` (the names ASTRA-sim's workload loader expects) and
 ``OUTDIR/<prefix>.comm_group.json``, ASTRA-sim's ``--comm-group-configuration`` (``ranks/commgroups.py``),
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing, suppress
 from dataclasses import dataclass, field, replace
 
-from ..convert.pipeline import ConvertOptions
+from ..convert.pipeline import ConversionResult, ConvertOptions, convert_file
 from ..errors import ConverterError
 from ..io import check_output, output_directory, same_file
 from ..workers import run_all
@@ -51,7 +52,7 @@ class MultiRankResult:
 class _Task:
     rank: int
     host: str
-    device: str
+    device: str | None  # None: a job of host traces alone, each converted by itself
     output: str
     options: ConvertOptions
     allow_mismatch: bool
@@ -88,7 +89,11 @@ def _convert_all(
     found: FoundTraces, output_dir: str, options: ConvertOptions, jobs: int | None, prefix: str,
     allow_mismatch: bool, on_rank_done: Callable[[RankOutcome], None] | None, ray_address: str | None,
 ) -> MultiRankResult:
-    groups = commgroups.from_distributed_info(found.dist_info.values())
+    if found.devices:
+        groups = commgroups.from_distributed_info(found.dist_info.values())
+    else:  # host traces alone: the groups their process-group nodes list
+        groups = commgroups.from_distributed_info(
+            commgroups.host_process_groups(paths[0]) for paths in found.hosts.values() if len(paths) == 1)
     group_target = check_output(commgroups.path_for(os.path.join(output_dir, prefix)))
     options = replace(options, jobs=1)  # ranks run side by side: one process each
     tasks, outcomes = _plan(found, output_dir, prefix, options, allow_mismatch)
@@ -144,14 +149,14 @@ def _plan(found: FoundTraces, out_dir: str, prefix: str, options: ConvertOptions
     tasks, failures = [], []
     for rank in found.ranks():
         hosts, devices = found.hosts.get(rank, []), found.devices.get(rank, [])
-        problem = _pair_problem(rank, hosts, devices)
+        problem = _pair_problem(rank, hosts, devices if found.devices else [""])
         if problem and rank in found.unreadable:
             problem = "; ".join([problem, *found.unreadable[rank]])
         if problem:
             failures.append(RankOutcome(rank, _one(hosts), _one(devices), None, False, problem))
         else:
             output = os.path.join(out_dir, f"{prefix}.{rank}.et")
-            tasks.append(_Task(rank, hosts[0], devices[0], output, options, allow_mismatch))
+            tasks.append(_Task(rank, hosts[0], devices[0] if devices else None, output, options, allow_mismatch))
     return tasks, failures
 
 
@@ -176,6 +181,8 @@ def _died(task: _Task) -> RankOutcome:
 
 def _convert_rank(task: _Task) -> RankOutcome:
     """One worker's job; every failure becomes a row rather than an exception."""
+    if task.device is None:
+        return _convert_host(task)
     try:
         result = convert_pair(task.host, task.device, task.output, task.options, rank=task.rank,
                               allow_mismatch=task.allow_mismatch)
@@ -183,6 +190,24 @@ def _convert_rank(task: _Task) -> RankOutcome:
         return RankOutcome(task.rank, task.host, task.device, None, False, str(exc))
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
         return RankOutcome(task.rank, task.host, task.device, None, False, f"internal error: {exc!r}")
-    link = result.link
-    return RankOutcome(task.rank, task.host, task.device, task.output, True, "; ".join(link.warnings),
-                       result.conversion.nodes_written, link.seconds + result.conversion.seconds)
+    link, conversion = result.link, result.conversion
+    warnings = [*link.warnings, *conversion.warnings]
+    return RankOutcome(task.rank, task.host, task.device, task.output, True, "; ".join(warnings),
+                       _nodes(conversion), link.seconds + conversion.seconds)
+
+
+def _nodes(conversion: ConversionResult) -> int:
+    """The nodes the rank's file holds (after compaction, with --compact)."""
+    return conversion.nodes_written if conversion.compaction is None else conversion.compaction.nodes_written
+
+
+def _convert_host(task: _Task) -> RankOutcome:
+    """A rank of a job with no Kineto traces: its host trace converted alone."""
+    try:
+        result = convert_file(task.host, task.output, replace(task.options, rank=task.rank))
+    except ConverterError as exc:
+        return RankOutcome(task.rank, task.host, None, None, False, str(exc))
+    except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
+        return RankOutcome(task.rank, task.host, None, None, False, f"internal error: {exc!r}")
+    return RankOutcome(task.rank, task.host, None, task.output, True, "; ".join(result.warnings),
+                       _nodes(result), result.seconds)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..compact.rewrite import compacted_copy
 from ..errors import ConverterError, OutputError, TraceContentError, TraceFormatError
 from ..et import wire
 from ..et.decode import EtTrace, attribute_spans, read_et
@@ -92,7 +93,9 @@ def find_ranks(in_prefix: str) -> list[str]:
     pattern = re.compile(re.escape(base) + r"\.(0|[1-9][0-9]*)\.et")
     ranks = sorted(int(m.group(1)) for m in map(pattern.fullmatch, names) if m)
     if not ranks:
-        raise TraceFormatError(in_prefix, f"no ranks found: no {base}.<rank>.et in {folder or '.'}")
+        named = re.fullmatch(r"(.+)\.[0-9]+\.et", base)
+        hint = f" (name the job's prefix, {named.group(1)}, not one of its files)" if named else ""
+        raise TraceFormatError(in_prefix, f"no ranks found: no {base}.<rank>.et in {folder or '.'}{hint}")
     missing = sorted(set(range(ranks[-1] + 1)) - set(ranks))
     if missing:
         raise TraceFormatError(f"{in_prefix}.{missing[0]}.et", f"rank {missing[0]} of 0..{ranks[-1]} is missing "
@@ -100,10 +103,12 @@ def find_ranks(in_prefix: str) -> list[str]:
     return [f"{in_prefix}.{rank}.et" for rank in ranks]
 
 
-def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | None = None) -> ScaleResult:
+def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | None = None,
+          compact: bool = False) -> ScaleResult:
     """Write the captured job ``IN.<k>.et`` as a data-parallel job of ``ranks`` ranks; see the
     module docstring for the rules. Raises a ``ConverterError`` (and writes nothing) on anything
-    it cannot scale."""
+    it cannot scale. With ``compact``, each captured rank is compacted first (``compact/``), so
+    every rank written is."""
     started = time.perf_counter()
     if not 1 <= ranks <= MAX_RANKS:
         raise ConverterError(f"--ranks {ranks}: must be between 1 and {MAX_RANKS:,}")
@@ -123,19 +128,25 @@ def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | N
         nodes: list[int] = []
         for k, path in enumerate(inputs):
             records: list[bytes] = []
-            trace = read_et(path, records=records)
+            if compact:
+                with compacted_copy(path, out_dir) as (compacted, _):
+                    trace = read_et(compacted, records=records)
+                trace.path = path
+            else:
+                trace = read_et(path, records=records)
             rewrites = job.check_rank(k, trace)
             nodes.append(len(trace))
             del trace
             plain = [wire.delimited_message(m) for m in records]
+            same = b"".join(plain) if not rewrites else b""  # every replica's bytes, when none changes
             for r in range(k, ranks, captured):
-                data = _with_groups(plain, records, rewrites, groups, r // captured) if rewrites else plain
+                data = _with_groups(plain, records, rewrites, groups, r // captured) if rewrites else same
                 written += staged.write(r, data)
                 rewritten += len(rewrites)
                 done += 1
                 if progress is not None:
                     progress("ranks", done, ranks)
-            del records, plain
+            del records, plain, same
         written += staged.write(ranks, (json.dumps(new_groups, indent=2) + "\n").encode("utf-8"))
         staged.commit()
     finally:
@@ -161,8 +172,16 @@ def _targets(out_prefix: str, ranks: int, inputs: Sequence[str]) -> list[OutputT
     if stale:
         raise OutputError(f"{out_prefix}.{stale[0]}.et", f"exists ({len(stale)} rank file(s) of {base} beyond "
                           f"--ranks {ranks}): remove them or choose another prefix, so two jobs do not mix")
-    targets = [check_output(f"{out_prefix}.{r}.et", *inputs) for r in range(ranks)]
-    return [*targets, check_output(commgroups.path_for(out_prefix), *inputs)]
+    group_target = check_output(commgroups.path_for(out_prefix), *inputs)  # the folder is writable
+    real_folder = os.path.dirname(group_target.final)
+    targets = []
+    for r in range(ranks):
+        path = f"{out_prefix}.{r}.et"
+        if os.path.lexists(path):  # what is there decides (a folder, a read-only file, an input, a link)
+            targets.append(check_output(path, *inputs))
+        else:  # a new file in the folder checked above (one check, not one per rank)
+            targets.append(OutputTarget(path, os.path.join(real_folder, os.path.basename(path)), False))
+    return [*targets, group_target]
 
 
 def _read_groups(path: str, captured: int, ranks: int) -> _Groups:
@@ -260,7 +279,9 @@ class _Job:
                                     f"{trace.metadata.get('start_ts')}..{trace.metadata.get('finish_ts')}), "
                                     f"rank 0 at {self.metadata.get('time')} ({self.metadata.get('start_ts')}.."
                                     f"{self.metadata.get('finish_ts')}): ranks of different jobs?")
-        for name, members in [("0", list(range(self.captured))), *self.groups.sub.items()]:
+        everyone = list(range(self.captured))
+        every_group = [("0", everyone), *((g, everyone) for g in self.groups.all_ranks), *self.groups.sub.items()]
+        for name, members in every_group:
             if k not in members:
                 continue
             mine = per_group.get(name, [])
