@@ -5,7 +5,9 @@
 * ``link``: host + Kineto -> the merged JSON ``chakra_trace_link`` writes;
 * ``convert_all``: every rank found in a directory, in parallel processes;
 * ``repair``: the last complete JSON object of a host trace that holds several;
-* ``check``: ``.et`` files (ours or anyone's) read back and checked against what ASTRA-sim accepts.
+* ``check``: ``.et`` files (ours or anyone's) read back and checked against what ASTRA-sim accepts;
+* ``jsonize``, ``visualize``, ``generate``: mlc-chakra's other tools (``chakra_jsonizer``,
+  ``chakra_visualizer``, ``chakra_generator``) without it.
 
 Every function raises a ``ConverterError`` subclass on input it cannot handle or an output it
 cannot write (``OutputError``: checked before any work, and every ``OSError`` of writing) and then
@@ -37,14 +39,23 @@ from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
 from .repair import RepairResult
 from .repair import repair as _repair
+from .tools.generate import BENCHMARKS as GENERATED_BENCHMARKS
+from .tools.generate import GenerateOptions, GenerateResult
+from .tools.generate import generate as _generate
+from .tools.jsonize import JsonizeResult
+from .tools.jsonize import jsonize as _jsonize
 
 PathArg = str | os.PathLike[str]
 
 __all__ = [
+    "GENERATED_BENCHMARKS",
     "CheckReport",
     "CommGroups",
     "ConversionResult",
     "ConvertOptions",
+    "GenerateOptions",
+    "GenerateResult",
+    "JsonizeResult",
     "LinkResult",
     "MultiRankResult",
     "PairResult",
@@ -58,6 +69,8 @@ __all__ = [
     "convert_all",
     "convert_all_uses",
     "convert_pair",
+    "generate",
+    "jsonize",
     "link",
     "open_log",
     "repair",
@@ -146,3 +159,17 @@ def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, pre
     """Whether ``convert_all(directory, output_dir, prefix=prefix)`` could read or write ``path``
     (a trace of the directory, an output): such a path cannot be a log file."""
     return _convert_all_uses(os.fspath(path), os.fspath(directory), os.fspath(output_dir), prefix)
+
+
+# -- tools: jsonize, visualize, generate (mlc-chakra's other tools) --
+def jsonize(input_path: PathArg, output_path: PathArg, layout: str = "document",
+            progress: Progress | None = None) -> JsonizeResult:
+    """Write a ``.et`` file as JSON: ``layout`` "document" (one JSON document: globalMetadata and
+    a nodes array), "lines" (one object a line) or "chakra" (``chakra_jsonizer``'s exact bytes)."""
+    return _jsonize(os.fspath(input_path), os.fspath(output_path), layout, progress)
+
+
+def generate(output_dir: PathArg, options: GenerateOptions | None = None,
+             progress: Progress | None = None) -> GenerateResult:
+    """Write ``chakra_generator``'s microbenchmark traces (its bytes) in ``output_dir``."""
+    return _generate(os.fspath(output_dir), options, progress)
