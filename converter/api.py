@@ -44,6 +44,9 @@ from .tools.generate import GenerateOptions, GenerateResult
 from .tools.generate import generate as _generate
 from .tools.jsonize import JsonizeResult
 from .tools.jsonize import jsonize as _jsonize
+from .tools.visualize import Cut as GraphCut
+from .tools.visualize import VisualizeResult
+from .tools.visualize import visualize as _visualize
 
 PathArg = str | os.PathLike[str]
 
@@ -55,6 +58,7 @@ __all__ = [
     "ConvertOptions",
     "GenerateOptions",
     "GenerateResult",
+    "GraphCut",
     "JsonizeResult",
     "LinkResult",
     "MultiRankResult",
@@ -64,6 +68,7 @@ __all__ = [
     "RankOutcome",
     "RemovedEdge",
     "RepairResult",
+    "VisualizeResult",
     "check",
     "convert",
     "convert_all",
@@ -75,6 +80,7 @@ __all__ = [
     "open_log",
     "repair",
     "same_file",
+    "visualize",
     "write_comm_groups",
 ]
 
@@ -173,3 +179,11 @@ def generate(output_dir: PathArg, options: GenerateOptions | None = None,
              progress: Progress | None = None) -> GenerateResult:
     """Write ``chakra_generator``'s microbenchmark traces (its bytes) in ``output_dir``."""
     return _generate(os.fspath(output_dir), options, progress)
+
+
+def visualize(input_path: PathArg, output_path: PathArg, cut: GraphCut | None = None,
+              progress: Progress | None = None) -> VisualizeResult:
+    """Draw a ``.et`` file as ``chakra_visualizer``'s graph, streamed: ``.dot`` or ``.graphml``
+    (``.pdf``/``.svg`` through graphviz's ``dot`` where it is installed); ``cut`` keeps an id
+    range, the neighbourhood of a node, or the collectives and what depends on them."""
+    return _visualize(os.fspath(input_path), os.fspath(output_path), cut, progress)
