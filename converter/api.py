@@ -169,10 +169,11 @@ def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, pre
 
 # -- tools: jsonize, visualize, generate (mlc-chakra's other tools) --
 def jsonize(input_path: PathArg, output_path: PathArg, layout: str = "document",
-            progress: Progress | None = None) -> JsonizeResult:
+            progress: Progress | None = None, jobs: int | None = None) -> JsonizeResult:
     """Write a ``.et`` file as JSON: ``layout`` "document" (one JSON document: globalMetadata and
-    a nodes array), "lines" (one object a line) or "chakra" (``chakra_jsonizer``'s exact bytes)."""
-    return _jsonize(os.fspath(input_path), os.fspath(output_path), layout, progress)
+    a nodes array), "lines" (one object a line) or "chakra" (``chakra_jsonizer``'s exact bytes);
+    a large plain file in ``jobs`` processes (default: the CPUs)."""
+    return _jsonize(os.fspath(input_path), os.fspath(output_path), layout, progress, jobs)
 
 
 def generate(output_dir: PathArg, options: GenerateOptions | None = None,

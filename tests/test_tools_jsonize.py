@@ -3,6 +3,7 @@ document or one object a line, on real and random nodes; bad ``.et`` input is on
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shutil
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chakra_convert_fast.converter import api
+from chakra_convert_fast.converter.errors import ConverterError
 from chakra_convert_fast.converter.et.decode import decode_global_metadata, decode_node
 from chakra_convert_fast.converter.et.wire import delimited_message
 from chakra_convert_fast.converter.tools.jsonize import Printer
@@ -221,3 +223,36 @@ def test_missing_input_and_usage(tmp_path: Path) -> None:
     assert_one_error(run_cli("jsonize", tmp_path / "none.et", tmp_path / "o.json"), "no such file")
     done = run_cli("jsonize", tmp_path / "none.et")
     assert done.returncode == 2 and "give the input" in done.stderr
+
+
+# -- a large file in worker processes: the same bytes ------------------------------------------------
+@pytest.mark.parametrize("layout", ["document", "lines", "chakra"])
+def test_parts_in_workers_print_the_same_bytes(real_et: Path, tmp_path: Path, layout: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from chakra_convert_fast.converter.tools import jsonize as module
+
+    api.jsonize(real_et, tmp_path / "one.json", layout, jobs=1)
+    monkeypatch.setattr(module, "MIN_PART_BYTES", real_et.stat().st_size // 8)
+    parts = module.split_records(str(real_et), 3)
+    assert len(parts) == 3 and parts[0].first == 1 and parts[-1].end == real_et.stat().st_size
+    assert all(a.end == b.start for a, b in itertools.pairwise(parts))
+    api.jsonize(real_et, tmp_path / "three.json", layout, jobs=3)
+    assert (tmp_path / "three.json").read_bytes() == (tmp_path / "one.json").read_bytes()
+
+
+def test_a_bad_record_in_a_later_part_is_named(real_et: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from chakra_convert_fast.converter.tools import jsonize as module
+
+    data = bytearray(real_et.read_bytes())
+    size = len(data)
+    monkeypatch.setattr(module, "MIN_PART_BYTES", size // 4)
+    parts = module.split_records(str(real_et), 2)
+    assert len(parts) == 2
+    bad_at = parts[1].start + 1 + (data[parts[1].start + 1] >= 0x80)  # just after the record's length
+    data[bad_at] = 0x12  # a name field ...
+    data[bad_at + 1] = 0x7F  # ... longer than what is left of the record
+    (tmp_path / "bad.et").write_bytes(bytes(data))
+    with pytest.raises(ConverterError, match=f"record {parts[1].first} at byte {parts[1].start}"):
+        api.jsonize(tmp_path / "bad.et", tmp_path / "out.json", jobs=2)
+    assert not (tmp_path / "out.json").exists()

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .. import api
-from .common import PROG, add_output_options, subcommand
+from .common import PROG, add_output_options, positive, subcommand
 from .report import ProgressBars, Reporter
 
 COMMANDS = ("jsonize",)
@@ -31,6 +31,8 @@ def add(commands: Any) -> None:
                         help="exactly what chakra_jsonizer writes (indented objects concatenated: not one "
                              "JSON document)")
     parser.set_defaults(layout="document")
+    parser.add_argument("-j", "--jobs", type=positive, metavar="N",
+                        help="processes printing a large plain .et, a run of records each (default: CPU count)")
     add_output_options(parser)
     parser.set_defaults(run=_run)
 
@@ -49,6 +51,6 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
     source, target = paths(args, "file")
     args.input, args.output = source, target  # for the log file's checks
     with ProgressBars(reporter.shows_progress) as bars:
-        result = api.jsonize(source, target, args.layout, bars.progress)
+        result = api.jsonize(source, target, args.layout, bars.progress, args.jobs)
     reporter.info(f"wrote {result.output_path}: {result.nodes:,} nodes ({result.layout} layout)")
     return 0

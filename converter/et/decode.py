@@ -590,5 +590,6 @@ class EtRecords:
 
 
 Malformed = _Malformed
+delimited_records = _records
 varint_at = _varint
 int64_value = _int64

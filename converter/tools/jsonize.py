@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import base64
 import math
+import os
 import struct
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _quote
-from typing import Any
+from typing import IO, Any, cast
 
-from ..errors import TraceFormatError
+from ..errors import ConverterError, TraceFormatError
 from ..et.decode import (
     EtRecords,
     Malformed,
@@ -34,12 +36,14 @@ from ..et.decode import (
     NodeRecord,
     attribute,
     decode_node,
+    delimited_records,
     io_info,
     varint_at,
 )
 from ..et.wire import BoundedCache
-from ..io import OutputTarget, atomic_output, check_input, check_output
+from ..io import GZIP_MAGIC, SpillFile, atomic_output, check_input, check_output, open_trace
 from ..schema.chakra import NodeType
+from ..workers import fork_available, run_all
 
 LAYOUTS = ("document", "lines", "chakra")
 _NODE_TYPES = {t.value: t.name for t in NodeType}
@@ -227,60 +231,209 @@ class Printer:
 
 
 def jsonize(input_path: str, output_path: str, layout: str = "document",
-            progress: Callable[[str, int, int], None] | None = None) -> JsonizeResult:
-    """Write ``input_path`` (a ``.et``, plain or gzipped) as JSON in ``layout`` (see the module)."""
+            progress: Callable[[str, int, int], None] | None = None, jobs: int | None = None) -> JsonizeResult:
+    """Write ``input_path`` (a ``.et``, plain or gzipped) as JSON in ``layout`` (see the module);
+    a large plain file is printed by ``jobs`` processes (default: the CPUs), a byte range each."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     check_input(input_path)
     target = check_output(output_path, input_path)
     with EtRecords(input_path) as records:
-        nodes = _write(records, target, layout, progress)
+        printer = Printer(indent=layout == "chakra")
+        try:
+            head = printer.metadata(records.metadata)
+        except Malformed as exc:
+            raise TraceFormatError(records.path, f"the GlobalMetadata record does not decode: {exc}") from None
+        parts = split_records(input_path, default_jobs() if jobs is None else jobs)
+        frame = _Frame(layout, head)
+        with atomic_output(target) as out:
+            if parts:
+                nodes = _write_parts(input_path, parts, frame, out, target.work_dir, progress)
+            else:
+                nodes = _write(records, printer, frame, out, progress)
     return JsonizeResult(output_path, nodes, layout)
 
 
-def _write(records: EtRecords, target: OutputTarget, layout: str,
-           progress: Callable[[str, int, int], None] | None) -> int:
-    printer = Printer(indent=layout == "chakra")
-    try:
-        head = printer.metadata(records.metadata)
-    except Malformed as exc:
-        raise TraceFormatError(records.path, f"the GlobalMetadata record does not decode: {exc}") from None
-    if layout == "document":
-        head, separator, tail = '{"globalMetadata": ' + head + ',\n"nodes": [', ",\n", "\n]}\n"
-        first = "\n"
-    elif layout == "lines":
-        head, separator, tail, first = head + "\n", "\n", "\n", ""
-    else:
-        separator, tail, first = "", "", ""
-    count = 0
-    with atomic_output(target) as out:
-        batch: list[str] = [head]
-        size = 0
-        for text in _node_texts(records, printer, layout == "chakra"):
-            batch.append((first if count == 0 else separator) + text)
-            count += 1
-            size += len(text)
-            if size >= _WRITE_BATCH:
-                out.write("".join(batch).encode("ascii"))
-                batch, size = [], 0
-                if progress is not None:
-                    progress("read", records.position, records.size)
-        if count or layout != "document":
-            batch.append(tail)
+class _Frame:
+    """What goes around and between the node texts of a layout."""
+
+    def __init__(self, layout: str, head: str) -> None:
+        self.layout = layout
+        if layout == "document":
+            self.head, self.separator, self.first, self.tail = ('{"globalMetadata": ' + head + ',\n"nodes": [',
+                                                                ",\n", "\n", "\n]}\n")
+        elif layout == "lines":
+            self.head, self.separator, self.first, self.tail = head + "\n", "\n", "", "\n"
         else:
-            batch.append("]}\n")
-        out.write("".join(batch).encode("ascii"))
+            self.head, self.separator, self.first, self.tail = head, "", "", ""
+
+    def end(self, count: int) -> str:
+        return "]}\n" if count == 0 and self.layout == "document" else self.tail
+
+
+def _write(records: EtRecords, printer: Printer, frame: _Frame, out: IO[bytes],
+           progress: Callable[[str, int, int], None] | None) -> int:
+    out.write(frame.head.encode("ascii"))
+    count = _print_nodes(records.raw_nodes(), printer, frame, out.write, records.malformed,
+                         lambda: progress("read", records.position, records.size) if progress else None)[0]
+    out.write(frame.end(count).encode("ascii"))
     if progress is not None:
         progress("read", records.size, records.size)
     return count
 
 
-def _node_texts(records: EtRecords, printer: Printer, stop_at_empty: bool) -> Iterator[str]:
-    node_text = printer.node
-    for number, offset, message in records.raw_nodes():
+def _print_nodes(raw: Iterator[tuple[int, int, bytes]], printer: Printer, frame: _Frame,
+                 write: Callable[[bytes], object], malformed: Callable[[int, int, Exception], Exception],
+                 tick: Callable[[], object]) -> tuple[int, bool]:
+    """Print every node of ``raw``, the first preceded by ``frame.first``, the others by the
+    separator; returns (nodes, whether a 0-byte record ended the trace in the chakra layout)."""
+    node_text, stop_at_empty = printer.node, frame.layout == "chakra"
+    batch: list[str] = []
+    count = size = 0
+    for number, offset, message in raw:
         if stop_at_empty and not message:  # chakra_jsonizer's reader takes a 0-byte record for the end
-            return
+            write("".join(batch).encode("ascii"))
+            return count, True
         try:
-            yield node_text(decode_node(message))
+            text = node_text(decode_node(message))
         except Malformed as exc:
-            raise records.malformed(number, offset, exc) from None
+            raise malformed(number, offset, exc) from None
+        batch.append((frame.separator if count else frame.first) + text)
+        count += 1
+        size += len(text)
+        if size >= _WRITE_BATCH:
+            write("".join(batch).encode("ascii"))
+            batch, size = [], 0
+            tick()
+    write("".join(batch).encode("ascii"))
+    return count, False
+
+
+# -- a large file: byte ranges printed by worker processes ---------------------------------------------
+MIN_PART_BYTES = 8 << 20
+
+
+def default_jobs() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A run of node records: the byte offsets of its first record and past its last, the record
+    number of its first."""
+
+    start: int
+    end: int
+    first: int
+
+
+def split_records(path: str, jobs: int) -> list[Part]:
+    """Cut a large plain ``.et`` into up to ``jobs`` runs of records of similar size (none: print it
+    in this process: a small or gzipped file, one job, no fork, or a file that does not walk: the
+    single-process path then names the problem)."""
+    if jobs < 2 or not fork_available():
+        return []
+    try:
+        size = os.path.getsize(path)
+        if size < 2 * MIN_PART_BYTES:
+            return []
+        with open(path, "rb") as fh:
+            if fh.read(2) == GZIP_MAGIC:
+                return []
+            return _walk(fh, size, max(2, min(jobs, size // MIN_PART_BYTES)))
+    except (OSError, Malformed):
+        return []
+
+
+def _walk(fh: IO[bytes], size: int, count: int) -> list[Part]:
+    """Walk the record lengths (reading the file in chunks, skipping the messages)."""
+    targets = [size * k // count for k in range(1, count)]
+    fh.seek(0)
+    buf, base = fh.read(_WALK_CHUNK), 0
+    pos, number = 0, -1  # record -1 ... : the GlobalMetadata is record 0
+    starts: list[tuple[int, int]] = []  # (byte, record number) of each part's first node
+    while base + pos < size:
+        if pos + 10 > len(buf) and base + len(buf) < size:
+            fh.seek(base + pos)
+            base, buf, pos = base + pos, fh.read(_WALK_CHUNK), 0
+        length, after = varint_at(buf, pos)
+        number += 1
+        if number == 1 or (targets and base + pos >= targets[0]):
+            if number >= 1:
+                starts.append((base + pos, number))
+            while targets and base + pos >= targets[0]:
+                targets.pop(0)
+        pos = after + length
+    if base + pos != size:
+        raise Malformed("the last record ends past the end of the file")
+    ends = [start for start, _ in starts[1:]] + [size]
+    return [Part(start, end, first) for (start, first), end in zip(starts, ends, strict=True)]
+
+
+_WALK_CHUNK = 1 << 22
+
+
+def _work(task: tuple[str, Part, str, SpillFile]) -> tuple[int, bool, str | None]:
+    """A worker: print the nodes of one part into its spill file -> (nodes, stopped, error)."""
+    path, part, layout, spill = task
+    printer, frame = Printer(indent=layout == "chakra"), _Frame(layout, "")
+    frame.first = ""  # the parent writes what goes before the part
+    try:
+        with open_trace(path, (part.start, part.end)) as fh:
+            raw = ((part.first + i, part.start + offset, message)
+                   for i, (offset, message) in enumerate(delimited_records(cast(IO[bytes], fh), path)))
+
+            def malformed(number: int, offset: int, exc: Exception) -> Exception:
+                return TraceFormatError(path, f"record {number} at byte {offset} is not a Node: {exc}")
+
+            count, stopped = _print_nodes(raw, printer, frame, spill.write, malformed, lambda: None)
+        spill.flush()
+        return count, stopped, None
+    except ConverterError as exc:
+        return 0, False, str(exc)
+
+
+def _write_parts(path: str, parts: list[Part], frame: _Frame, out: IO[bytes], work_dir: str,
+                 progress: Callable[[str, int, int], None] | None) -> int:
+    spills = [SpillFile(work_dir) for _ in parts]
+    try:
+        results: dict[int, tuple[int, bool, str | None]] = {}
+        tasks = [(path, part, frame.layout, spill) for part, spill in zip(parts, spills, strict=True)]
+        with closing(run_all(_work, tasks, len(tasks))) as running:
+            for task, outcome in running:
+                if outcome is None:
+                    raise ConverterError(f"{path}: a worker process died (out of memory?); try --jobs 1")
+                results[tasks.index(task)] = outcome
+                if progress is not None:
+                    progress("parts", len(results), len(parts))
+        out.write(frame.head.encode("ascii"))
+        count = 0
+        for index, spill in enumerate(spills):
+            nodes, stopped, error = results[index]
+            if error is not None:
+                raise ConverterError(error)
+            if nodes:
+                out.write((frame.separator if count else frame.first).encode("ascii"))
+                _copy(spill, out)
+            count += nodes
+            if stopped:
+                break
+        out.write(frame.end(count).encode("ascii"))
+        return count
+    finally:
+        for spill in spills:
+            spill.close()
+
+
+def _copy(spill: SpillFile, out: IO[bytes]) -> None:
+    offset = 0
+    while True:
+        chunk = spill.pread(1 << 22, offset)
+        if not chunk:
+            return
+        out.write(chunk)
+        offset += len(chunk)
