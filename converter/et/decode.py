@@ -389,8 +389,14 @@ def _varints(raw: Any, wire: int) -> list[int]:
 def decode_node(message: bytes) -> NodeRecord:
     """Every field of a ``Node`` record; raises ``Malformed`` (``EtRecords`` names the record) when
     it does not decode. Inlined for speed: keys of fields 1-15 are one byte, most values too."""
-    node = NodeRecord()
-    attrs = node.attr
+    node_id = node_type = start_time = duration = 0
+    name = ""
+    ctrl: list[int] = []
+    data: list[int] = []
+    inputs: bytes | None = None
+    outputs: bytes | None = None
+    attrs: list[bytes] = []
+    add_attr = attrs.append
     pos, end = 0, len(message)
     while pos < end:
         key = message[pos]
@@ -411,18 +417,18 @@ def decode_node(message: bytes) -> NodeRecord:
             if stop > end:
                 raise _Malformed(f"field {key >> 3} runs past the end of its message")
             if key == 0x52:  # attr
-                attrs.append(message[pos:stop])
+                add_attr(message[pos:stop])
             elif key == 0x12:  # name
-                node.name = _text(message[pos:stop])
+                name = _text(message[pos:stop])
             elif key == 0x22 or key == 0x2A:  # ctrl_deps, data_deps (packed)
                 values = _packed(message[pos:stop])
                 if values and max(values) > _M64:
                     values = [v & _M64 for v in values]
-                (node.ctrl_deps if key == 0x22 else node.data_deps).extend(values)
+                (ctrl if key == 0x22 else data).extend(values)
             elif key == 0x42:  # inputs: a second occurrence merges
-                node.inputs = message[pos:stop] if node.inputs is None else node.inputs + message[pos:stop]
+                inputs = message[pos:stop] if inputs is None else inputs + message[pos:stop]
             elif key == 0x4A:  # outputs
-                node.outputs = message[pos:stop] if node.outputs is None else node.outputs + message[pos:stop]
+                outputs = message[pos:stop] if outputs is None else outputs + message[pos:stop]
             elif key >> 3 == 0:
                 raise _Malformed("field number 0")
             pos = stop
@@ -436,22 +442,22 @@ def decode_node(message: bytes) -> NodeRecord:
                 value, pos = _varint(message, pos)
                 value &= _M64
             if key == 0x08:
-                node.id = value
+                node_id = value
             elif key == 0x18:
-                node.type = _int32(value)
+                node_type = _int32(value)
             elif key == 0x38:
-                node.duration_micros = value
+                duration = value
             elif key == 0x30:
-                node.start_time_micros = value
+                start_time = value
             elif key == 0x20 or key == 0x28:  # an unpacked dependency
-                (node.ctrl_deps if key == 0x20 else node.data_deps).append(value)
+                (ctrl if key == 0x20 else data).append(value)
             elif key >> 3 == 0:
                 raise _Malformed("field number 0")
         else:
             if key >> 3 == 0:
                 raise _Malformed("field number 0")
             _, pos = _skip_or_value(message, pos, wire, key >> 3)
-    return node
+    return NodeRecord(node_id, name, node_type, ctrl, data, start_time, duration, inputs, outputs, attrs)
 
 
 def decode_global_metadata(message: bytes) -> MetadataRecord:
