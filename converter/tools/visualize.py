@@ -190,7 +190,7 @@ def _drawn(path: str, cut: Cut, selected: set[int] | None, counts: list[int],
                 node.ctrl_deps = [d for d in node.ctrl_deps if keep(d)]
             counts[0] += 1
             if progress is not None and counts[1] % 65536 == 0:
-                progress("write", records.position, records.size)
+                progress("read", records.position, records.size)
             yield node
 
 
