@@ -256,3 +256,14 @@ def test_a_bad_record_in_a_later_part_is_named(real_et: Path, tmp_path: Path,
     with pytest.raises(ConverterError, match=f"record {parts[1].first} at byte {parts[1].start}"):
         api.jsonize(tmp_path / "bad.et", tmp_path / "out.json", jobs=2)
     assert not (tmp_path / "out.json").exists()
+
+
+def test_output_locations(real_et: Path, tmp_path: Path) -> None:
+    """A full disk, the input as output, a directory: one line each, nothing changed."""
+    before = real_et.read_bytes()
+    assert_one_error(run_cli("jsonize", real_et, "/dev/full", "-j", "1"), "/dev/full")
+    assert_one_error(run_cli("jsonize", real_et, real_et), str(real_et))
+    assert real_et.read_bytes() == before
+    assert_one_error(run_cli("jsonize", real_et, tmp_path), "is a directory")
+    done = run_cli("jsonize", real_et, "/dev/null", "--lines")
+    assert done.returncode == 0, done.stderr

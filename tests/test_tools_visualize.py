@@ -185,3 +185,10 @@ def test_bad_input_and_options(tricky_et: Path, tmp_path: Path) -> None:
     done = run_cli("visualize", tricky_et, tmp_path / "g.dot", "--ids", "9:2")
     assert done.returncode == 2 and "FIRST is above LAST" in done.stderr
     assert not (tmp_path / "g.dot").exists()
+
+
+def test_output_locations(tricky_et: Path, tmp_path: Path) -> None:
+    before = tricky_et.read_bytes()
+    assert_one_error(run_cli("visualize", tricky_et, "/dev/full", "--ids", "1:3"), "unknown graph format")
+    assert_one_error(run_cli("visualize", tricky_et, tmp_path / "missing" / "g.dot"), "missing")
+    assert tricky_et.read_bytes() == before
