@@ -132,13 +132,16 @@ def _records(fh: IO[bytes], path: str) -> Iterator[tuple[int, bytes]]:
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    if pos + 1 < len(data):  # one or two bytes: most lengths, ids and dependencies
+    if pos + 2 < len(data):  # one to three bytes: most lengths, ids and dependencies
         first = data[pos]
         if first < 0x80:
             return first, pos + 1
         second = data[pos + 1]
         if second < 0x80:
             return (first & 0x7F) | (second << 7), pos + 2
+        third = data[pos + 2]
+        if third < 0x80:
+            return (first & 0x7F) | ((second & 0x7F) << 7) | (third << 14), pos + 3
     result = shift = 0
     while True:
         if pos >= len(data):
@@ -194,8 +197,10 @@ def _text(value: Any) -> str:
 def _packed(value: Any) -> list[int]:
     if isinstance(value, int):  # an unpacked repeated element
         return [value]
-    out, pos = [], 0
-    while pos < len(value):
+    if value.isascii():  # every byte below 0x80: every value one byte
+        return list(value)
+    out, pos, end = [], 0, len(value)
+    while pos < end:
         item, pos = _varint(value, pos)
         out.append(item)
     return out

@@ -95,6 +95,35 @@ def _scalar_text(base: str, value: Any) -> str:
     return str(value)
 
 
+def _io_fields(raw: bytes) -> tuple[str, str, str] | None:
+    """An IOInfo of the usual shape (values, shapes, types in field order, each at most once,
+    lengths below 16,384), or None: ``io_info`` then decodes it in full."""
+    out = ["", "", ""]
+    pos, end, want = 0, len(raw), 0x0A
+    try:
+        while pos < end:
+            key = raw[pos]
+            if key < want or key not in (0x0A, 0x12, 0x1A):
+                return None
+            length = raw[pos + 1]
+            if length < 0x80:
+                pos += 2
+            else:
+                second = raw[pos + 2]
+                if second >= 0x80:
+                    return None
+                length = (length & 0x7F) | (second << 7)
+                pos += 3
+            stop = pos + length
+            if stop > end:
+                return None
+            out[(key >> 3) - 1] = raw[pos:stop].decode("utf-8")
+            pos, want = stop, key + 8
+    except (IndexError, UnicodeDecodeError):
+        return None
+    return out[0], out[1], out[2]
+
+
 class Layout:
     """How objects and arrays are laid out: ``indent`` 2 (``chakra_jsonizer``'s) or compact."""
 
@@ -187,7 +216,7 @@ class Printer:
         found = self._ios.get(raw)
         if found is not None:
             return found
-        fields = io_info(raw)
+        fields = _io_fields(raw) or io_info(raw)
         items = [(k, _quote(v)) for k, v in zip(("values", "shapes", "types"), fields, strict=True) if v]
         return self._ios.remember(raw, self.layout.obj(items, 1))
 
