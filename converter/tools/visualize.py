@@ -135,7 +135,7 @@ def _selection(path: str, cut: Cut, progress: Progress | None) -> set[int] | Non
                 progress("scan", records.position, records.size)
     if cut.around is not None:
         center, depth = cut.around
-        if center not in set(ids):
+        if center not in ids:  # a linear search in C over the array: no set of every id
             raise ConverterError(f"{path}: no node has id {center}")
         return _expand(ids, starts, deps, {center}, depth, upstream=True)
     seeds = {ids[row] for row in range(len(ids)) if types[row] in COMM_NODE_TYPES}
