@@ -267,3 +267,14 @@ def test_output_locations(real_et: Path, tmp_path: Path) -> None:
     assert_one_error(run_cli("jsonize", real_et, tmp_path), "is a directory")
     done = run_cli("jsonize", real_et, "/dev/null", "--lines")
     assert done.returncode == 0, done.stderr
+
+
+def test_a_gzipped_trace_reads_as_the_plain_one(real_et: Path, tmp_path: Path) -> None:
+    """chakra_jsonizer opens gzipped traces too (protolib's openFileRd)."""
+    import gzip
+
+    packed = tmp_path / "t.et.gz"
+    packed.write_bytes(gzip.compress(real_et.read_bytes()))
+    api.jsonize(real_et, tmp_path / "plain.json", "chakra")
+    api.jsonize(packed, tmp_path / "packed.json", "chakra")
+    assert (tmp_path / "packed.json").read_bytes() == (tmp_path / "plain.json").read_bytes()
