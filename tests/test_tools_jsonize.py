@@ -3,6 +3,7 @@ document or one object a line, on real and random nodes; bad ``.et`` input is on
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import random
@@ -271,8 +272,6 @@ def test_output_locations(real_et: Path, tmp_path: Path) -> None:
 
 def test_a_gzipped_trace_reads_as_the_plain_one(real_et: Path, tmp_path: Path) -> None:
     """chakra_jsonizer opens gzipped traces too (protolib's openFileRd)."""
-    import gzip
-
     packed = tmp_path / "t.et.gz"
     packed.write_bytes(gzip.compress(real_et.read_bytes()))
     api.jsonize(real_et, tmp_path / "plain.json", "chakra")
