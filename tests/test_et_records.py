@@ -8,13 +8,16 @@ from typing import Any
 
 import pytest
 from chakra.schema.protobuf import et_def_pb2 as pb
+from google.protobuf.json_format import MessageToJson
+from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chakra_convert_fast.converter.errors import TraceFormatError
 from chakra_convert_fast.converter.et import wire
-from chakra_convert_fast.converter.et.decode import EtRecords, attribute, decode_node, io_info
+from chakra_convert_fast.converter.et.decode import EtRecords, Malformed, attribute, decode_node, io_info
 from chakra_convert_fast.converter.schema.chakra import ATTRIBUTE_VALUE_KINDS
+from chakra_convert_fast.converter.tools.jsonize import Printer
 
 U64, I64, U32, I32 = (0, 2**64 - 1), (-(2**63), 2**63 - 1), (0, 2**32 - 1), (-(2**31), 2**31 - 1)
 VALUES: dict[str, st.SearchStrategy[Any]] = {
@@ -104,3 +107,37 @@ def test_records_stream_and_name_what_does_not_decode(tmp_path: Any) -> None:
     path.write_bytes(meta + nodes[0] + b"\x05\x0a\xff")  # a record of 5 bytes with 2 left
     with EtRecords(path) as records, pytest.raises(TraceFormatError, match="record 2: truncated"):
         list(records.nodes())
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=64))
+def test_random_bytes_decode_as_protobuf_or_are_malformed(data: bytes) -> None:
+    """Any byte string that protobuf parses as a Node prints as MessageToJson prints it; the rest
+    raise ``Malformed``, never another exception."""
+    try:
+        parsed = pb.Node.FromString(data)
+    except DecodeError:
+        parsed = None
+    try:
+        node = decode_node(data)
+        ours = Printer(indent=True).node(node)
+        Printer(indent=False).node(node)
+    except Malformed:
+        ours = None
+    if parsed is not None and ours is not None:
+        assert ours == MessageToJson(parsed)
+    assert (ours is None) == (parsed is None), "one side refuses what the other reads"
+
+
+@pytest.mark.parametrize("data", [b"\x5b\x5c", b"\x0b\x0c", b"\x08\x01\xfb\x07\x0b\x08\x05\x0c\xfc\x07\x12\x01a",
+                                  b"\x0c", b"\x0b\x08\x01", b"\x0b\x14"])
+def test_groups_are_unknown_fields_as_protobuf_reads_them(data: bytes) -> None:
+    try:
+        expected: str | None = MessageToJson(pb.Node.FromString(data))
+    except DecodeError:
+        expected = None
+    try:
+        ours: str | None = Printer(indent=True).node(decode_node(data))
+    except Malformed:
+        ours = None
+    assert ours == expected

@@ -366,12 +366,40 @@ def _skip_or_value(data: bytes, pos: int, wire: int, number: int) -> tuple[Any, 
         if pos + length > len(data):
             raise _Malformed(f"field {number} runs past the end of its message")
         return data[pos:pos + length], pos + length
+    if wire == _WIRE_START_GROUP:
+        return None, _skip_group(data, pos, number)
     size = 8 if wire == WIRE_FIXED64 else 4 if wire == WIRE_FIXED32 else 0
     if not size:
-        raise _Malformed(f"field {number} has wire type {wire}, which Chakra does not use")
+        raise _Malformed(f"field {number} has wire type {wire}" + (" (an end of group with no start)"
+                                                                  if wire == _WIRE_END_GROUP else ""))
     if pos + size > len(data):
         raise _Malformed(f"field {number} runs past the end of its message")
     return data[pos:pos + size], pos + size
+
+
+_WIRE_START_GROUP, _WIRE_END_GROUP = 3, 4
+
+
+def _skip_group(data: bytes, pos: int, number: int) -> int:
+    """Past the end of a (deprecated) group started at ``pos``: protobuf keeps it as an unknown
+    field; nested groups are followed with a stack, not recursion."""
+    open_groups = [number]
+    end = len(data)
+    while open_groups:
+        if pos >= end:
+            raise _Malformed(f"group {open_groups[-1]} is not closed")
+        key, pos = _varint(data, pos)
+        inner, wire = key >> 3, key & 7
+        if inner == 0 or key > _M32:
+            raise _Malformed("field number 0" if inner == 0 else "a field number above 2**29")
+        if wire == _WIRE_END_GROUP:
+            if inner != open_groups.pop():
+                raise _Malformed(f"group {number} closed by the end of group {inner}")
+        elif wire == _WIRE_START_GROUP:
+            open_groups.append(inner)
+        else:
+            _, pos = _skip_or_value(data, pos, wire, inner)
+    return pos
 
 
 def _raw_fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
@@ -379,8 +407,8 @@ def _raw_fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
     while pos < end:
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
-        if number == 0:
-            raise _Malformed("field number 0")
+        if number == 0 or key > _M32:
+            raise _Malformed("field number 0" if number == 0 else "a field number above 2**29")
         value, pos = _skip_or_value(data, pos, wire, number)
         yield number, wire, value
 
@@ -409,6 +437,8 @@ def decode_node(message: bytes) -> NodeRecord:
             pos += 1
         else:
             key, pos = _varint(message, pos)
+            if key > _M32:
+                raise _Malformed("a field number above 2**29")
         wire = key & 7
         if wire == WIRE_LEN:
             if pos >= end:
