@@ -66,7 +66,8 @@ while True:
     tick += 1
     time.sleep(0.02)
 print(json.dumps({"seconds": time.perf_counter() - start, "maxrss_kb": max(usage.ru_maxrss, tree_peak),
-                  "maxpss_kb": pss_peak, "status": os.waitstatus_to_exitcode(status)}))
+                  "maxpss_kb": pss_peak, "status": os.waitstatus_to_exitcode(status),
+                  "cpu_s": usage.ru_utime + usage.ru_stime}))
 """
 
 
@@ -79,6 +80,7 @@ class Run:
     peak_pss_bytes: int  # the summed PSS: the physical memory held (sampled, so 0 for very short runs)
     returncode: int
     stderr: str
+    cpu_seconds: float = 0.0  # user + system time of the child and the processes it waited for
 
 
 def ours_command(src: Path, dst: Path, *options: str) -> list[str]:
@@ -148,4 +150,5 @@ def measure(cmd: list[str], cwd: Path | None = None, timeout: float | None = Non
         )
         result = json.loads(out.stdout)
         tail = err.read_bytes()[-4000:].decode(errors="replace") if err.exists() else ""
-    return Run(result["seconds"], result["maxrss_kb"] * 1024, result["maxpss_kb"] * 1024, result["status"], tail)
+    return Run(result["seconds"], result["maxrss_kb"] * 1024, result["maxpss_kb"] * 1024, result["status"], tail,
+               result.get("cpu_s", 0.0))

@@ -8,7 +8,9 @@
 * ``check``: ``.et`` files (ours or anyone's) read back and checked against what ASTRA-sim accepts;
 * ``scale``: a captured job written as a data-parallel job of N ranks;
 * ``simulate``: a job run in ASTRA-sim, its logs read into one result (and sweeps of scaled jobs);
-* ``text``: an ASTRA-sim 1.0 text workload -> a ``.et`` file per NPU (``chakra_converter Text``).
+* ``text``: an ASTRA-sim 1.0 text workload -> a ``.et`` file per NPU (``chakra_converter Text``);
+* ``jsonize``, ``visualize``, ``generate``: mlc-chakra's other tools (``chakra_jsonizer``,
+  ``chakra_visualizer``, ``chakra_generator``) without it.
 
 Every function raises a ``ConverterError`` subclass on input it cannot handle or an output it
 cannot write (``OutputError``: checked before any work, and every ``OSError`` of writing) and then
@@ -42,14 +44,27 @@ from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
 from .repair import RepairResult
 from .repair import repair as _repair
+from .tools.generate import BENCHMARKS as GENERATED_BENCHMARKS
+from .tools.generate import GenerateOptions, GenerateResult
+from .tools.generate import generate as _generate
+from .tools.jsonize import JsonizeResult
+from .tools.jsonize import jsonize as _jsonize
+from .tools.visualize import Cut as GraphCut
+from .tools.visualize import VisualizeResult
+from .tools.visualize import visualize as _visualize
 
 PathArg = str | os.PathLike[str]
 
 __all__ = [
+    "GENERATED_BENCHMARKS",
     "CheckReport",
     "CommGroups",
     "ConversionResult",
     "ConvertOptions",
+    "GenerateOptions",
+    "GenerateResult",
+    "GraphCut",
+    "JsonizeResult",
     "LinkResult",
     "MultiRankResult",
     "PairResult",
@@ -58,15 +73,19 @@ __all__ = [
     "RankOutcome",
     "RemovedEdge",
     "RepairResult",
+    "VisualizeResult",
     "check",
     "convert",
     "convert_all",
     "convert_all_uses",
     "convert_pair",
+    "generate",
+    "jsonize",
     "link",
     "open_log",
     "repair",
     "same_file",
+    "visualize",
     "write_comm_groups",
 ]
 
@@ -268,3 +287,24 @@ def compact_ranks(in_prefix: PathArg, out_prefix: PathArg, *,
 
 
 __all__ += ["CompactResult", "compact", "compact_ranks"]
+# -- tools: jsonize, visualize, generate (mlc-chakra's other tools) --
+def jsonize(input_path: PathArg, output_path: PathArg, layout: str = "document",
+            progress: Progress | None = None, jobs: int | None = None) -> JsonizeResult:
+    """Write a ``.et`` file as JSON: ``layout`` "document" (one JSON document: globalMetadata and
+    a nodes array), "lines" (one object a line) or "chakra" (``chakra_jsonizer``'s exact bytes);
+    a large plain file in ``jobs`` processes (default: the CPUs)."""
+    return _jsonize(os.fspath(input_path), os.fspath(output_path), layout, progress, jobs)
+
+
+def generate(output_dir: PathArg, options: GenerateOptions | None = None,
+             progress: Progress | None = None) -> GenerateResult:
+    """Write ``chakra_generator``'s microbenchmark traces (its bytes) in ``output_dir``."""
+    return _generate(os.fspath(output_dir), options, progress)
+
+
+def visualize(input_path: PathArg, output_path: PathArg, cut: GraphCut | None = None,
+              progress: Progress | None = None) -> VisualizeResult:
+    """Draw a ``.et`` file as ``chakra_visualizer``'s graph, streamed: ``.dot`` or ``.graphml``
+    (``.pdf``/``.svg`` through graphviz's ``dot`` where it is installed); ``cut`` keeps an id
+    range, the neighbourhood of a node, or the collectives and what depends on them."""
+    return _visualize(os.fspath(input_path), os.fspath(output_path), cut, progress)

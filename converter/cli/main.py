@@ -10,13 +10,13 @@ from collections.abc import Callable, Sequence
 
 from .. import api
 from ..errors import ConverterError
-from . import check, compact, convert, convert_all, link, repair, scale, simulate, text
+from . import check, compact, convert, convert_all, generate, jsonize, link, repair, scale, simulate, text, visualize
 from .common import PROG
 from .report import Reporter
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
 #: Every command module, in the order ``--help`` lists them.
-_MODULES = (convert, link, convert_all, repair, check, scale, compact, simulate, text)
+_MODULES = (convert, link, convert_all, repair, check, scale, compact, simulate, text, jsonize, visualize, generate)
 COMMANDS = tuple(name for module in _MODULES for name in module.COMMANDS)
 _DESCRIPTION = """\
 Convert PyTorch execution traces (host traces, or host+device traces merged by chakra_trace_link)

@@ -23,7 +23,8 @@ from typing import IO, cast
 
 from ..errors import OutputError, TraceContentError, TraceFormatError
 from ..et import encode, wire
-from ..et.decode import EtTrace, attribute, field_spans, iter_records, read_et
+from ..et.decode import EtTrace, field_spans, iter_records, read_et
+from ..et.records import Malformed, attribute
 from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
 from ..schema.chakra import ATTRIBUTE_FIELDS, NODE_FIELDS, WIRE_VARINT
 from .plan import SUMMED, Plan, plan
@@ -211,10 +212,15 @@ def _deps(tag: bytes, ids: list[int]) -> bytes:
 
 def _attr(decided: Plan, row: int, field: bytes, payload: bytes) -> bytes:
     """An attribute as it was, or with its run's sum when it is one of ``SUMMED``."""
-    name, value_field, _ = attribute(payload)
+    try:
+        decoded = attribute(payload)
+    except Malformed as exc:
+        raise TraceFormatError("", f"an attribute does not decode: {exc}") from None
+    name = decoded.name
     total = decided.sums.get(name, {}).get(row)
-    if total is None:
+    if total is None or decoded.kind is None:
         return field
+    value_field = ATTRIBUTE_FIELDS[decoded.kind][0]
     encoded = (total << 1) if value_field in _ZIGZAG else total % _U64  # sums are never negative
     value = wire.varint((value_field << 3) | WIRE_VARINT) + wire.varint(encoded)
     return wire.attribute(wire.attr_name(name), value)

@@ -1,5 +1,8 @@
 """Reading a Chakra ``.et`` file back: a GlobalMetadata record, then one Node record per op.
 
+``read_et`` keeps a compact columnar trace (for checking); ``EtRecords`` streams full records
+(every field, for jsonize and visualize).
+
 Each record is a varint length and a protobuf message. Decoding uses the field numbers of
 ``schema.chakra`` and keeps, per node, what checking needs: id, name, type, dependencies, and
 the communication attributes (``comm_type``, ``comm_size``, ``pg_name``, ``is_cpu_op``,
@@ -129,16 +132,6 @@ def field_spans(message: bytes) -> Iterator[tuple[int, int, int, Any]]:
         raise TraceFormatError("", f"a record is not a Node: {exc}") from None
 
 
-def attribute(data: bytes) -> tuple[str, int, Any]:
-    """(name, value field number, value) of an encoded ``AttributeProto`` (its payload)."""
-    try:
-        name, value = _attribute(data)
-        number = max((n for n, _, _ in _fields(data) if n != _A["name"] and n != _A["doc_string"]), default=0)
-    except _Malformed as exc:
-        raise TraceFormatError("", f"an attribute does not decode: {exc}") from None
-    return name, number, value
-
-
 def _records(fh: IO[bytes], path: str) -> Iterator[tuple[int, bytes]]:
     """(byte offset, message) of each length-delimited record."""
     buf, pos, base = b"", 0, 0  # base: file offset of buf[0]
@@ -193,6 +186,16 @@ def attribute_spans(message: bytes) -> Iterator[tuple[str, int, int]]:
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    if pos + 2 < len(data):  # one to three bytes: most lengths, ids and dependencies
+        first = data[pos]
+        if first < 0x80:
+            return first, pos + 1
+        second = data[pos + 1]
+        if second < 0x80:
+            return (first & 0x7F) | (second << 7), pos + 2
+        third = data[pos + 2]
+        if third < 0x80:
+            return (first & 0x7F) | ((second & 0x7F) << 7) | (third << 14), pos + 3
     result = shift = 0
     while True:
         if pos >= len(data):
@@ -250,8 +253,10 @@ def _text(value: Any) -> str:
 def _packed(value: Any) -> list[int]:
     if isinstance(value, int):  # an unpacked repeated element
         return [value]
-    out, pos = [], 0
-    while pos < len(value):
+    if value.isascii():  # every byte below 0x80: every value one byte
+        return list(value)
+    out, pos, end = [], 0, len(value)
+    while pos < end:
         item, pos = _varint(value, pos)
         out.append(item)
     return out
@@ -349,3 +354,5 @@ def count_nodes(path: str | os.PathLike[str]) -> int:
             return max(0, sum(1 for _ in _records(fh, name)) - 1)
     except OSError as exc:
         raise TraceFormatError(name, f"cannot read: {exc.strerror or exc}") from None
+
+

@@ -7,9 +7,10 @@ oneof unset), so a value the reference cannot encode fails here too, with a read
 
 from __future__ import annotations
 
+import struct
 from typing import Any, TypeVar
 
-from ..schema.chakra import ATTRIBUTE_FIELDS, NODE_FIELDS, tag
+from ..schema.chakra import ATTRIBUTE_FIELDS, ATTRIBUTE_VALUE_KINDS, NODE_FIELDS, WIRE_LEN, tag
 
 _U64 = 1 << 64
 _V = TypeVar("_V")
@@ -159,3 +160,52 @@ def string_attr(name_part: bytes, value: Any, what: str, field_key: bytes = TAG_
 
 def bool_attr(name_part: bytes, value: bool) -> bytes:
     return attribute(name_part, _TAG_BOOL + (b"\x01" if value else b"\x00"))
+
+
+# -- any AttributeProto value kind (the generator's all-types node) ---------------------------
+_FIXED = {"double": "<d", "float": "<f", "fixed32": "<I", "sfixed32": "<i", "fixed64": "<Q", "sfixed64": "<q"}
+_TAG_LIST_VALUES = varint(tag((1, WIRE_LEN)))
+
+
+def _element(base: str, value: Any) -> bytes:
+    """One value of kind ``base`` as protobuf writes it (without a key)."""
+    if base in _FIXED:
+        return struct.pack(_FIXED[base], value)
+    if base == "string":
+        return utf8(value, "a string attribute")
+    if base == "bytes":
+        return bytes(value)
+    if base == "bool":
+        return b"\x01" if value else b"\x00"
+    if base == "sint32":
+        return varint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+    if base == "sint64":
+        return varint(((value << 1) ^ (value >> 63)) % _U64)
+    return varint(value % _U64)  # int32 (sign-extended to 64 bits), int64, uint32, uint64
+
+
+def attribute_message(name: str, kind: str | None = None, value: Any = None, doc_string: str = "") -> bytes:
+    """An ``AttributeProto`` (without its outer key) as ``SerializeToString`` writes it: name,
+    doc_string, then the ``kind`` member of the value oneof (``"double_val"``, ``"int64_list"``...;
+    a list kind takes a sequence)."""
+    out = length_delimited(_TAG_ATTR_NAME, utf8(name, "an attribute name")) if name else b""
+    if doc_string:
+        out += length_delimited(key(ATTRIBUTE_FIELDS["doc_string"]), utf8(doc_string, "a doc_string"))
+    if kind is None:
+        return out
+    base, _, shape = kind.rpartition("_")
+    if base not in ATTRIBUTE_VALUE_KINDS or shape not in ("val", "list"):
+        raise ValueError(f"no such attribute value kind: {kind}")
+    field_key = key(ATTRIBUTE_FIELDS[kind])
+    if shape == "val":
+        encoded = _element(base, value)
+        return out + field_key + (varint(len(encoded)) + encoded if ATTRIBUTE_VALUE_KINDS[base] == WIRE_LEN
+                                  else encoded)
+    if ATTRIBUTE_VALUE_KINDS[base] == WIRE_LEN:  # strings and bytes: one field 1 per value
+        body = b"".join(length_delimited(_TAG_LIST_VALUES, _element(base, v)) for v in value)
+    else:
+        packed = b"".join(_element(base, v) for v in value)
+        body = length_delimited(_TAG_LIST_VALUES, packed) if packed else b""
+    return out + length_delimited(field_key, body)
+
+

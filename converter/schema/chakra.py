@@ -74,23 +74,21 @@ GLOBAL_METADATA_FIELDS: dict[str, tuple[int, int]] = {
     "attr": (2, WIRE_LEN),
 }
 
-#: ``AttributeProto`` fields this package writes or reads back (the ``value`` oneof holds many
-#: more; a reader skips those by wire type).
-ATTRIBUTE_FIELDS: dict[str, tuple[int, int]] = {
-    "name": (1, WIRE_LEN),
-    "doc_string": (2, WIRE_LEN),
-    "double_val": (3, WIRE_FIXED64),
-    "float_val": (5, WIRE_FIXED32),
-    "int32_val": (7, WIRE_VARINT),
-    "int64_val": (9, WIRE_VARINT),
-    "uint32_val": (11, WIRE_VARINT),
-    "uint64_val": (13, WIRE_VARINT),
-    "sint32_val": (15, WIRE_VARINT),
-    "sint64_val": (17, WIRE_VARINT),
-    "bool_val": (27, WIRE_VARINT),
-    "string_val": (29, WIRE_LEN),
-    "bytes_val": (31, WIRE_LEN),
+#: The value kinds of ``AttributeProto``'s ``value`` oneof, in field order, with the wire type of
+#: one element: ``<kind>_val`` is field 3 + 2i, ``<kind>_list`` (a ``<Kind>List`` message whose
+#: field 1, ``values``, is packed for numbers) field 4 + 2i.
+ATTRIBUTE_VALUE_KINDS: dict[str, int] = {
+    "double": WIRE_FIXED64, "float": WIRE_FIXED32, "int32": WIRE_VARINT, "int64": WIRE_VARINT,
+    "uint32": WIRE_VARINT, "uint64": WIRE_VARINT, "sint32": WIRE_VARINT, "sint64": WIRE_VARINT,
+    "fixed32": WIRE_FIXED32, "fixed64": WIRE_FIXED64, "sfixed32": WIRE_FIXED32, "sfixed64": WIRE_FIXED64,
+    "bool": WIRE_VARINT, "string": WIRE_LEN, "bytes": WIRE_LEN,
 }
+
+#: ``AttributeProto`` fields: name, doc_string, and every member of the ``value`` oneof.
+ATTRIBUTE_FIELDS: dict[str, tuple[int, int]] = {"name": (1, WIRE_LEN), "doc_string": (2, WIRE_LEN)}
+for _i, (_kind, _wire) in enumerate(ATTRIBUTE_VALUE_KINDS.items()):
+    ATTRIBUTE_FIELDS[f"{_kind}_val"] = (3 + 2 * _i, _wire)
+    ATTRIBUTE_FIELDS[f"{_kind}_list"] = (4 + 2 * _i, WIRE_LEN)
 
 
 def tag(field: tuple[int, int]) -> int:
