@@ -9,6 +9,7 @@ from typing import Any
 from .. import api
 
 PROG = "chakra-convert-fast"
+TARGETS = ("captured", "accelerator")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -45,6 +46,13 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
                        help="write what ASTRA-sim runs instead of chakra_converter's bytes: no METADATA "
                             "node, no dependency on a node that is not in the file, host-side (gloo) "
                             "collectives as communication nodes (see README)")
+    group.add_argument("--roofline", action="store_true",
+                       help="write num_ops (FLOPs) and tensor_size (bytes) on every compute node, from the "
+                            "ops' shapes and dtypes, for ASTRA-sim's roofline compute model (see README)")
+    group.add_argument("--target", choices=TARGETS, default="captured",
+                       help="accelerator: write every compute node as a non-CPU op, so that ASTRA-sim times "
+                            "a CPU capture's compute with its roofline (needs --roofline); captured (default): "
+                            "as recorded")
 
 
 def add_pair_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -76,7 +84,11 @@ def positive(text: str) -> int:
 
 
 def conversion_options(args: argparse.Namespace) -> api.ConvertOptions:
+    if args.target == "accelerator" and not args.roofline:
+        args.usage_error("--target accelerator needs --roofline (an accelerator op without num_ops and "
+                         "tensor_size stops ASTRA-sim)")
     return api.ConvertOptions(
         simulate=args.simulate, break_cycles=args.break_cycles, allow_missing_parents=args.allow_missing_parents,
         astra_sim=args.astra_sim, rank=getattr(args, "rank", None), jobs=getattr(args, "read_jobs", None),
+        roofline=args.roofline, target=args.target,
     )

@@ -129,6 +129,15 @@ class Reporter:
             self.info(f"--astra-sim: {changes.metadata_removed} METADATA node(s) removed, "
                       f"{changes.ctrl_deps_dropped} ctrl_deps naming no node dropped, "
                       f"{changes.host_collectives} host-side collective(s) made communication nodes")
+        costs = result.roofline
+        if costs is not None:
+            for warning in costs.warnings():
+                self.warning(warning)
+            classes = ", ".join(f"{name} {c.nodes:,}" for name, c in sorted(costs.classes.items(),
+                                                                           key=lambda kv: -kv[1].flops))
+            target = "; all written as accelerator (non-CPU) ops" if costs.accelerator else ""
+            self.info(f"--roofline: {costs.nodes:,} compute nodes, {costs.flops / 1e9:,.2f} GFLOP, "
+                      f"{costs.bytes / 1e9:,.2f} GB ({classes}){target}")
         if result.simulator_problems:
             self.info(f"note: ASTRA-sim would refuse this output ({'; '.join(result.simulator_problems)}); "
                       "--astra-sim writes one it runs")

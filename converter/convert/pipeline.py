@@ -16,13 +16,16 @@ from ..errors import CycleReport, CyclicDependencyError
 from ..gcpause import gc_paused
 from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
 from . import astra, cycles, feed, parallel
+from . import roofline as roofline_pass
 from .astra import AstraChanges
 from .graph import TraceGraph
 from .reader import TraceReader
+from .roofline import RooflineSummary
 from .simulate import SimulationInput, SimulationResult, simulate
 from .writer import Progress, TailSpill, collect, write_metadata, write_nodes
 
 _CYCLE_EXAMPLES = 5
+TARGETS = ("captured", "accelerator")
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class ConvertOptions:
     what ASTRA-sim runs instead of the reference's bytes (``convert/astra.py``), with ``rank`` as
     the own end of sends and receives; ``jobs`` is how many processes read a large plain-JSON
     file, each a byte range (``convert/parallel.py``): None for one per CPU, 1 for this one only.
+    ``roofline`` writes ASTRA-sim's roofline fields; ``target="accelerator"`` (which needs
+    ``roofline``) makes every compute node a non-CPU op, timed by that roofline.
     """
 
     simulate: bool = False
@@ -43,6 +48,15 @@ class ConvertOptions:
     astra_sim: bool = False
     rank: int | None = None
     jobs: int | None = None
+    roofline: bool = False  # num_ops and tensor_size on every compute node (convert/roofline.py)
+    target: str = "captured"  # "accelerator": compute nodes written as non-CPU ops (needs roofline)
+
+    def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
+        if self.target == "accelerator" and not self.roofline:
+            raise ValueError("target 'accelerator' needs roofline: an accelerator op without num_ops and "
+                             "tensor_size stops ASTRA-sim")
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,7 @@ class ConversionResult:
     simulator_problems: list[str] = field(default_factory=list)  # without it: why ASTRA-sim would refuse the output
     stages: StageTimes = field(default_factory=StageTimes)
     processes: int = 1  # that read the input
+    roofline: RooflineSummary | None = None  # with --roofline
 
     @property
     def sequential_fraction(self) -> float:
@@ -174,6 +189,7 @@ def _run(
         changes = astra.apply(graph, options.rank) if options.astra_sim else None
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)
+        costs = roofline_pass.apply(graph, spill, options.target == "accelerator") if options.roofline else None
         times.build, stage = time.perf_counter() - stage, time.perf_counter()
         with atomic_output(target) as out:
             write_metadata(out, reader.path, reader.metadata)
@@ -196,6 +212,7 @@ def _run(
         simulator_problems=problems,
         stages=times,
         processes=processes,
+        roofline=costs,
     )
 
 

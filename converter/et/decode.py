@@ -14,12 +14,13 @@ import struct
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any, cast
+from typing import IO, Any, NamedTuple, cast
 
 from ..errors import TraceFormatError
 from ..schema.chakra import (
     ATTRIBUTE_FIELDS,
     GLOBAL_METADATA_FIELDS,
+    IO_FIELDS,
     NODE_FIELDS,
     WIRE_FIXED32,
     WIRE_FIXED64,
@@ -259,3 +260,37 @@ def _add_node(trace: EtTrace, message: bytes) -> None:
 
 
 _COMM_TYPES = frozenset({NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE})
+
+
+# -- a node's tail (duration, inputs, outputs), for passes over the converter's spilled tails --------
+_IO_NUMBERS = {number: name for name, (number, _) in IO_FIELDS.items()}
+
+
+class TailIO(NamedTuple):
+    """What a node's tail says of its work: duration and the ``str()`` of its shapes and types."""
+
+    duration: int
+    in_shapes: str
+    in_types: str
+    out_shapes: str
+    out_types: str
+
+
+def tail_io(tail: bytes) -> TailIO:
+    """Duration, input and output shapes/types of an encoded node tail (or whole node message);
+    the attrs after them are not read. Raises ``ValueError`` if it does not decode."""
+    duration = 0
+    io: dict[int, dict[str, str]] = {}
+    try:
+        for number, _, raw in _fields(tail):
+            if number == _F["duration_micros"]:
+                duration = raw
+            elif number in (_F["inputs"], _F["outputs"]):
+                io[number] = {_IO_NUMBERS.get(n, ""): _text(v) for n, _, v in _fields(raw) if n in _IO_NUMBERS}
+            elif number == _F["attr"]:
+                break
+    except _Malformed as exc:
+        raise ValueError(str(exc)) from None
+    ins, outs = io.get(_F["inputs"], {}), io.get(_F["outputs"], {})
+    return TailIO(duration, ins.get("shapes", ""), ins.get("types", ""), outs.get("shapes", ""),
+                  outs.get("types", ""))

@@ -184,5 +184,6 @@ def _convert_rank(task: _Task) -> RankOutcome:
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
         return RankOutcome(task.rank, task.host, task.device, None, False, f"internal error: {exc!r}")
     link = result.link
-    return RankOutcome(task.rank, task.host, task.device, task.output, True, "; ".join(link.warnings),
+    warnings = link.warnings + (result.conversion.roofline.warnings() if result.conversion.roofline else [])
+    return RankOutcome(task.rank, task.host, task.device, task.output, True, "; ".join(warnings),
                        result.conversion.nodes_written, link.seconds + result.conversion.seconds)
