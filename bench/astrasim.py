@@ -55,7 +55,7 @@ def home() -> Path | None:
 
 def simulate(
     prefix: Path, npus: int, *, backend: str = "unaware", comm_groups: Path | None = None, workdir: Path,
-    timeout: float = 600,
+    timeout: float = 600, system_overrides: dict[str, object] | None = None,
 ) -> Simulation:
     """Run ``simulate.sh PREFIX NPUS BACKEND`` with traced workload events; ``workdir`` receives
     the system configuration and the logs."""
@@ -65,6 +65,7 @@ def simulate(
     workdir.mkdir(parents=True, exist_ok=True)
     system = json.loads((root / "configs" / "system.json").read_text())
     system["trace-enabled"] = 1
+    system.update(system_overrides or {})  # e.g. the roofline: roofline-enabled, peak-perf, local-mem-bw
     (workdir / "system.json").write_text(json.dumps(system))
     env = dict(os.environ, SYSTEM=str(workdir / "system.json"), LOGDIR=str(workdir / "logs"))
     if backend == "aware" and npus == 2:  # the aware backend refuses a ring of two

@@ -105,7 +105,7 @@ def apply(graph: TraceGraph, spill: TailSpill, accelerator: bool) -> RooflineSum
                 kernels.setdefault(launcher, []).append(row)
             else:
                 orphans.append(row)
-    wrapper = _wrappers(graph, rows, costs)
+    own = _exclusive(graph, rows, costs)
 
     stay_cpu = bytearray(size)
 
@@ -122,7 +122,7 @@ def apply(graph: TraceGraph, spill: TailSpill, accelerator: bool) -> RooflineSum
         totals.bytes += moved
 
     for row in rows:
-        cost = costs.get(row)
+        cost = own.get(row)
         if is_gpu[row]:
             continue
         if row in graph.zero_duration:
@@ -133,8 +133,8 @@ def apply(graph: TraceGraph, spill: TailSpill, accelerator: bool) -> RooflineSum
         elif row in kernels:
             put(row, LAUNCHER, 1, 1)
             _share(kernels[row], cost, durations, put, summary)
-        elif wrapper[row]:
-            put(row, WRAPPER, 1, 1)
+        elif cost.flops == 0 and cost.bytes == 0:
+            put(row, WRAPPER if cost.op_class is not OpClass.NONE else OpClass.NONE.value, 1, 1)
         else:
             put(row, cost.op_class.value, cost.flops, cost.bytes)
     for row in orphans:
@@ -188,22 +188,53 @@ def _unreadable(graph: TraceGraph, row: int, why: str, summary: RooflineSummary)
         summary.examples.append(f"{graph.describe(row)}: {why}")
 
 
-def _wrappers(graph: TraceGraph, rows: list[int], costs: dict[int, Cost]) -> bytearray:
-    """Rows with a descendant that does work of its own (a cost of a class other than ``none``,
-    or unreadable shapes): their work is counted there."""
-    wrapper = bytearray(len(graph))
+def _exclusive(graph: TraceGraph, rows: list[int], costs: dict[int, Cost]) -> dict[int, Cost]:
+    """Each CPU row's own work: its inclusive cost less its children's (each part at least 0).
+
+    Inclusive: an op of a known class, the larger of its rule's cost and its children's sum; a view
+    or allocation, or an op of no known class that has children (an autograd node, a module, a
+    ``record_function``), its children's sum; an op of no known class without children, its rule's
+    (its tensors moved). So ``aten::linear`` over ``aten::addmm`` keeps nothing, and ``aten::addmm``
+    over the ``aten::copy_`` of its bias keeps the product."""
     is_gpu, parent_row = graph.is_gpu, graph.parent_row
-    for row in rows:
-        if is_gpu[row]:
-            continue
+    cpu_rows = [row for row in rows if not is_gpu[row]]
+    depth = _depths(graph, cpu_rows)
+    below: dict[int, tuple[int, int, int]] = {}  # row -> (children, their FLOPs, their bytes)
+    out: dict[int, Cost] = {}
+    for row in sorted(cpu_rows, key=depth.__getitem__, reverse=True):
+        children, child_flops, child_bytes = below.get(row, (0, 0, 0))
         cost = costs.get(row)
-        if cost is not None and cost.op_class is OpClass.NONE:
-            continue
+        if cost is None:  # unreadable: its children's work only
+            flops, moved = child_flops, child_bytes
+        elif cost.op_class is OpClass.NONE or (cost.op_class is OpClass.UNKNOWN and children):
+            flops, moved = child_flops, child_bytes
+            out[row] = Cost(cost.op_class, 0, 0)
+        else:
+            flops, moved = max(cost.flops, child_flops), max(cost.bytes, child_bytes)
+            out[row] = Cost(cost.op_class, flops - child_flops, moved - child_bytes)
         parent = parent_row(row)
-        while parent >= 0 and not wrapper[parent]:
-            wrapper[parent] = 1
-            parent = parent_row(parent)
-    return wrapper
+        if parent >= 0 and parent != row:
+            count, f, b = below.get(parent, (0, 0, 0))
+            below[parent] = (count + 1, f + flops, b + moved)
+    return out
+
+
+def _depths(graph: TraceGraph, rows: list[int]) -> dict[int, int]:
+    """Each row's depth in the ctrl_deps tree (iteratively; a parent chain that loops ends there)."""
+    depth: dict[int, int] = {}
+    parent_row = graph.parent_row
+    for row in rows:
+        chain: list[int] = []
+        seen: set[int] = set()
+        node = row
+        while node >= 0 and node not in depth and node not in seen:
+            seen.add(node)
+            chain.append(node)
+            node = parent_row(node)
+        base = depth.get(node, -1) if node >= 0 else -1
+        for offset, member in enumerate(reversed(chain), start=1):
+            depth[member] = base + offset
+    return depth
 
 
 def _share(kernels: list[int], cost: Cost, durations: dict[int, int], put: Callable[[int, str, int, int], None],

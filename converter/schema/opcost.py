@@ -80,12 +80,12 @@ class Cost(NamedTuple):
 
 #: bytes per element of each dtype as the host trace spells it inside ``Tensor(...)``.
 DTYPE_BYTES: dict[str, int] = {
-    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4, "short int": 2,
-    "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
-    "c10::complex<c10::Half>": 4, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1,
-    "c10::Float8_e5m2fnuz": 1, "unsigned short": 2, "unsigned int": 4, "unsigned long": 8,
+    "float": 4, "double": 8, "Half": 2, "BFloat16": 2, "long int": 8, "long": 8, "int": 4, "short int": 2,
+    "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "complex<float>": 8, "complex<double>": 16,
+    "complex<c10::Half>": 4, "Float8_e4m3fn": 1, "Float8_e5m2": 1, "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1,
+    "unsigned short": 2, "unsigned int": 4, "unsigned long": 8, "long long": 8, "unsigned long long": 8,
     "nullptr (uninitialized)": 0,  # an undefined tensor: no data
-}
+}  # names as c10's C++ types print them, without their c10:: prefix (older traces write "long")
 
 _NONE = ("view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "t", "transpose", "permute",
          "expand", "expand_as", "squeeze", "unsqueeze", "slice", "select", "narrow", "split", "split_with_sizes",
@@ -216,7 +216,7 @@ def tensors(shapes: Sequence[Any], types: Sequence[Any]) -> list[Tensor]:
 def _tensor(shape: Any, dtype: str) -> Tensor:
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         raise BadShapes(f"shape {shape!r} of a {dtype} tensor is not a list of sizes")
-    itemsize = DTYPE_BYTES.get(dtype.strip())
+    itemsize = DTYPE_BYTES.get(dtype.strip().removeprefix("c10::"))
     if itemsize is None:
         raise BadShapes(f"unknown dtype {dtype!r}")
     return Tensor(tuple(shape), itemsize)
