@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -121,14 +122,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.roofline_check", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("captures", nargs="+", type=Path, help="chakra-profile output folders")
-    parser.add_argument("--machine", type=Path, default=Path("bench/results/roofline_machine.json"))
+    parser.add_argument("--machine", type=Path, nargs="+", default=[Path("bench/results/roofline_machine.json")],
+                        help="bench.roofline_machine outputs (several: their mean, e.g. before and after a capture)")
+    parser.add_argument("--figures", choices=("cpu", "wall"), default="cpu",
+                        help="the machine's figures in CPU time (a free core) or wall time (as it was shared)")
     parser.add_argument("--out", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
     if astrasim.home() is None:
         parser.error(f"set {astrasim.ENV} to the ASTRA-sim folder (../shared/astra-sim)")
-    machine = json.loads(args.machine.read_text())
-    lines = [f"Roofline: peak {machine['peak_tflops'] * 1e3:.1f} GFLOP/s, bandwidth "
-             f"{machine['mem_bandwidth_gbs']:.1f} GB/s (`{args.machine}`, measured {machine['measured_at']}).", "",
+    machines = [json.loads(path.read_text()) for path in args.machine]
+    prefix = "wall_" if args.figures == "wall" else ""
+    machine = {key: statistics.mean(m[prefix + key] for m in machines) for key in ("peak_tflops", "mem_bandwidth_gbs")}
+    loads = ", ".join(f"{m['load_average'][0]:.1f}" for m in machines)
+    lines = [f"Roofline: peak {machine['peak_tflops'] * 1e3:.1f} GFLOP/s, bandwidth {machine['mem_bandwidth_gbs']:.1f} "
+             f"GB/s ({args.figures} time; mean of {', '.join(f'`{p}`' for p in args.machine)}, measured "
+             f"{', '.join(m['measured_at'] for m in machines)}, load average {loads}).", "",
              "| capture | operator class | nodes per rank | measured per rank (ms) | simulated per rank (ms) | "
              "simulated / measured |", "|---|---|---:|---:|---:|---:|"]
     notes = []
