@@ -5,7 +5,8 @@
 * ``link``: host + Kineto -> the merged JSON ``chakra_trace_link`` writes;
 * ``convert_all``: every rank found in a directory, in parallel processes;
 * ``repair``: the last complete JSON object of a host trace that holds several;
-* ``check``: ``.et`` files (ours or anyone's) read back and checked against what ASTRA-sim accepts.
+* ``check``: ``.et`` files (ours or anyone's) read back and checked against what ASTRA-sim accepts;
+* ``scale``: a captured job written as a data-parallel job of N ranks.
 
 Every function raises a ``ConverterError`` subclass on input it cannot handle or an output it
 cannot write (``OutputError``: checked before any work, and every ``OSError`` of writing) and then
@@ -16,14 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from .check.rules import CheckReport
 from .check.rules import check as _check
 from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.writer import Progress
-from .errors import TraceFormatError
 from .et.decode import read_et
 from .io import open_log, same_file  # the log file of the command line: appended to, never truncated; its checks
 from .link.pipeline import LinkResult
@@ -106,7 +106,7 @@ def convert_all(
 ) -> MultiRankResult:
     """Link and convert every rank in ``directory`` into ``output_dir/<prefix>.<rank>.et``, ``jobs``
     ranks at a time (or each a task on the Ray cluster at ``ray_address``, "auto" for the local one),
-    and write ``comm_group.json``; failing ranks are reported, not raised."""
+    and write ``<prefix>.comm_group.json``; failing ranks are reported, not raised."""
     return _convert_all(os.fspath(directory), os.fspath(output_dir), options or ConvertOptions(), jobs=jobs,
                         prefix=prefix, allow_mismatch=allow_mismatch, on_rank_done=on_rank_done,
                         ray_address=ray_address)
@@ -124,25 +124,102 @@ def repair(input_path: PathArg, output_path: PathArg) -> RepairResult:
 
 def check(paths: Sequence[PathArg], comm_groups: PathArg | None = None) -> CheckReport:
     """Read ``.et`` files (one per rank, ``<prefix>.<rank>.et``) and check them, with the
-    communicator groups of ``comm_groups`` (``{"<id>": [ranks]}``) if given, against ASTRA-sim."""
+    communicator groups of ``comm_groups`` (``{"<id>": [ranks]}``), against ASTRA-sim. Without
+    ``comm_groups``, files of one prefix use that job's group file if there is one
+    (``PREFIX.comm_group.json``, else ``comm_group.json`` beside them): ``report.comm_group_path``."""
     traces = [read_et(path) for path in paths]
-    return _check(traces, None if comm_groups is None else _read_comm_groups(os.fspath(comm_groups)))
+    group_path = os.fspath(comm_groups) if comm_groups is not None else _job_comm_groups(paths)
+    report = _check(traces, None if group_path is None else commgroups.read(group_path))
+    report.comm_group_path = group_path
+    return report
 
 
-def _read_comm_groups(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            groups = json.load(fh)
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
-    except (ValueError, RecursionError) as exc:
-        raise TraceFormatError(path, f"not a JSON communicator group file: {exc}") from None
-    if not isinstance(groups, dict):
-        raise TraceFormatError(path, 'not a communicator group file: expected {"<id>": [ranks], ...}')
-    return groups
+def _job_comm_groups(paths: Sequence[PathArg]) -> str | None:
+    """The group file of the job ``PREFIX.<rank>.et`` when every path is a rank of one prefix."""
+    prefixes = {m.group(1) if m else None for m in (re.fullmatch(r"(.+)\.[0-9]+\.et", os.fspath(p)) for p in paths)}
+    prefix = prefixes.pop() if len(prefixes) == 1 else None
+    return None if prefix is None else commgroups.find(prefix)
 
 
 def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, prefix: str = "trace") -> bool:
     """Whether ``convert_all(directory, output_dir, prefix=prefix)`` could read or write ``path``
     (a trace of the directory, an output): such a path cannot be a log file."""
     return _convert_all_uses(os.fspath(path), os.fspath(directory), os.fspath(output_dir), prefix)
+
+
+# -- scale --
+from .ranks.scale import ScaleResult  # noqa: E402
+from .ranks.scale import scale as _scale  # noqa: E402
+from .ranks.scale import uses_file as _scale_uses  # noqa: E402
+
+__all__ += ["ScaleResult", "comm_group_path", "find_comm_groups", "scale", "scale_uses"]
+
+
+def scale(in_prefix: PathArg, out_prefix: PathArg, ranks: int, *,
+          progress: Callable[[str, int, int], None] | None = None) -> ScaleResult:
+    """Write the captured job ``IN_PREFIX.<k>.et`` (k < K, ``--astra-sim`` output, with its
+    communicator group file) as a data-parallel job of ``ranks`` ranks: ``OUT_PREFIX.<r>.et`` is
+    captured rank r mod K (its bytes kept, a sub-group's ``pg_name`` renamed per copy of the job)
+    and ``OUT_PREFIX.comm_group.json`` the new job's groups; all of them or nothing is written.
+    ``progress("ranks", done, ranks)`` is called after each rank written."""
+    return _scale(os.fspath(in_prefix), os.fspath(out_prefix), ranks, progress=progress)
+
+
+def comm_group_path(prefix: PathArg) -> str:
+    """Where the communicator group file of the job ``PREFIX.<rank>.et`` goes: ``PREFIX.comm_group.json``."""
+    return commgroups.path_for(prefix)
+
+
+def find_comm_groups(prefix: PathArg) -> str | None:
+    """The communicator group file of the job ``PREFIX.<rank>.et``: ``PREFIX.comm_group.json``, else the
+    old ``comm_group.json`` in the same folder, else None."""
+    return commgroups.find(prefix)
+
+
+def scale_uses(path: PathArg, in_prefix: PathArg, out_prefix: PathArg) -> bool:
+    """Whether ``scale(in_prefix, out_prefix, ...)`` could read or write ``path`` (not a log file then)."""
+    return _scale_uses(os.fspath(path), os.fspath(in_prefix), os.fspath(out_prefix))
+
+
+# -- simulate --
+from .io import atomic_text_output, check_output  # noqa: E402
+from .simulate.configs import ACCELERATORS, Accelerator, Network  # noqa: E402
+from .simulate.run import Progress as SimulationProgress  # noqa: E402
+from .simulate.run import RankResult, SimulateOptions, SimulationResult, SimulatorError, simulate_prefix  # noqa: E402
+from .simulate.sweep import SweepPoint, SweepResult  # noqa: E402
+from .simulate.sweep import sweep as _sweep  # noqa: E402
+
+__all__ += ["ACCELERATORS", "Accelerator", "Network", "RankResult", "SimulateOptions", "SimulationProgress",
+            "SimulationResult", "SimulatorError", "SweepPoint", "SweepResult", "simulate", "simulate_sweep"]
+
+
+def simulate(prefix: PathArg, options: SimulateOptions | None = None, *, timeline: PathArg | None = None,
+             json_output: PathArg | None = None,
+             progress: Callable[[SimulationProgress], None] | None = None) -> SimulationResult:
+    """Run the job ``PREFIX.<rank>.et`` (ranks 0..N-1, its communicator groups beside it) in
+    ASTRA-sim on the network of ``options`` and read the result from its log: per rank the
+    simulated step, communication and exposed communication (ns), the job's step (the slowest
+    rank's). A rank that does not finish is a ``SimulatorError`` naming it and the first node
+    ASTRA-sim dropped. ``timeline`` writes a Chrome/Perfetto trace of the run, ``json_output``
+    the result as JSON; both atomically, and only when the run succeeded."""
+    json_target = None if json_output is None else check_output(json_output)
+    result = simulate_prefix(os.fspath(prefix), options or SimulateOptions(),
+                             timeline=None if timeline is None else os.fspath(timeline), progress=progress)
+    if json_target is not None:
+        with atomic_text_output(json_target) as fh:
+            json.dump(result.as_json(), fh, indent=2)
+            fh.write("\n")
+    return result
+
+
+def simulate_sweep(prefix: PathArg, ranks: Sequence[int], topologies: Sequence[str],
+                   options: SimulateOptions | None = None, *, out_prefix: PathArg | None = None,
+                   work_dir: PathArg | None = None, on_point: Callable[[SweepPoint], None] | None = None,
+                   progress: Callable[[SimulationProgress], None] | None = None) -> SweepResult:
+    """Scale the job ``PREFIX.<rank>.et`` to each rank count (``scale``) and simulate each on each
+    topology; writes ``OUT.md`` (table), ``OUT.png`` (plot: needs the ``plot`` extra) and
+    ``OUT.json`` (``out_prefix`` defaults to ``PREFIX.sweep``)."""
+    return _sweep(os.fspath(prefix), list(ranks), list(topologies), options or SimulateOptions(),
+                  scale=lambda source, target, count: scale(source, target, count),
+                  out_prefix=None if out_prefix is None else os.fspath(out_prefix),
+                  work_dir=None if work_dir is None else os.fspath(work_dir), on_point=on_point, progress=progress)

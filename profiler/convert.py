@@ -43,7 +43,7 @@ def ensure_available(converter: str) -> None:
 
 def comm_group_path(outdir: Path, name: str) -> Path:
     """Where the job's communicator groups go: ``COMM_GROUPS=... simulate.sh {outdir}/{name} N``."""
-    return outdir / f"{name}.comm_group.json"
+    return Path(api.comm_group_path(outdir / name))
 
 
 def convert_rank(

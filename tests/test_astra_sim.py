@@ -84,7 +84,7 @@ def test_cpu_capture_simulates_its_collectives(
         shutil.copy(path, job)
     converted = cli("convert-all", job, tmp_path / "et", "--astra-sim")
     assert converted.returncode == 0, converted.stderr
-    prefix, groups = tmp_path / "et" / "trace", tmp_path / "et" / "comm_group.json"
+    prefix, groups = tmp_path / "et" / "trace", tmp_path / "et" / "trace.comm_group.json"
     checked = cli("check", *(f"{prefix}.{r}.et" for r in range(run.nproc)), "--comm-groups", groups)
     assert checked.returncode == 0, checked.stderr
     counts = comm_nodes(prefix, run.nproc)
@@ -97,7 +97,7 @@ def test_every_gloo_op_simulates_with_sends_and_receives(simulator: Path, tmp_pa
     with the job's sub-groups in the communicator group file."""
     converted = cli("convert-all", REAL_TRACES_DIR / "gloo_ops_np4", tmp_path / "et", "--astra-sim")
     assert converted.returncode == 0, converted.stderr
-    prefix, groups = tmp_path / "et" / "trace", tmp_path / "et" / "comm_group.json"
+    prefix, groups = tmp_path / "et" / "trace", tmp_path / "et" / "trace.comm_group.json"
     assert comm_nodes(prefix, 4) == [{"collective": 14, "send": 1, "recv": 1}] * 2 + [{"collective": 14}] * 2
     assert_simulates(prefix, 4, groups, tmp_path)
 

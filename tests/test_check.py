@@ -124,7 +124,7 @@ def test_astra_sim_output_passes(tmp_path: Path) -> None:
     out = tmp_path / "et"
     done = cli("convert-all", GPT2, out, "--astra-sim")
     assert done.returncode == 0, done.stderr
-    checked = cli("check", out / "trace.0.et", out / "trace.1.et", "--comm-groups", out / "comm_group.json")
+    checked = cli("check", out / "trace.0.et", out / "trace.1.et", "--comm-groups", out / "trace.comm_group.json")
     assert checked.returncode == 0 and checked.stderr == "", checked.stderr
     assert "ALL_REDUCE     group 0         2 x" in checked.stdout
     assert checked.stdout.splitlines()[-1] == "ASTRA-sim would accept: 2 file(s)"

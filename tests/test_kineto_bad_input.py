@@ -99,7 +99,7 @@ def test_convert_all_fails_the_rank_with_the_reason(case: str, tmp_path: Path) -
     assert len(failed) == 1 and f"traceEvents[{index}]" in failed[0] and CASES[case][1] in failed[0]
     assert "internal error" not in done.stderr
     assert done.stderr.splitlines()[-1] == ERROR_PREFIX + "1 of 2 ranks failed"
-    assert listing(tmp_path / "out") == ["comm_group.json", "trace.0.et"]
+    assert listing(tmp_path / "out") == ["trace.0.et", "trace.comm_group.json"]
 
 
 def test_trace_events_not_an_array(pair: tuple[Path, Path], tmp_path: Path) -> None:

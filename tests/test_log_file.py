@@ -84,8 +84,8 @@ def test_a_log_may_be_a_device(merged: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "log",
     [lambda job, out: job / "rank0_host.json", lambda job, out: job / "rank1_device.json",
-     lambda job, out: out / "run.1.et", lambda job, out: out / "comm_group.json"],
-    ids=["a host trace", "a Kineto trace", "a rank's output", "comm_group.json"],
+     lambda job, out: out / "run.1.et", lambda job, out: out / "run.comm_group.json"],
+    ids=["a host trace", "a Kineto trace", "a rank's output", "the group file"],
 )
 def test_convert_all_refuses_a_log_that_is_one_of_its_files(log: Callable[[Path, Path], Path], tmp_path: Path) -> None:
     for rank in range(2):
@@ -106,5 +106,5 @@ def test_convert_all_log_beside_its_outputs(tmp_path: Path) -> None:
     done = run_cli("convert-all", tmp_path / "job", tmp_path / "out", "--prefix", "run",
                    "--log-filename", tmp_path / "out" / "trace.0.et")
     assert done.returncode == 0, done.stderr
-    assert listing(tmp_path / "out") == ["comm_group.json", "run.0.et", "run.1.et", "trace.0.et"]
+    assert listing(tmp_path / "out") == ["run.0.et", "run.1.et", "run.comm_group.json", "trace.0.et"]
     assert "run.1.et" in (tmp_path / "out" / "trace.0.et").read_text()

@@ -28,9 +28,9 @@ def test_four_ranks_convert_with_comm_groups(tmp_path: Path, capsys) -> None:
     code = cli.main(["convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "--jobs", "2"])
     assert code == 0, capsys.readouterr().err
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert names == ["comm_group.json", "trace.0.et", "trace.1.et", "trace.2.et", "trace.3.et"]
+    assert names == ["trace.0.et", "trace.1.et", "trace.2.et", "trace.3.et", "trace.comm_group.json"]
     # the default group "0" spans every rank: ASTRA-sim needs no entry for it (and refuses id 0)
-    assert json.loads((tmp_path / "out" / "comm_group.json").read_text()) == {}
+    assert json.loads((tmp_path / "out" / "trace.comm_group.json").read_text()) == {}
     assert "rank" in capsys.readouterr().err
 
 
@@ -96,7 +96,7 @@ def test_a_corrupt_gzip_rank_fails_alone(damage: Callable[[bytes], bytes], tmp_p
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     failed = [line for line in done.stderr.splitlines() if "FAILED" in line]
     assert len(failed) == 1 and "rank 1" in failed[0] and "rank1_device.json.gz" in failed[0], done.stderr
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["comm_group.json", "trace.0.et", "trace.2.et"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["trace.0.et", "trace.2.et", "trace.comm_group.json"]
 
 
 def test_a_worker_that_dies_is_a_failed_rank_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

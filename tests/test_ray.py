@@ -48,7 +48,8 @@ def test_ray_cluster_converts_like_local_processes(ray_cluster: str, tmp_path: P
             name = f"trace.{rank}.et"
             assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
     assert not (tmp_path / "ray" / "trace.5.et").exists()
-    assert (tmp_path / "ray" / "comm_group.json").read_bytes() == (tmp_path / "local" / "comm_group.json").read_bytes()
+    groups = "trace.comm_group.json"
+    assert (tmp_path / "ray" / groups).read_bytes() == (tmp_path / "local" / groups).read_bytes()
 
 
 def test_ray_from_the_command_line(ray_cluster: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

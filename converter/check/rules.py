@@ -82,6 +82,7 @@ class CheckReport:
     files: list[FileReport]
     problems: list[Problem]
     comm_groups: dict[str, list[int]] | None
+    comm_group_path: str | None = None  # the file they were read from
 
     @property
     def ok(self) -> bool:
@@ -166,6 +167,9 @@ def _check_file(trace: EtTrace, rank: int, problems: list[Problem]) -> FileRepor
     if host and any(name.startswith(WORKER_OP_PREFIX) for name in trace.names):  # gloo ran them, not NCCL kernels
         fail(f"{host} host-side collective(s) (c10d ops run by gloo) are compute nodes: ASTRA-sim runs them, "
              "but never simulates the network (convert with --astra-sim)", False)
+    elif host and not report.collectives:  # NCCL (or any) collective operators, no communication node
+        fail(f"{host} collective operator(s) (c10d ops) but no communication node: ASTRA-sim runs the file, but "
+             "never simulates the network (a host trace without its Kineto trace: convert with --astra-sim)", False)
     return report
 
 

@@ -24,11 +24,14 @@ def add(commands: Any) -> None:
 def _add_check(commands: Any) -> None:
     parser = subcommand(
         commands, "check", "read .et files (one per rank) and check them against what ASTRA-sim accepts",
-        f"  {PROG} check et/trace.*.et --comm-groups et/comm_group.json\n"
+        f"  {PROG} check et/trace.*.et       # with et/trace.comm_group.json, if there\n"
+        f"  {PROG} check et/trace.*.et --comm-groups groups.json\n"
         f"  {PROG} check out.et --json > report.json\n",
     )
     parser.add_argument("files", nargs="+", metavar="FILE.et", help="Chakra traces, one per rank (<prefix>.<rank>.et)")
-    parser.add_argument("--comm-groups", metavar="F", help="the --comm-group-configuration file to check with them")
+    parser.add_argument("--comm-groups", metavar="F",
+                        help="the --comm-group-configuration file to check with them (default: "
+                             "PREFIX.comm_group.json, else comm_group.json, beside files named PREFIX.<rank>.et)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     add_output_options(parser)
     parser.set_defaults(run=_run_check)
@@ -58,6 +61,8 @@ def _report_lines(report: api.CheckReport) -> list[str]:
                          f"{total['bytes']:>16,} bytes")
     fatal = sum(p.fatal for p in report.problems)
     verdict = "ASTRA-sim would accept" if report.ok else f"ASTRA-sim would refuse or hang on ({fatal} problem(s))"
+    if report.comm_group_path is not None:
+        lines.append(f"communicator groups: {report.comm_group_path}")
     lines.append(f"{verdict}: {len(report.files)} file(s)")
     return lines
 
@@ -72,5 +77,6 @@ def _report_json(report: api.CheckReport) -> dict[str, Any]:
             for f in report.files
         ],
         "comm_groups": report.comm_groups,
+        "comm_group_path": report.comm_group_path,
         "problems": [{"file": p.path, "message": p.message, "fatal": p.fatal} for p in report.problems],
     }

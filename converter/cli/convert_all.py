@@ -26,7 +26,7 @@ def add(commands: Any) -> None:
 def _add_convert_all(commands: Any) -> None:
     parser = subcommand(
         commands, "convert-all", "link and convert every rank whose traces are in a directory",
-        f"  {PROG} convert-all outputs/ et/ --jobs 4      # -> et/trace.<rank>.et, et/comm_group.json\n",
+        f"  {PROG} convert-all outputs/ et/ --jobs 4      # -> et/trace.<rank>.et, et/trace.comm_group.json\n",
     )
     parser.add_argument("directory", metavar="DIRECTORY", help="each rank's host and Kineto traces")
     parser.add_argument("outdir", metavar="OUTDIR", help="where <prefix>.<rank>.et files go (created if missing)")

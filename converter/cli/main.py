@@ -10,13 +10,13 @@ from collections.abc import Callable, Sequence
 
 from .. import api
 from ..errors import ConverterError
-from . import check, convert, convert_all, link, repair
+from . import check, convert, convert_all, link, repair, scale, simulate
 from .common import PROG
 from .report import Reporter
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
 #: Every command module, in the order ``--help`` lists them.
-_MODULES = (convert, link, convert_all, repair, check)
+_MODULES = (convert, link, convert_all, repair, check, scale, simulate)
 COMMANDS = tuple(name for module in _MODULES for name in module.COMMANDS)
 _DESCRIPTION = """\
 Convert PyTorch execution traces (host traces, or host+device traces merged by chakra_trace_link)
@@ -99,10 +99,12 @@ def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
     if not log:
         return None
     named = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged",
-                                              "comm_groups")]
+                                              "comm_groups", "timeline", "json")]
     for name in [str(n) for n in [*named, *getattr(args, "paths", []), *getattr(args, "files", [])] if n]:
         if api.same_file(name, log):
             return name
     if args.command == "convert-all" and api.convert_all_uses(log, args.directory, args.outdir, args.prefix):
         return "a trace or an output of convert-all"
+    if args.command == "scale" and api.scale_uses(log, args.in_prefix, args.out_prefix):
+        return "a rank or group file of scale"
     return None

@@ -108,6 +108,8 @@ class Reporter:
         self.info(f"linked {s.linked:,} of {s.host_ops:,} host ops and {s.gpu_linked:,} device ops")
 
     def conversion(self, result: api.ConversionResult) -> None:
+        for warning in result.warnings:
+            self.warning(warning)
         for e in result.removed_edges:
             inter = " (inter-thread)" if e.inter_thread else ""
             self.info(f"removed dependency {e.node_id} '{e.node_name}' -> "
@@ -130,9 +132,7 @@ class Reporter:
                       f"{changes.ctrl_deps_dropped} ctrl_deps naming no node dropped, "
                       f"{changes.host_collectives} host-side collective(s) made communication nodes")
         costs = result.roofline
-        if costs is not None:
-            for warning in costs.warnings():
-                self.warning(warning)
+        if costs is not None:  # its warnings are among the conversion's
             classes = ", ".join(f"{name} {c.nodes:,}" for name, c in sorted(costs.classes.items(),
                                                                            key=lambda kv: -kv[1].flops))
             target = "; all written as accelerator (non-CPU) ops" if costs.accelerator else ""

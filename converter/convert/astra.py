@@ -14,7 +14,10 @@ default output:
    send/recv; not a CPU op), and the ``gloo:`` ops that did its work (the record-function ids
    after it, before the next ``c10d::`` op) keep no duration, so the time is not counted twice.
    A broadcast, which ASTRA-sim replays for its duration, takes the gloo work's duration.
-   Collectives with a device kernel (NCCL) keep the reference's kernel-based comm nodes.
+   Collectives with a device kernel (NCCL) keep the reference's kernel-based comm nodes; in an
+   NCCL trace without its Kineto trace (no kernels), the ``c10d::`` op of each collective becomes
+   the communication node as for gloo (its ``record_param_comms`` and ``nccl:*`` children stay
+   compute nodes: one communication node per collective).
 
 ``diagnose`` says, for a default (reference) conversion, what ASTRA-sim would reject.
 """
@@ -32,6 +35,7 @@ from .graph import TraceGraph
 from .nodes import OpKind
 from .records import HostOp
 
+NCCL_RECORD_PREFIX = "nccl:"  # the record function NCCL's process group runs each collective in
 #: Host-side collectives come from gloo, which records no process group: the default one.
 HOST_COLLECTIVE_GROUP = "0"
 _SEND, _RECV = int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)
@@ -166,8 +170,24 @@ def _paired_host_collectives(graph: TraceGraph, *, require_collective: bool) -> 
         elif groups:
             groups[-1][1].append(row)
     for outer, workers in groups:
-        if workers and (graph.host_ops[outer].collective is not None or not require_collective):
+        collective = graph.host_ops[outer].collective is not None
+        gloo = bool(workers) and (collective or not require_collective)
+        if gloo or (not workers and collective and _nccl_without_kernel(graph, outer)):
             yield outer, workers
+
+
+def _nccl_without_kernel(graph: TraceGraph, outer: int) -> bool:
+    """True for a ``c10d::`` op of an NCCL host-only trace: an ``nccl:*`` record function under it,
+    and no device kernel (which would be the collective's communication node already)."""
+    nccl = False
+    stack = list(graph.children(outer))
+    while stack:
+        row = stack.pop()
+        if graph.is_gpu[row]:
+            return False
+        nccl = nccl or graph.names[row].startswith(NCCL_RECORD_PREFIX)
+        stack.extend(graph.children(row))
+    return nccl
 
 
 def _rf_key(rf_id: Any) -> tuple[int, Any]:

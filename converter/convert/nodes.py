@@ -2,8 +2,12 @@
 
 * op kind: metadata if the name holds ``process_group:init``; GPU if it has a ``cat``; CPU otherwise
   (the reference's LABEL kind is unreachable: every node has ``outputs``);
-* Chakra node type: METADATA, COMM_COLL for NCCL kernels, COMP otherwise; ``ncclDevKernel_SendRecv``
-  kernels take SEND/RECV/COLL from their launcher's name, so their type waits for the graph;
+* Chakra node type: METADATA, COMM_COLL for NCCL kernels, COMP otherwise; SendRecv kernels
+  (``ncclDevKernel_SendRecv``, and the older ``ncclKernel_SendRecv``, which the reference refuses)
+  take SEND/RECV/COLL from their launcher's name, so their type waits for the graph. An NCCL kernel
+  whose name names no collective ASTRA-sim simulates (``ncclDevKernel_Reduce_...``, ``..._Generic``)
+  is where the reference fails ("not a known collective"): here it stays a compute node, and the
+  conversion warns with its name (``unrecognised_nccl_kernels``);
 * communication attributes: collective type from the kernel name, size from the tensor inputs.
 """
 
@@ -16,6 +20,8 @@ from ..schema.chakra import CollectiveCommType, NodeType
 
 ROOT_NAMES = frozenset({"[pytorch|profiler|execution_graph|thread]", "[pytorch|profiler|execution_trace|thread]"})
 SEND_RECV_KERNEL = "ncclDevKernel_SendRecv"
+SEND_RECV_KERNELS = (SEND_RECV_KERNEL, "ncclKernel_SendRecv")  # NCCL >= 2.19 / older (PyTorch 2.0/2.1)
+NCCL_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel")
 RECORD_PARAM_COMMS = "record_param_comms"
 
 # Plain ints: they are encoded as protobuf integers, which take ``int`` only.
@@ -55,11 +61,23 @@ def chakra_type(name: str, cat: Any, kind: OpKind) -> int | None:
     if kind == OpKind.METADATA:
         return _METADATA
     if cat is not None:
-        if SEND_RECV_KERNEL in name:
+        if any(kernel in name for kernel in SEND_RECV_KERNELS):
             return None
         if "ncclKernel" in name or "ncclDevKernel" in name:
-            return _COLL
+            return _COLL if _known_collective(name) is not None else _COMP
     return _COMP
+
+
+def is_nccl_kernel(name: str) -> bool:
+    return "ncclKernel" in name or "ncclDevKernel" in name
+
+
+def _known_collective(name: str) -> int | None:
+    normalized = name.replace("_", "").replace("-", "").lower()
+    for key, comm_type in _COLLECTIVE_TYPES:
+        if key in normalized:
+            return comm_type
+    return None
 
 
 def send_recv_type(launcher_name: str, parent_name: str) -> int:
@@ -75,11 +93,10 @@ def send_recv_type(launcher_name: str, parent_name: str) -> int:
 
 def collective_comm_type(name: str) -> int:
     """CollectiveCommType of an NCCL kernel; raises ValueError for unknown collectives."""
-    normalized = name.replace("_", "").replace("-", "").lower()
-    for key, comm_type in _COLLECTIVE_TYPES:
-        if key in normalized:
-            return comm_type
-    if SEND_RECV_KERNEL in name:
+    comm_type = _known_collective(name)
+    if comm_type is not None:
+        return comm_type
+    if any(kernel in name for kernel in SEND_RECV_KERNELS):
         return _ALL_TO_ALL
     raise ValueError(f"kernel '{name}' is not a known collective (allreduce, alltoall, allgather, "
                      "reducescatter, broadcast)")

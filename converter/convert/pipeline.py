@@ -15,7 +15,8 @@ from typing import IO
 from ..errors import CycleReport, CyclicDependencyError
 from ..gcpause import gc_paused
 from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
-from . import astra, cycles, feed, parallel
+from ..schema.chakra import NodeType
+from . import astra, cycles, feed, nodes, parallel
 from . import roofline as roofline_pass
 from .astra import AstraChanges
 from .graph import TraceGraph
@@ -103,6 +104,7 @@ class ConversionResult:
     simulator_problems: list[str] = field(default_factory=list)  # without it: why ASTRA-sim would refuse the output
     stages: StageTimes = field(default_factory=StageTimes)
     processes: int = 1  # that read the input
+    warnings: list[str] = field(default_factory=list)  # e.g. NCCL kernels of no known collective
     roofline: RooflineSummary | None = None  # with --roofline
 
     @property
@@ -212,8 +214,22 @@ def _run(
         simulator_problems=problems,
         stages=times,
         processes=processes,
+        warnings=_unrecognised_kernels(graph) + (costs.warnings() if costs is not None else []),
         roofline=costs,
     )
+
+
+def _unrecognised_kernels(graph: TraceGraph) -> list[str]:
+    """One warning per distinct NCCL kernel name that names no known collective (kept a compute node)."""
+    comp = int(NodeType.COMP_NODE)
+    found: dict[str, int] = {}
+    for row in (r for r, gpu in enumerate(graph.is_gpu) if gpu):
+        name = graph.names[row]
+        if graph.types[row] == comp and nodes.is_nccl_kernel(name):
+            found[name] = found.get(name, 0) + 1
+    return [f"NCCL kernel '{name}' ({count} node{'s' if count > 1 else ''}) names no known collective "
+            "(allreduce, alltoall, allgather, reducescatter, broadcast, sendrecv): kept as a compute node"
+            for name, count in found.items()]
 
 
 

@@ -65,26 +65,33 @@ class EtTrace:
         return self.deps[self.dep_start[row] : self.dep_start[row + 1]]
 
 
-def read_et(path: str | os.PathLike[str]) -> EtTrace:
-    """Decode every record of ``path``; raises ``TraceFormatError`` for anything that is not one."""
+def read_et(path: str | os.PathLike[str], *, records: list[bytes] | None = None) -> EtTrace:
+    """Decode every record of ``path``; raises ``TraceFormatError`` for anything that is not one.
+    With ``records``, each record's message (GlobalMetadata first, then row r's node at r + 1) is
+    appended to it as read, without its length prefix: the file is read once, for a caller that
+    copies the records (``wire.delimited_message`` gives each record's bytes back)."""
     trace = EtTrace(os.fspath(path))
     if not os.path.isfile(trace.path):
         problem = "no such file" if not os.path.exists(trace.path) else "is not a regular file"
         raise TraceFormatError(trace.path, problem)
     try:
         with open(trace.path, "rb") as fh:
-            records = _records(fh, trace.path)
+            found = _records(fh, trace.path)
             try:
-                first = next(records, None)
+                first = next(found, None)
             except TraceFormatError as exc:  # the first record does not even delimit
                 raise TraceFormatError(trace.path, f"not a Chakra .et file ({exc.problem})") from None
             if first is None:
                 raise TraceFormatError(trace.path, "file is empty: not a Chakra .et file")
+            if records is not None:
+                records.append(first[1])
             try:
                 trace.metadata = _global_metadata(first[1])
             except _Malformed as exc:
                 raise TraceFormatError(trace.path, f"not a Chakra .et file (no GlobalMetadata record): {exc}") from None
-            for number, (offset, message) in enumerate(records, 1):
+            for number, (offset, message) in enumerate(found, 1):
+                if records is not None:
+                    records.append(message)
                 try:
                     _add_node(trace, message)
                 except _Malformed as exc:
@@ -125,6 +132,27 @@ def _records(fh: IO[bytes], path: str) -> Iterator[tuple[int, bytes]]:
             raise TraceFormatError(path, f"truncated: the record at byte {start} ends past the end of the file")
         yield start, buf[pos : pos + length]
         pos += length
+
+
+def attribute_spans(message: bytes) -> Iterator[tuple[str, int, int]]:
+    """(name, start, end) of each ``attr`` field of a Node message (a message ``read_et`` has
+    decoded): the bytes ``message[start:end]`` are the whole field, key included, so a caller can
+    splice another encoding of the attribute in its place."""
+    attr = _F["attr"]
+    pos, end = 0, len(message)
+    while pos < end:
+        start = pos
+        key, pos = _varint(message, pos)
+        number, wire = key >> 3, key & 7
+        if wire == WIRE_VARINT:
+            _, pos = _varint(message, pos)
+        elif wire == WIRE_LEN:
+            length, pos = _varint(message, pos)
+            if number == attr:
+                yield _attribute(message[pos : pos + length])[0], start, pos + length
+            pos += length
+        else:
+            pos += 8 if wire == WIRE_FIXED64 else 4
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -294,3 +322,14 @@ def tail_io(tail: bytes) -> TailIO:
     ins, outs = io.get(_F["inputs"], {}), io.get(_F["outputs"], {})
     return TailIO(duration, ins.get("shapes", ""), ins.get("types", ""), outs.get("shapes", ""),
                   outs.get("types", ""))
+
+
+def count_nodes(path: str | os.PathLike[str]) -> int:
+    """The number of Node records of a ``.et`` file (its records less the GlobalMetadata), without
+    decoding them."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as fh:
+            return max(0, sum(1 for _ in _records(fh, name)) - 1)
+    except OSError as exc:
+        raise TraceFormatError(name, f"cannot read: {exc.strerror or exc}") from None

@@ -35,6 +35,7 @@ class HostIndex:
     ctrl_deps: list[Any] = field(default_factory=list)
     rf_ids: list[Any] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
+    tids: list[Any] = field(default_factory=list)  # the ``tid`` attribute (the observer's thread number)
     metadata: dict[str, Any] = field(default_factory=dict)
     ascending: bool = True
 
@@ -156,9 +157,9 @@ def _index_nodes(index: HostIndex, elements: Iterator[Any]) -> None:
         single = map_old_schema_node(element) if isinstance(element, dict) else element
         for node in element if type(element) is DecodedRun else (single,):
             if type(node) is _IndexedNode:
-                node_id, ctrl_deps, rf_id, name = _indexed_fields(index.path, position, node)
+                node_id, ctrl_deps, rf_id, name, tid = _indexed_fields(index.path, position, node)
             else:
-                node_id, ctrl_deps, rf_id, name = _dict_fields(index.path, position, node)
+                node_id, ctrl_deps, rf_id, name, tid = _dict_fields(index.path, position, node)
             if node_id in seen:
                 raise TraceContentError(index.path, f"node #{position}: duplicate node id {node_id}")
             seen.add(node_id)
@@ -168,26 +169,39 @@ def _index_nodes(index: HostIndex, elements: Iterator[Any]) -> None:
             index.ctrl_deps.append(ctrl_deps)
             index.rf_ids.append(rf_id)
             index.names.append(name)
+            index.tids.append(tid)
             position += 1
 
 
-def _indexed_fields(path: str, position: int, node: _IndexedNode) -> tuple[int, Any, Any, str]:
+def _indexed_fields(path: str, position: int, node: _IndexedNode) -> tuple[int, Any, Any, str, Any]:
     node_id = node.id
     if type(node_id) is not int or not 0 <= node_id < _U64:  # the ids of a Chakra trace are uint64
         raise TraceContentError(path, f"node #{position}: id must be a non-negative integer below 2**64, "
                                       f"got {node_id!r}")
-    found = None
+    found = tid = None
     for attr in node.attrs or ():
         if attr.name == "rf_id":
             found = attr.value
+        elif attr.name == "tid":
+            tid = attr.value
     ctrl_deps = NO_CTRL_DEPS if node.ctrl_deps is msgspec.UNSET else node.ctrl_deps
-    return node_id, ctrl_deps, _as_rf_id(found), node.name
+    return node_id, ctrl_deps, _as_rf_id(found), node.name, _key(tid)
 
 
-def _dict_fields(path: str, position: int, node: Any) -> tuple[int, Any, Any, str]:
+def _dict_fields(path: str, position: int, node: Any) -> tuple[int, Any, Any, str, Any]:
     """A node the standard library decoded, checked as msgspec checks ``_IndexedNode``."""
     node_id = _node_id(path, position, node)
-    return node_id, _parent(path, position, node), _rf_id(path, position, node), _name(path, position, node)
+    rf_id = _rf_id(path, position, node)
+    tid = None
+    for attr in node.get("attrs") or ():
+        if isinstance(attr, dict) and attr.get("name") == "tid":
+            tid = attr.get("value")
+    return node_id, _parent(path, position, node), rf_id, _name(path, position, node), _key(tid)
+
+
+def _key(value: Any) -> Any:
+    """A value usable as a dict key (the thread number keys the by-order linking), else None."""
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
 
 
 def _node_id(path: str, position: int, node: Any) -> int:

@@ -47,7 +47,7 @@ PROFILER_STEP = "ProfilerStep"
 
 
 class KinetoEvent:
-    """One kept event; ``excl``, ``inter_dep`` and ``host_id`` are filled in by the linker."""
+    """One kept event; ``excl``, ``inter_dep``, ``inter_op`` and ``host_id`` are filled in by the linker."""
 
     __slots__ = (
         "cat",
@@ -57,6 +57,7 @@ class KinetoEvent:
         "ext",
         "host_id",
         "inter_dep",
+        "inter_op",
         "name",
         "pg_name",
         "ph",
@@ -80,6 +81,7 @@ class KinetoEvent:
         self.stream: Any = args.stream
         self.pg_name: Any = args.pg_name
         self.inter_dep: Any = None
+        self.inter_op: KinetoEvent | None = None  # the op behind ``inter_dep`` (the by-order linking's)
         self.host_id: int | None = None
 
     @classmethod

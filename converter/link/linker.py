@@ -51,6 +51,7 @@ class LinkStats:
     gpu_without_launcher: int = 0  # no runtime launch or no CPU op around it
     gpu_unattached: int = 0  # launcher found, but no host op took it
     gpu_linked: int = 0
+    by_order: bool = False  # no record-function ids: linked by each thread's op order (byorder.py)
     mismatch_examples: list[str] = field(default_factory=list)
 
     @property
@@ -168,14 +169,16 @@ def _inter_thread_deps(by_tid: dict[Any, list[KinetoEvent]]) -> None:
         for i, op in enumerate(ops):
             if i == 0 or op.ts - ops[i - 1].ts - ops[i - 1].dur > INTER_THREAD_GAP:
                 dep = _latest_other_thread_op(by_tid, starts, tid, op.ts)
-            if dep:
-                op.inter_dep = dep
+            if dep is not None:
+                op.inter_op = dep
+                if dep.rf_id:
+                    op.inter_dep = dep.rf_id
 
 
 def _latest_other_thread_op(
     by_tid: dict[Any, list[KinetoEvent]], starts: dict[Any, list[Any]], exclude: Any, ts: Any
-) -> Any:
-    """rf_id of the op with the latest start in (0, ts) on other threads; ties go to the first seen."""
+) -> KinetoEvent | None:
+    """The op with the latest start in (0, ts) on other threads; ties go to the first seen."""
     best_ts: Any = 0
     best: KinetoEvent | None = None
     for tid, thread_starts in starts.items():
@@ -186,7 +189,7 @@ def _latest_other_thread_op(
             continue
         best_ts = thread_starts[k]
         best = by_tid[tid][bisect_left(thread_starts, best_ts)]
-    return best.rf_id if best is not None else None
+    return best
 
 
 # -- device ops and their launchers --------------------------------------------------------------

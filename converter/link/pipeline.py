@@ -17,6 +17,7 @@ from ..errors import ConverterError, TraceContentError, TraceFormatError
 from ..gcpause import gc_paused
 from ..io import OutputTarget, check_input, check_output
 from ..workers import Worker, fork_available
+from .byorder import link_by_order, needs_order_linking
 from .hostindex import HostIndex, index_host_trace
 from .kineto import KinetoTrace, read_kineto
 from .linker import LinkPlan, LinkStats
@@ -76,7 +77,7 @@ def _plan(
     host, device = os.fspath(host_path), os.fspath(device_path)
     index, trace = _read_pair(host, device, parallel)
     trace_rank = _check_rank(trace.distributed_info, rank, device)
-    plan = plan_links(index, trace)
+    plan = link_by_order(index, trace) if needs_order_linking(trace) else plan_links(index, trace)
     warnings = check_pair(plan.stats, host, device, allow_mismatch)
     warnings += _check_pid(index.metadata, trace.pids, host, allow_mismatch)
     written = index.node_count + plan.stats.gpu_linked
@@ -140,7 +141,13 @@ def _check_rank(info: dict[str, Any] | None, rank: int | None, device: str) -> i
 def check_pair(stats: LinkStats, host: str, device: str, allow_mismatch: bool = False) -> list[str]:
     """Errors for pairs that cannot belong together; warnings, with counts, for partial links."""
     problems: list[str] = []
-    if stats.host_ops and not stats.linked:
+    if stats.by_order and stats.host_ops and not stats.linked:
+        problems.append(
+            f"{device} has no 'Record function id' on its CPU ops (a PyTorch 2.0/2.1 Kineto trace), and "
+            f"none of the {stats.host_ops} host ops matched its CPU ops by thread, order and name: "
+            "the traces come from different programs"
+        )
+    elif stats.host_ops and not stats.linked:
         problems.append(
             f"none of its {stats.host_ops} host ops has a device op in {device} "
             "(no record-function id in common): the traces come from different runs or ranks"
@@ -153,6 +160,12 @@ def check_pair(stats: LinkStats, host: str, device: str, allow_mismatch: bool = 
         )
     if problems and not allow_mismatch:
         raise TraceContentError(host, problems[0])
+    if stats.by_order and stats.linked:
+        problems.append(
+            f"{device} has no 'Record function id' on its CPU ops (a PyTorch 2.0/2.1 Kineto trace): linked "
+            f"{stats.linked} of {stats.host_ops} host ops by each thread's op order and names, and "
+            f"{stats.gpu_linked} of {stats.gpu_ops} device ops to the op around their launch"
+        )
     return problems + _link_warnings(stats)
 
 

@@ -5,20 +5,60 @@ belongs to (name and ranks). The file ASTRA-sim reads is ``{"<id>": [ranks]}`` o
 job, with ids > 0: a node's ``pg_name`` names its group, and ``""`` or ``"0"`` (the default group,
 every rank) needs no entry, so the default group is left out. Only decimal names can be ids;
 other names are reported, since ASTRA-sim cannot use them.
+
+One naming for every command that writes or reads such a file: ``PREFIX.comm_group.json`` beside
+the job's ``PREFIX.<rank>.et`` (``path_for``); ``find`` looks for that name first, then for the
+old ``comm_group.json`` in the same folder (what ``convert-all`` wrote before); ``read`` reads one.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import TraceFormatError
 from ..io import OutputTarget, atomic_text_output, check_output
 from ..schema.astra import ALL_RANKS_GROUPS, group_id
 from .discover import distributed_info
 
-COMM_GROUP_FILE = "comm_group.json"
+#: The file beside ``PREFIX.<rank>.et``: ``PREFIX`` + this.
+COMM_GROUP_SUFFIX = ".comm_group.json"
+#: The name ``convert-all`` used before (``OUTDIR/comm_group.json``), still read.
+LEGACY_COMM_GROUP_FILE = "comm_group.json"
+
+
+def path_for(prefix: str | os.PathLike[str]) -> str:
+    """The communicator group file of the job whose ranks are ``PREFIX.<rank>.et``."""
+    return f"{os.fspath(prefix)}{COMM_GROUP_SUFFIX}"
+
+
+def find(prefix: str | os.PathLike[str]) -> str | None:
+    """The communicator group file of the job ``PREFIX.<rank>.et``: ``PREFIX.comm_group.json``,
+    else ``comm_group.json`` in the same folder, else None."""
+    prefix = os.fspath(prefix)
+    for candidate in (path_for(prefix), os.path.join(os.path.dirname(prefix), LEGACY_COMM_GROUP_FILE)):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def read(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A communicator group file as it is (``{"<id>": [ranks]}`` expected; the caller checks the
+    entries); raises ``TraceFormatError`` if it cannot be read or is not a JSON object."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            groups = json.load(fh)
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise TraceFormatError(path, f"not a JSON communicator group file: {exc}") from None
+    if not isinstance(groups, dict):
+        raise TraceFormatError(path, 'not a communicator group file: expected {"<id>": [ranks], ...}')
+    return groups
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """``convert-all``: every rank of a job, host + device pairs found in one directory, in parallel.
 
 Writes ``OUTDIR/<prefix>.<rank>.et`` (the names ASTRA-sim's workload loader expects) and
-``OUTDIR/comm_group.json``, ASTRA-sim's ``--comm-group-configuration`` (``ranks/commgroups.py``),
+``OUTDIR/<prefix>.comm_group.json``, ASTRA-sim's ``--comm-group-configuration`` (``ranks/commgroups.py``),
 unless every rank failed (then nothing is written).
 One rank failing does not stop the others; each outcome is a row of the summary.
 """
@@ -18,7 +18,7 @@ from ..errors import ConverterError
 from ..io import check_output, output_directory, same_file
 from ..workers import run_all
 from . import commgroups
-from .commgroups import COMM_GROUP_FILE, CommGroups
+from .commgroups import CommGroups
 from .discover import TRACE_SUFFIXES, FoundTraces, discover
 from .onray import run_on_ray
 from .pair import convert_pair
@@ -89,7 +89,7 @@ def _convert_all(
     allow_mismatch: bool, on_rank_done: Callable[[RankOutcome], None] | None, ray_address: str | None,
 ) -> MultiRankResult:
     groups = commgroups.from_distributed_info(found.dist_info.values())
-    group_target = check_output(os.path.join(output_dir, COMM_GROUP_FILE))
+    group_target = check_output(commgroups.path_for(os.path.join(output_dir, prefix)))
     options = replace(options, jobs=1)  # ranks run side by side: one process each
     tasks, outcomes = _plan(found, output_dir, prefix, options, allow_mismatch)
     for outcome in _run(tasks, jobs, ray_address):
@@ -105,14 +105,14 @@ def _convert_all(
 
 def uses_file(path: str, directory: str, output_dir: str, prefix: str) -> bool:
     """Whether ``convert_all`` could read or write ``path``: a trace file of ``directory``, or an
-    output (``<prefix>.<rank>.et``, ``comm_group.json``) of ``output_dir``."""
+    output (``<prefix>.<rank>.et``, ``<prefix>.comm_group.json``) of ``output_dir``."""
     folder, name = os.path.split(os.path.abspath(path))
     if same_file(folder, directory) and name.endswith(TRACE_SUFFIXES):
         return True
     if not same_file(folder, output_dir):
         return False
     rank = name[len(prefix) + 1 : -len(".et")] if name.startswith(f"{prefix}.") and name.endswith(".et") else ""
-    return name == COMM_GROUP_FILE or rank.lstrip("-").isdigit()
+    return name == f"{prefix}{commgroups.COMM_GROUP_SUFFIX}" or rank.lstrip("-").isdigit()
 
 
 
@@ -184,6 +184,6 @@ def _convert_rank(task: _Task) -> RankOutcome:
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
         return RankOutcome(task.rank, task.host, task.device, None, False, f"internal error: {exc!r}")
     link = result.link
-    warnings = link.warnings + (result.conversion.roofline.warnings() if result.conversion.roofline else [])
+    warnings = link.warnings + result.conversion.warnings
     return RankOutcome(task.rank, task.host, task.device, task.output, True, "; ".join(warnings),
                        result.conversion.nodes_written, link.seconds + result.conversion.seconds)

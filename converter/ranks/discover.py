@@ -2,7 +2,7 @@
 
 A file is a Kineto (device) trace if its top-level object has ``traceEvents``, a host trace if it
 has ``nodes`` (other JSON files, such as ``chakra-profile``'s summary, are ignored). The rank of a
-Kineto trace comes from its ``distributedInfo``, else from the file name (``rank3``, ``rank-3``,
+Kineto trace comes from its ``distributedInfo``, else from the file name (``rank3``, ``rank-3``, ``worker3``,
 or the last number); a host trace's from its name. Outputs of an earlier link (names with
 ``merged`` or ``linked``) are not inputs.
 """
@@ -19,7 +19,7 @@ from ..jsonstream import JsonObjectStream
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 _SKIPPED_NAMES = ("merged", "linked")  # outputs of an earlier link: host-like, but not inputs
-_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[_-]?(\d+)", re.IGNORECASE)
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
 
 

@@ -1,0 +1,182 @@
+"""``simulate``: a job's ``.et`` files run in ASTRA-sim (configs written here), the result read
+from its log; ``--sweep`` scales the job to each rank count and simulates every point."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from typing import Any
+
+from tqdm import tqdm
+
+from .. import api
+from .common import PROG, add_output_options, subcommand
+from .report import Reporter
+
+COMMANDS = ("simulate",)
+_SHOWN_RANKS = 16
+
+
+def add(commands: Any) -> None:
+    parser = subcommand(
+        commands, "simulate", "run a job's .et files (PREFIX.<rank>.et) in ASTRA-sim and report the simulated step",
+        f"  {PROG} simulate outputs/gpt2_small_np2\n"
+        f"  {PROG} simulate et/trace --topology Ring,Switch --npus-per-dim 4,* --bandwidth 200,50 "
+        "--timeline run.json\n"
+        f"  {PROG} simulate outputs/gpt2_small_np2 --accelerator H100 --json result.json\n"
+        f"  {PROG} simulate outputs/gpt2_small_np2 --sweep ranks=2,8,64,256 --topology Ring --topology Switch\n",
+    )
+    parser.add_argument("prefix", metavar="PREFIX", help="the job: PREFIX.0.et ... PREFIX.<N-1>.et")
+    net = parser.add_argument_group("network (ASTRA-sim's analytical backend)")
+    net.add_argument("--topology", action="append", metavar="T",
+                     help="Ring, Switch, FullyConnected, or one a dimension joined by commas (Ring,Switch); "
+                          "default Ring (--sweep: give it several times for several lines)")
+    net.add_argument("--npus-per-dim", metavar="N,..", help="NPUs per dimension, product = ranks; one '*' is "
+                     "what the others leave (4,*); not needed for one dimension")
+    net.add_argument("--bandwidth", metavar="GB/s,..", help="link bandwidth per dimension, or one for all "
+                     "(default 50)")
+    net.add_argument("--latency", metavar="ns,..", help="link latency per dimension, or one for all (default 500)")
+    net.add_argument("--backend", choices=("unaware", "aware"), default="unaware",
+                     help="congestion-unaware (default) or -aware analytical network")
+    compute = parser.add_argument_group("compute: the roofline (non-CPU compute nodes with num_ops and tensor_size)")
+    compute.add_argument("--accelerator", metavar="A", help="a preset: " + ", ".join(
+        f"{a.name} ({a.peak_tflops:g} TFLOPS, {a.mem_bandwidth_gbps:g} GB/s)" for a in api.ACCELERATORS.values()))
+    compute.add_argument("--peak-tflops", type=float, metavar="T", help="peak compute, TFLOPS")
+    compute.add_argument("--mem-bandwidth", type=float, metavar="GB/s", help="memory bandwidth, GB/s")
+    parser.add_argument("--comm-groups", metavar="F", help="communicator group file (default: PREFIX.comm_group.json, "
+                        "else comm_group.json beside the files)")
+    parser.add_argument("--astra-sim-bin", metavar="PATH", help="the ASTRA-sim binary or its folder (default: "
+                        "$ASTRA_SIM_HOME, else PATH)")
+    parser.add_argument("--timeout", type=float, metavar="S", help="stop ASTRA-sim after S seconds (an error)")
+    out = parser.add_argument_group("outputs")
+    out.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                     help="the result as JSON: on stdout, or written to FILE")
+    out.add_argument("--timeline", metavar="OUT.json", help="a Chrome/Perfetto trace of the simulated run")
+    sweep = parser.add_argument_group("sweep")
+    sweep.add_argument("--sweep", metavar="ranks=N,..", help="scale the job to each rank count (the scale "
+                       "command) and simulate each point on each --topology")
+    sweep.add_argument("--out", metavar="OUT", help="sweep outputs OUT.md (table), OUT.png (plot), OUT.json "
+                       "(default: PREFIX.sweep)")
+    sweep.add_argument("--work-dir", metavar="DIR", help="where scaled jobs are written while they are simulated "
+                       "(default: the system's temporary directory)")
+    add_output_options(parser)
+    parser.set_defaults(run=_run)
+
+
+def _options(args: argparse.Namespace, topology: str) -> api.SimulateOptions:
+    return api.SimulateOptions(
+        topology=topology, npus_per_dim=args.npus_per_dim, bandwidth=args.bandwidth, latency=args.latency,
+        backend=args.backend, comm_groups=args.comm_groups, astra_sim_bin=args.astra_sim_bin,
+        accelerator=args.accelerator, peak_tflops=args.peak_tflops, mem_bandwidth=args.mem_bandwidth,
+        timeout=args.timeout)
+
+
+def _run(args: argparse.Namespace, reporter: Reporter) -> int:
+    topologies = args.topology or ["Ring"]
+    if args.sweep:
+        return _run_sweep(args, reporter, topologies)
+    if len(topologies) > 1:
+        args.usage_error("several --topology are for --sweep; simulate one network at a time")
+    if args.out or args.work_dir:
+        args.usage_error("--out and --work-dir are for --sweep")
+    bar = _Bar(reporter.shows_progress)
+    try:
+        result = api.simulate(args.prefix, _options(args, topologies[0]), timeline=args.timeline,
+                              json_output=None if args.json in (None, "-") else args.json, progress=bar.update)
+    finally:
+        bar.close()
+    if args.json == "-":
+        print(json.dumps(result.as_json(), indent=2))
+    else:
+        for line in result_lines(result):
+            print(line)
+    if args.timeline:
+        reporter.info(f"wrote {args.timeline}: {result.timeline_events:,} nodes on {len(result.ranks)} rank(s) "
+                      "(open it in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
+def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[str]) -> int:
+    if args.timeline:
+        args.usage_error("--timeline is for one simulation, not a --sweep")
+    key, _, values = args.sweep.partition("=")
+    if key.strip() != "ranks" or not values:
+        args.usage_error(f"--sweep {args.sweep}: expected ranks=N,N,... (e.g. ranks=2,8,64)")
+    try:
+        points = [int(v) for v in values.split(",")]
+    except ValueError:
+        args.usage_error(f"--sweep {args.sweep}: rank counts are whole numbers")
+    bar = _Bar(reporter.shows_progress)
+    try:
+        sweep = api.simulate_sweep(
+            args.prefix, points, topologies, _options(args, topologies[0]), out_prefix=args.out,
+            work_dir=args.work_dir, on_point=lambda p: _point_done(reporter, bar, p), progress=bar.update)
+    finally:
+        bar.close()
+    if args.json == "-":
+        print(json.dumps(sweep.as_json(), indent=2))
+    else:
+        print(sweep.table(), end="")
+    reporter.info(f"wrote {sweep.table_path}, {sweep.plot_path} and {sweep.json_path}")
+    return 0
+
+
+def _point_done(reporter: Reporter, bar: _Bar, point: api.SweepPoint) -> None:
+    bar.close()
+    reporter.info(f"{point.ranks:>5} ranks on {point.network}: step {point.step_ns / 1e6:,.2f} ms, communication "
+                  f"{point.comm_share:.1%}, simulated in {point.seconds:.1f} s (scaled in {point.scale_seconds:.1f} s)")
+
+
+class _Bar:
+    """Nodes simulated (of an estimate), with the ranks finished and the simulated time so far."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._bar: Any = None
+
+    def update(self, p: api.SimulationProgress) -> None:
+        if not self.enabled:
+            return
+        if self._bar is None:
+            self._bar = tqdm(total=p.nodes_total, desc="simulate", unit="node", unit_scale=True, file=sys.stderr,
+                             leave=False)
+        self._bar.total = max(self._bar.total or 0, p.nodes_total)
+        self._bar.set_postfix_str(f"{p.ranks_finished}/{p.ranks} ranks finished, at {p.simulated_ns / 1e6:,.1f} ms",
+                                  refresh=False)
+        self._bar.update(p.nodes_done - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def result_lines(result: api.SimulationResult) -> list[str]:
+    """The result for people: a row per rank (the first ones and the slowest past 16 ranks), the job's step."""
+    net = result.network
+    links = ", ".join(f"{b:g} GB/s {lat:g} ns" for b, lat in zip(net.bandwidth, net.latency, strict=True))
+    compute = "traced durations" if result.roofline is None else (
+        f"roofline {result.roofline.name}: {result.roofline.peak_tflops:g} TFLOPS, "
+        f"{result.roofline.mem_bandwidth_gbps:g} GB/s")
+    lines = [f"{result.prefix}: {len(result.ranks):,} rank(s) on {net.name} ({links}), congestion-{result.backend}, "
+             f"compute: {compute}; simulated in {result.seconds:.1f} s",
+             f"{'rank':>6} {'step (ms)':>12} {'comm (ms)':>11} {'exposed comm (ms)':>18} {'collectives':>11} "
+             f"{'send/recv':>9} {'nodes':>9}"]
+    slowest = result.slowest
+    shown = result.ranks if len(result.ranks) <= _SHOWN_RANKS else [*result.ranks[:8], slowest]
+    for r in shown:
+        mark = "  (slowest)" if r is slowest and len(result.ranks) > 1 else ""
+        lines.append(f"{r.rank:>6} {r.step_ns / 1e6:>12,.3f} {r.comm_ns / 1e6:>11,.3f} "
+                     f"{r.exposed_comm_ns / 1e6:>18,.3f} {r.collectives:>11,} {f'{r.sends}/{r.recvs}':>9} "
+                     f"{r.nodes:>9,}{mark}")
+    if len(result.ranks) > _SHOWN_RANKS:
+        steps = [r.step_ns / 1e6 for r in result.ranks]
+        lines.append(f"  ... {len(result.ranks) - len(shown) + 1:,} more; step per rank min / median / max: "
+                     f"{min(steps):,.3f} / {statistics.median(steps):,.3f} / {max(steps):,.3f} ms")
+    share = slowest.comm_busy_ns / slowest.step_ns if slowest.step_ns else 0.0
+    lines.append(f"job step: {result.step_ns / 1e6:,.3f} ms (rank {slowest.rank}, the slowest); communication "
+                 f"{slowest.comm_busy_ns / 1e6:,.3f} ms of it ({share:.1%}), exposed "
+                 f"{slowest.exposed_comm_ns / 1e6:,.3f} ms")
+    return lines

@@ -1,0 +1,327 @@
+"""``scale``: a captured job of K ranks written as a data-parallel job of N ranks.
+
+The captured ranks ``IN.<k>.et`` (k = 0..K-1, ``--astra-sim`` output) and their communicator
+group file (``commgroups.find``) become ``OUT.<r>.et`` (r = 0..N-1) and ``OUT.comm_group.json``.
+The new job is N/K copies ("replicas") of the captured job side by side: rank r = j*K + k is
+captured rank k = r mod K in replica j = r // K (round-robin, so the captured ranks' differences
+survive). Rules:
+
+* every node, id, dependency and attribute of a rank is kept, byte for byte, except the
+  ``pg_name`` of a collective on a sub-group (below);
+* a collective over all ranks (``pg_name`` "" or "0", or a group listing every captured rank)
+  stays one over all N ranks with the same ``comm_size``: data parallelism keeps the bytes each
+  rank sends (a DDP gradient all-reduce is the model's gradients on any number of ranks; the
+  real 2- and 4-rank captures agree, README "scale");
+* a sub-group (a group of some of the captured ranks) is copied into each replica: group g with
+  ranks S becomes, in replica j, group g + j*M (M the largest group id of the file) with ranks
+  S + j*K, and a node of rank j*K + k on g names g + j*M; so N must be a multiple of K;
+* refused, with one line naming it: a send or receive (pipeline peers: replicating them gives
+  pipelines without the data-parallel group that would join them), a group that does not tile
+  N, a group file that does not match the ranks, ranks that look like two jobs.
+
+Each captured rank is read once (``read_et`` keeping the raw records) and written for each of
+its replicas before the next is read; every output lands at the end, together, or none does
+(``outputs.StagedOutputs``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..errors import ConverterError, OutputError, TraceContentError, TraceFormatError
+from ..et import wire
+from ..et.decode import EtTrace, attribute_spans, read_et
+from ..io import OutputTarget, check_output, output_directory, same_file
+from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
+from ..schema.chakra import CollectiveCommType, NodeType
+from . import commgroups
+from .outputs import StagedOutputs
+
+#: ``progress(stage, done, total)``: "ranks" written so far of the N.
+Progress = Callable[[str, int, int], None]
+MAX_RANKS = 1 << 20
+_PG_NAME = wire.attr_name("pg_name")
+_P2P = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE})
+
+
+@dataclass(frozen=True)
+class ScaleResult:
+    in_prefix: str
+    out_prefix: str
+    captured_ranks: int  # K
+    ranks: int  # N
+    outputs: tuple[str, ...]  # OUT.<r>.et, r = 0..N-1
+    comm_group_path: str
+    comm_groups: dict[str, list[int]]
+    nodes: tuple[int, ...]  # per captured rank
+    collectives: tuple[tuple[str, str, int], ...]  # (kind, group, bytes) of captured rank 0, in order
+    rewritten_nodes: int  # nodes whose pg_name was re-encoded, over all outputs
+    bytes_written: int
+    seconds: float = 0.0
+
+
+@dataclass
+class _Groups:
+    """The captured groups, split by the rule that maps them."""
+
+    all_ranks: list[str] = field(default_factory=list)  # ids that list every captured rank
+    sub: dict[str, list[int]] = field(default_factory=dict)  # id -> ranks, the others
+    stride: int = 0  # M: the largest id
+
+    def members(self, name: str, captured: int) -> list[int]:
+        return self.sub.get(name) or list(range(captured))
+
+
+def find_ranks(in_prefix: str) -> list[str]:
+    """``IN.<k>.et`` for k = 0..K-1; an error names a missing rank or an empty prefix."""
+    folder, base = os.path.split(in_prefix)
+    if not base:
+        raise ConverterError(f"{in_prefix!r}: name a prefix of .et files (IN for IN.0.et, IN.1.et, ...)")
+    try:
+        names = os.listdir(folder or ".")
+    except OSError as exc:
+        raise TraceFormatError(folder or ".", f"cannot list: {exc.strerror or exc}") from None
+    pattern = re.compile(re.escape(base) + r"\.(0|[1-9][0-9]*)\.et")
+    ranks = sorted(int(m.group(1)) for m in map(pattern.fullmatch, names) if m)
+    if not ranks:
+        raise TraceFormatError(in_prefix, f"no ranks found: no {base}.<rank>.et in {folder or '.'}")
+    missing = sorted(set(range(ranks[-1] + 1)) - set(ranks))
+    if missing:
+        raise TraceFormatError(f"{in_prefix}.{missing[0]}.et", f"rank {missing[0]} of 0..{ranks[-1]} is missing "
+                               f"({len(missing)} missing): a job's ranks are {base}.0.et .. {base}.{ranks[-1]}.et")
+    return [f"{in_prefix}.{rank}.et" for rank in ranks]
+
+
+def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | None = None) -> ScaleResult:
+    """Write the captured job ``IN.<k>.et`` as a data-parallel job of ``ranks`` ranks; see the
+    module docstring for the rules. Raises a ``ConverterError`` (and writes nothing) on anything
+    it cannot scale."""
+    started = time.perf_counter()
+    if not 1 <= ranks <= MAX_RANKS:
+        raise ConverterError(f"--ranks {ranks}: must be between 1 and {MAX_RANKS:,}")
+    inputs = find_ranks(in_prefix)
+    captured = len(inputs)
+    group_file = commgroups.find(in_prefix)
+    groups = _read_groups(group_file, captured, ranks) if group_file else _Groups()
+    new_groups = _new_groups(groups, captured, ranks)
+    out_dir = os.path.dirname(out_prefix) or "."
+    created = output_directory(out_dir)
+    staged: StagedOutputs | None = None
+    try:
+        targets = _targets(out_prefix, ranks, [*inputs, *([group_file] if group_file else [])])
+        staged = StagedOutputs(targets)
+        job = _Job(groups, captured, group_file)
+        written = rewritten = done = 0
+        nodes: list[int] = []
+        for k, path in enumerate(inputs):
+            records: list[bytes] = []
+            trace = read_et(path, records=records)
+            rewrites = job.check_rank(k, trace)
+            nodes.append(len(trace))
+            del trace
+            plain = [wire.delimited_message(m) for m in records]
+            for r in range(k, ranks, captured):
+                data = _with_groups(plain, records, rewrites, groups, r // captured) if rewrites else plain
+                written += staged.write(r, data)
+                rewritten += len(rewrites)
+                done += 1
+                if progress is not None:
+                    progress("ranks", done, ranks)
+            del records, plain
+        written += staged.write(ranks, (json.dumps(new_groups, indent=2) + "\n").encode("utf-8"))
+        staged.commit()
+    finally:
+        if staged is not None:
+            staged.discard()
+        if created:
+            with suppress(OSError):  # only succeeds if nothing was written there
+                os.rmdir(out_dir)
+    return ScaleResult(in_prefix, out_prefix, captured, ranks, tuple(t.path for t in targets[:ranks]),
+                       targets[ranks].path, new_groups, tuple(nodes), tuple(job.reference), rewritten, written,
+                       time.perf_counter() - started)
+
+
+def _targets(out_prefix: str, ranks: int, inputs: Sequence[str]) -> list[OutputTarget]:
+    """Every output checked before any work: OUT.<r>.et, then OUT.comm_group.json; a rank file
+    of the prefix beyond N (another job's) is refused rather than left to mix with this one."""
+    folder, base = os.path.split(out_prefix)
+    if not base:
+        raise OutputError(out_prefix, "name a prefix for the outputs (OUT for OUT.0.et, OUT.1.et, ...)")
+    pattern = re.compile(re.escape(base) + r"\.(0|[1-9][0-9]*)\.et")
+    stale = sorted(int(m.group(1)) for m in map(pattern.fullmatch, os.listdir(folder or ".")) if m)
+    stale = [r for r in stale if r >= ranks]
+    if stale:
+        raise OutputError(f"{out_prefix}.{stale[0]}.et", f"exists ({len(stale)} rank file(s) of {base} beyond "
+                          f"--ranks {ranks}): remove them or choose another prefix, so two jobs do not mix")
+    targets = [check_output(f"{out_prefix}.{r}.et", *inputs) for r in range(ranks)]
+    return [*targets, check_output(commgroups.path_for(out_prefix), *inputs)]
+
+
+def _read_groups(path: str, captured: int, ranks: int) -> _Groups:
+    raw = commgroups.read(path)
+    groups = _Groups()
+    for name, members in raw.items():
+        number = group_id(name)
+        if number is None or number == 0:
+            raise TraceFormatError(path, f"communicator group {name!r}: ids must be decimal integers > 0")
+        if not isinstance(members, list) or not members or any(type(m) is not int for m in members):
+            raise TraceFormatError(path, f"communicator group {name}: its ranks must be a list of integers")
+        outside = sorted({m for m in members if not 0 <= m < captured})
+        if outside:
+            raise TraceFormatError(path, f"communicator group {name} names rank(s) {outside} but the job has "
+                                   f"{captured} rank(s): this group file does not match these ranks")
+        groups.stride = max(groups.stride, number)
+        if sorted(set(members)) == list(range(captured)):
+            groups.all_ranks.append(name)
+        else:
+            groups.sub[name] = sorted(set(members))
+    if groups.sub and ranks % captured:
+        name, members = next(iter(groups.sub.items()))
+        raise ConverterError(f"{path}: communicator group {name} {members} does not tile {ranks} ranks: with "
+                             f"sub-groups, --ranks must be a multiple of the {captured} captured ranks")
+    copies = ranks // captured
+    if groups.sub and groups.stride * copies > MAX_GROUP_ID:
+        raise ConverterError(f"{path}: {copies:,} copies of group {groups.stride} need ids past {MAX_GROUP_ID:,}")
+    return groups
+
+
+def _new_groups(groups: _Groups, captured: int, ranks: int) -> dict[str, list[int]]:
+    new: dict[str, list[int]] = {name: list(range(ranks)) for name in groups.all_ranks}
+    for j in range(ranks // captured if groups.sub else 0):
+        for name, members in groups.sub.items():
+            new[str(int(name) + j * groups.stride)] = [m + j * captured for m in members]
+    return dict(sorted(new.items(), key=lambda item: int(item[0])))
+
+
+class _Job:
+    """What every captured rank must agree on, checked one rank at a time."""
+
+    def __init__(self, groups: _Groups, captured: int, group_file: str | None) -> None:
+        self.groups, self.captured, self.group_file = groups, captured, group_file
+        self.sequences: dict[str, tuple[int, list[tuple[str, str, int]]]] = {}  # group -> (first rank, its list)
+        self.reference: list[tuple[str, str, int]] = []
+        self.metadata: dict[str, Any] = {}
+
+    def check_rank(self, k: int, trace: EtTrace) -> list[tuple[int, str]]:
+        """Raise if rank ``k`` cannot be scaled with the others; returns (row, sub-group) of its
+        nodes whose ``pg_name`` changes per replica."""
+        path = trace.path
+        rewrites: list[tuple[int, str]] = []
+        per_group: dict[str, list[tuple[str, str, int]]] = {}
+        for row in sorted(trace.comm):
+            attrs, node_type = trace.comm[row], trace.types[row]
+            where = f"node {trace.ids[row]} '{trace.names[row]}'"
+            if node_type in _P2P:
+                kind = "send to" if node_type == NodeType.COMM_SEND_NODE else "receive from"
+                peer = attrs.get("comm_dst" if node_type == NodeType.COMM_SEND_NODE else "comm_src")
+                raise TraceContentError(path, f"{where} is a {kind} rank {peer}: point-to-point (pipeline) peers "
+                                        "cannot be scaled as data parallelism; scale refuses them")
+            if node_type != NodeType.COMM_COLL_NODE:
+                continue
+            pg_name = attrs.get("pg_name", "")
+            name = "0" if pg_name in ALL_RANKS_GROUPS else str(pg_name)
+            if name != "0" and name not in self.groups.sub and name not in self.groups.all_ranks:
+                source = self.group_file or f"no communicator group file ({commgroups.path_for('IN')})"
+                raise TraceContentError(path, f"{where} is on group {pg_name!r}, which is not in {source}: the "
+                                        "group file does not match these ranks")
+            members = self.groups.members(name, self.captured) if name != "0" else list(range(self.captured))
+            if k not in members:
+                raise TraceContentError(path, f"{where} is on group {name} {members}, which does not hold rank {k}: "
+                                        f"the group file {self.group_file} does not match these ranks")
+            if name in self.groups.sub:
+                rewrites.append((row, name))
+            kind = _kind(attrs.get("comm_type"))
+            entry = (kind, name, attrs.get("comm_size", 0))
+            per_group.setdefault(name, []).append(entry)
+            if k == 0:
+                self.reference.append(entry)
+        self._same_job(k, trace, per_group)
+        return rewrites
+
+    def _same_job(self, k: int, trace: EtTrace, per_group: dict[str, list[tuple[str, str, int]]]) -> None:
+        """The collectives of each group must be the same, in the same order, on every rank of it
+        (DDP: on every rank); and the ranks must have been captured together."""
+        path = trace.path
+        if k == 0:
+            self.metadata = trace.metadata
+        elif trace.metadata.get("schema") != self.metadata.get("schema"):
+            raise TraceContentError(path, f"schema {trace.metadata.get('schema')!r} differs from rank 0's "
+                                    f"{self.metadata.get('schema')!r}: ranks of different jobs?")
+        elif not _captured_together(self.metadata, trace.metadata):
+            raise TraceContentError(path, f"captured at {trace.metadata.get('time')} (steps "
+                                    f"{trace.metadata.get('start_ts')}..{trace.metadata.get('finish_ts')}), "
+                                    f"rank 0 at {self.metadata.get('time')} ({self.metadata.get('start_ts')}.."
+                                    f"{self.metadata.get('finish_ts')}): ranks of different jobs?")
+        for name, members in [("0", list(range(self.captured))), *self.groups.sub.items()]:
+            if k not in members:
+                continue
+            mine = per_group.get(name, [])
+            first = self.sequences.setdefault(name, (k, mine))
+            if first[0] != k and first[1] != mine:
+                raise TraceContentError(path, f"its collectives on group {name} differ from rank {first[0]}'s "
+                                        f"({_difference(mine, first[1], first[0])}): ranks of different jobs?")
+
+
+def _captured_together(first: dict[str, Any], other: dict[str, Any]) -> bool:
+    """False when the two ranks' captured windows (``start_ts``..``finish_ts``) do not overlap AND
+    their wall-clock ``time`` differs by more than a second: ranks of one job run their steps
+    together (DDP synchronises every step); windows alone would refuse ranks of several hosts,
+    whose clocks differ, and ``time`` alone would accept two runs a minute apart."""
+    try:
+        a = (int(first["start_ts"]), int(first["finish_ts"]))
+        b = (int(other["start_ts"]), int(other["finish_ts"]))
+        when = [datetime.strptime(str(m["time"]), "%Y-%m-%d %H:%M:%S") for m in (first, other)]
+    except (KeyError, TypeError, ValueError):
+        return True  # not recorded: nothing to compare
+    overlap = max(a[0], b[0]) <= min(a[1], b[1])
+    return overlap or abs((when[0] - when[1]).total_seconds()) <= 1
+
+
+def _kind(comm_type: Any) -> str:
+    try:
+        return CollectiveCommType(comm_type).name
+    except ValueError:
+        return f"type {comm_type}"
+
+
+def _difference(mine: list[tuple[str, str, int]], theirs: list[tuple[str, str, int]], other: int) -> str:
+    for n, (a, b) in enumerate(zip(mine, theirs, strict=False), 1):
+        if a != b:
+            return f"collective {n}: {a[0]} of {a[2]:,} bytes here, {b[0]} of {b[2]:,} bytes on rank {other}"
+    return f"{len(mine)} collectives here, {len(theirs)} on rank {other}"
+
+
+def _with_groups(plain: list[bytes], records: list[bytes], rewrites: list[tuple[int, str]], groups: _Groups,
+                 replica: int) -> list[bytes]:
+    """The records of one output rank: the captured rank's (``plain``), with its sub-group
+    collectives' ``pg_name`` naming the replica's copy of the group."""
+    out = list(plain)
+    for row, name in rewrites:
+        message = records[row + 1]
+        new_attr = wire.string_attr(_PG_NAME, str(int(name) + replica * groups.stride), "pg_name")
+        for attr, start, end in attribute_spans(message):
+            if attr == "pg_name":
+                message = message[:start] + new_attr + message[end:]
+                break
+        out[row + 1] = wire.delimited_message(message)
+    return out
+
+
+def uses_file(path: str, in_prefix: str, out_prefix: str) -> bool:
+    """Whether ``scale`` reads or writes ``path`` (a rank or group file of either prefix)."""
+    for prefix in (in_prefix, out_prefix):
+        folder, base = os.path.split(os.path.abspath(prefix))
+        there, name = os.path.split(os.path.abspath(path))
+        if same_file(folder, there) and name.startswith(f"{base}.") and (
+            name.endswith(".et") or name.endswith(commgroups.COMM_GROUP_SUFFIX)
+        ):
+            return True
+    return False

@@ -1,0 +1,110 @@
+"""A job on disk as ASTRA-sim reads it: ``PREFIX.<rank>.et`` for ranks 0..N-1, and its
+communicator group file.
+
+The group file is, in this order: the one named (``--comm-groups``), ``PREFIX.comm_group.json``
+beside the ranks (the convention of ``chakra-profile --convert`` and ``scale``), the older
+``comm_group.json`` of ``convert-all`` in the same folder; none means only the default group.
+It must be ``{"<id>": [ranks]}`` with ids > 0 and ranks of this job (ASTRA-sim asserts the
+first, and indexes its NPUs with the second).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConverterError, TraceFormatError
+from ..et.decode import count_nodes
+from ..ranks import commgroups
+
+_SAMPLE = 8  # files whose nodes are counted to estimate the job's (progress only)
+
+
+@dataclass(frozen=True)
+class Job:
+    prefix: str
+    ranks: int
+    comm_groups: str | None  # the group file, if any
+    groups: dict[str, list[int]]
+
+    def rank_file(self, rank: int) -> str:
+        return f"{self.prefix}.{rank}.et"
+
+    def estimate_nodes(self) -> int:
+        """The job's node count: exact up to 8 ranks, else the counted ranks' nodes per byte times
+        the job's bytes (for a progress bar)."""
+        count = min(_SAMPLE, self.ranks)
+        picks = sorted({round(k * (self.ranks - 1) / max(1, count - 1)) for k in range(count)})
+        counted = sum(count_nodes(self.rank_file(r)) for r in picks)
+        if len(picks) == self.ranks:
+            return counted
+        sampled = sum(os.path.getsize(self.rank_file(r)) for r in picks)
+        total = sum(os.path.getsize(self.rank_file(r)) for r in range(self.ranks))
+        return round(counted * total / max(1, sampled))
+
+
+def find_job(prefix: str, comm_groups: str | None = None) -> Job:
+    """The ranks of ``prefix`` (all of 0..N-1 must be there) and its communicator groups."""
+    if not prefix:
+        raise ConverterError("the job prefix is empty (PREFIX of PREFIX.<rank>.et)")
+    directory, base = os.path.split(prefix)
+    directory = directory or "."
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        raise TraceFormatError(prefix, f"no such directory {directory}") from None
+    except NotADirectoryError:
+        raise TraceFormatError(prefix, f"{directory} is not a directory") from None
+    except OSError as exc:
+        raise TraceFormatError(prefix, f"cannot list {directory}: {exc.strerror or exc}") from None
+    pattern = re.compile(re.escape(base) + r"\.(0|[1-9]\d*)\.et$")
+    ranks = sorted(int(m.group(1)) for m in map(pattern.match, names) if m is not None)
+    if not ranks:
+        raise TraceFormatError(prefix, f"no {base}.<rank>.et files in {directory}")
+    missing = sorted(set(range(ranks[-1] + 1)) - set(ranks))
+    if missing:
+        shown = ", ".join(f"{base}.{r}.et" for r in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise TraceFormatError(prefix, f"ranks 0..{ranks[-1]} expected, {len(missing)} missing: {shown}")
+    for rank in ranks:
+        path = f"{prefix}.{rank}.et"
+        if not os.path.isfile(path):
+            raise TraceFormatError(path, "not a regular file")
+        if not os.access(path, os.R_OK):
+            raise TraceFormatError(path, "cannot open: Permission denied")
+    count = ranks[-1] + 1
+    groups_path = comm_groups if comm_groups is not None else commgroups.find(prefix)
+    groups = {} if groups_path is None else read_groups(groups_path, count)
+    return Job(prefix, count, groups_path, groups)
+
+
+def read_groups(path: str, ranks: int) -> dict[str, list[int]]:
+    """A communicator group file, checked against a job of ``ranks`` ranks."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data: Any = json.load(fh)
+    except FileNotFoundError:
+        raise TraceFormatError(path, "no such file") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise TraceFormatError(path, f"not a JSON communicator group file: {exc}") from None
+    if not isinstance(data, dict):
+        raise TraceFormatError(path, 'not a communicator group file: expected {"<id>": [ranks], ...}')
+    groups: dict[str, list[int]] = {}
+    for key, members in data.items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) > 0):
+            raise TraceFormatError(path, f"group id {key!r}: ASTRA-sim needs whole numbers > 0")
+        if not (isinstance(members, list) and members
+                and all(isinstance(m, int) and not isinstance(m, bool) for m in members)):
+            raise TraceFormatError(path, f"group {key}: expected a non-empty list of ranks")
+        outside = [m for m in members if not 0 <= m < ranks]
+        if outside:
+            raise TraceFormatError(path, f"group {key} names rank {outside[0]}, but the job has ranks 0..{ranks - 1} "
+                                         "(a group file of another job?)")
+        if len(set(members)) != len(members):
+            raise TraceFormatError(path, f"group {key} lists a rank twice")
+        groups[key] = list(members)
+    return groups

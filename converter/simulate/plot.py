@@ -1,0 +1,56 @@
+"""The sweep's plot: simulated step time and communication share against ranks, a line per network.
+
+matplotlib is an optional extra (``pip install 'chakra-convert-fast[plot]'``), imported only when a
+sweep draws its plot, as ``convert-all --ray`` imports Ray (``import matplotlib.pyplot`` takes
+about half a second, which every other command would pay); without it a sweep fails at once,
+before any simulation, with one line saying how to install it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+from ..errors import ConverterError
+
+INSTALL = "the sweep's plot needs matplotlib: pip install 'chakra-convert-fast[plot]'"
+
+
+def pyplot() -> ModuleType:
+    """``matplotlib.pyplot`` on the Agg backend (no display), or a ConverterError saying how to install it."""
+    try:
+        matplotlib = importlib.import_module("matplotlib")
+        matplotlib.use("Agg")
+        return importlib.import_module("matplotlib.pyplot")
+    except ImportError:
+        raise ConverterError(INSTALL) from None
+
+
+def sweep_png(lines: Mapping[str, Sequence[tuple[int, float, float]]], title: str) -> bytes:
+    """A PNG of ``lines``: per network name, (ranks, step in ms, communication share 0..1) points."""
+    plt = pyplot()
+    figure: Any
+    figure, (step_axis, share_axis) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=90)
+    for name, points in lines.items():
+        ranks = [p[0] for p in points]
+        step_axis.plot(ranks, [p[1] for p in points], marker="o", label=name)
+        share_axis.plot(ranks, [100 * p[2] for p in points], marker="o", label=name)
+    ticks = sorted({p[0] for points in lines.values() for p in points})
+    for axis, label in ((step_axis, "simulated step (ms)"), (share_axis, "communication (% of the step)")):
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(ticks, [f"{t:,}" for t in ticks])
+        axis.minorticks_off()
+        axis.set_xlabel("ranks")
+        axis.set_ylabel(label)
+        axis.grid(True, which="both", alpha=0.3)
+    share_axis.set_ylim(bottom=0)
+    step_axis.legend(fontsize="small")
+    figure.suptitle(title, fontsize="medium")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    return buffer.getvalue()

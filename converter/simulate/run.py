@@ -1,0 +1,340 @@
+"""One ASTRA-sim run: find the simulator, write its configs in a temporary directory (removed
+after), run it, read its log as it is written (progress, the timeline) and check that every
+rank finished.
+
+The simulator is ``--astra-sim-bin`` (a binary, or a folder holding ``bin/NAME`` or ``NAME``),
+else ``$ASTRA_SIM_HOME`` (the same), else ``PATH``; NAME is ASTRA-sim's analytical binary of the
+backend: ``AstraSim_Analytical_Congestion_Unaware`` or ``..._Aware``. Its log comes through a
+named pipe (no disk for the per-node lines, however large the job); its own rotating log (at
+most ~110 MB) and its stdout/stderr stay in the temporary directory. The process is stopped when
+we are (signals, errors), and dies with us (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConverterError
+from ..io import atomic_text_output, check_output
+from . import configs
+from .configs import REMOTE_MEMORY, Accelerator, Network, logging_config, system_config
+from .job import Job, find_job
+from .logs import KIND, LogReader
+from .timeline import TimelineWriter
+
+ENV = "ASTRA_SIM_HOME"
+BINARIES = {"unaware": "AstraSim_Analytical_Congestion_Unaware", "aware": "AstraSim_Analytical_Congestion_Aware"}
+HOW_TO_GET = "build it as the README says (Getting ASTRA-sim) and set ASTRA_SIM_HOME, or pass --astra-sim-bin"
+_POLL_SECONDS = 0.25
+
+
+class SimulatorError(ConverterError):
+    """ASTRA-sim is missing, failed, was killed, or left ranks unfinished."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    nodes_done: int
+    nodes_total: int  # an estimate past 8 ranks
+    ranks_finished: int
+    ranks: int
+    simulated_ns: int
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """One rank's simulated step (ns): its ``finished`` time, its communication nodes' summed time,
+    the time any of them ran, the part of that with no compute running (exposed), and ASTRA-sim's
+    own "exposed communication" (step minus non-CPU compute: all of a CPU capture's step)."""
+
+    rank: int
+    step_ns: int
+    comm_ns: int
+    comm_busy_ns: int
+    exposed_comm_ns: int
+    astra_exposed_ns: int
+    nodes: int
+    collectives: int
+    sends: int
+    recvs: int
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    prefix: str
+    ranks: list[RankResult]
+    network: Network
+    backend: str
+    roofline: Accelerator | None
+    comm_groups: str | None
+    simulator: str
+    seconds: float
+    timeline: str | None
+    timeline_events: int
+
+    @property
+    def slowest(self) -> RankResult:
+        return max(self.ranks, key=lambda r: (r.step_ns, -r.rank))
+
+    @property
+    def step_ns(self) -> int:
+        """The job's step: its slowest rank's."""
+        return self.slowest.step_ns
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "prefix": self.prefix, "ranks": len(self.ranks), "step_ns": self.step_ns, "slowest_rank": self.slowest.rank,
+            "network": {"topology": list(self.network.topology), "npus_per_dim": list(self.network.npus),
+                        "bandwidth_gbps": list(self.network.bandwidth), "latency_ns": list(self.network.latency)},
+            "backend": self.backend,
+            "roofline": None if self.roofline is None else {
+                "accelerator": self.roofline.name, "peak_tflops": self.roofline.peak_tflops,
+                "mem_bandwidth_gbps": self.roofline.mem_bandwidth_gbps, "source": self.roofline.source},
+            "comm_groups": self.comm_groups, "simulator": self.simulator, "wall_seconds": round(self.seconds, 3),
+            "timeline": self.timeline,
+            "per_rank": [r.__dict__ for r in self.ranks],
+        }
+
+
+def find_simulator(backend: str, given: str | None = None) -> str:
+    """The ASTRA-sim binary of ``backend``, or a SimulatorError saying how to get it."""
+    name = BINARIES[backend]
+    if given:
+        found = _in(given, name)
+        if found is None:
+            raise SimulatorError(f"--astra-sim-bin {given}: no ASTRA-sim there (an executable, or a folder with "
+                                 f"bin/{name}); {HOW_TO_GET}")
+        return found
+    home = os.environ.get(ENV)
+    if home:
+        found = _in(home, name)
+        if found is None:
+            raise SimulatorError(f"ASTRA-sim not found: {ENV}={home} holds no bin/{name}; {HOW_TO_GET}")
+        return found
+    found = shutil.which(name)
+    if found is None:
+        raise SimulatorError(f"ASTRA-sim not found: {ENV} is not set and {name} is not on PATH; {HOW_TO_GET}")
+    return found
+
+
+def _in(place: str, name: str) -> str | None:
+    candidates = [place] if os.path.isfile(place) else [os.path.join(place, "bin", name), os.path.join(place, name)]
+    return next((c for c in candidates if os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
+def simulate(
+    job: Job, network: Network, *, backend: str = "unaware", roofline: Accelerator | None = None,
+    simulator: str, timeline: str | None = None, timeout: float | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> SimulationResult:
+    """Run ``job`` on ``network`` and read the result; the timeline (if asked for) is written
+    atomically: it exists only if the run succeeded."""
+    target = check_output(timeline, *(job.rank_file(r) for r in range(job.ranks))) if timeline else None
+    total = job.estimate_nodes() if progress is not None else 0
+    started = time.monotonic()
+    with ExitStack() as stack:
+        workdir = tempfile.mkdtemp(prefix="chakra-simulate-")
+        stack.callback(shutil.rmtree, workdir, True)
+        writer = None
+        if target is not None:
+            out = stack.enter_context(atomic_text_output(target))
+            writer = TimelineWriter(out, job.ranks, f"{job.prefix} on {network.name}, {backend}")
+        reader = LogReader(job.ranks, writer.span if writer else None)
+        returncode, stderr = _run(job, network, backend, roofline, simulator, workdir, reader, timeout, started,
+                                  progress, total)
+        _check(returncode, stderr, reader, job, simulator, timeout)
+        if writer is not None:
+            writer.close()
+    ranks = [RankResult(r.rank, r.cycles, r.comm_time, r.comm_busy, r.exposed_comm, r.astra_exposed, r.nodes_done,
+                        r.comm_done.get("collective", 0), r.comm_done.get("send", 0), r.comm_done.get("recv", 0))
+             for r in reader.ranks]
+    return SimulationResult(job.prefix, ranks, network, backend, roofline, job.comm_groups, simulator,
+                            time.monotonic() - started, timeline, writer.events if writer else 0)
+
+
+def _run(job: Job, network: Network, backend: str, roofline: Accelerator | None, simulator: str, workdir: str,
+         reader: LogReader, timeout: float | None, started: float, progress: Callable[[Progress], None] | None,
+         total: int) -> tuple[int, str]:
+    events = os.path.join(workdir, "events.log")
+    os.mkfifo(events, 0o600)
+    files = {"network.yml": network.yaml(), "system.json": json.dumps(system_config(len(network.npus), roofline)),
+             "remote_memory.json": json.dumps(REMOTE_MEMORY), "logging.toml": logging_config(events)}
+    for name, text in files.items():
+        with open(os.path.join(workdir, name), "w", encoding="utf-8") as fh:
+            fh.write(text)
+    command = [simulator, f"--workload-configuration={os.path.abspath(job.prefix)}",
+               f"--system-configuration={workdir}/system.json",
+               f"--remote-memory-configuration={workdir}/remote_memory.json",
+               f"--network-configuration={workdir}/network.yml", f"--logging-folder={workdir}/log",
+               f"--logging-configuration={workdir}/logging.toml",
+               f"--comm-group-configuration={_groups_argument(job, workdir)}"]
+    fifo = os.open(events, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with open(os.path.join(workdir, "stdout.txt"), "wb") as out, \
+                open(os.path.join(workdir, "stderr.txt"), "wb") as err:
+            try:
+                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=workdir,
+                                           start_new_session=True, preexec_fn=_die_with_parent)
+            except OSError as exc:
+                raise SimulatorError(f"cannot run ASTRA-sim {simulator}: {exc.strerror or exc}") from None
+            try:
+                _follow(process, fifo, reader, timeout, started, progress, total, job.ranks)
+            finally:
+                if process.poll() is None:
+                    with suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    finally:
+        os.close(fifo)
+    reader.close()
+    with open(os.path.join(workdir, "stderr.txt"), encoding="utf-8", errors="replace") as fh:
+        stderr = fh.read()[-20000:]
+    return process.returncode, stderr
+
+
+def _follow(process: subprocess.Popen[bytes], fifo: int, reader: LogReader, timeout: float | None, started: float,
+            progress: Callable[[Progress], None] | None, total: int, ranks: int) -> None:
+    """Read the log as it comes until the process has exited and the pipe is drained."""
+    decoder_tail = b""
+    last_report = 0.0
+    while True:
+        running = process.poll() is None
+        if running and timeout is not None and time.monotonic() - started > timeout:
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise SimulatorError(f"ASTRA-sim did not end within {timeout:g} s (--timeout); stopped")
+        readable, _, _ = select.select([fifo], [], [], _POLL_SECONDS)
+        got = 0
+        if readable:
+            while True:
+                try:
+                    chunk = os.read(fifo, 1 << 20)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    break
+                got += len(chunk)
+                data = decoder_tail + chunk
+                cut = data.rfind(b"\n") + 1
+                decoder_tail = data[cut:]
+                reader.feed(data[:cut].decode("utf-8", errors="replace"))
+        if progress is not None and time.monotonic() - last_report > 0.5:
+            last_report = time.monotonic()
+            progress(Progress(reader.nodes_done, max(total, reader.nodes_done), reader.ranks_finished, ranks,
+                              reader.last_tick))
+        if not running and not got:
+            break  # exited, and nothing more in the pipe (no writer left: EOF)
+        if running and readable and not got:
+            time.sleep(_POLL_SECONDS)  # no writer yet (EOF at once): do not spin
+    if decoder_tail:
+        reader.feed(decoder_tail.decode("utf-8", errors="replace"))
+    if progress is not None:
+        progress(Progress(reader.nodes_done, max(total, reader.nodes_done), reader.ranks_finished, ranks,
+                          reader.last_tick))
+
+
+def _groups_argument(job: Job, workdir: str) -> str:
+    """ASTRA-sim's group file: the job's groups, as checked, copied into ``workdir`` (ASTRA-sim
+    ignores any path that contains "empty"); "empty" when there are none."""
+    if not job.groups:
+        return "empty"
+    path = os.path.join(workdir, "groups.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(job.groups, fh)
+    return path
+
+
+def _die_with_parent() -> None:
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _check(returncode: int, stderr: str, reader: LogReader, job: Job, simulator: str, timeout: float | None) -> None:
+    name = os.path.basename(simulator)
+    if returncode < 0:
+        said = _reason(stderr, reader, "")
+        raise SimulatorError(f"ASTRA-sim ({name}) was killed by {_signal_name(-returncode)}"
+                             f"{': ' + said if said else ''}; no result")
+    if returncode != 0:
+        raise SimulatorError(f"ASTRA-sim ({name}) failed with exit status {returncode}: {_reason(stderr, reader)}")
+    if reader.unknown_ranks:
+        raise SimulatorError(f"ASTRA-sim's log names rank {min(reader.unknown_ranks)}, but {job.prefix} has "
+                             f"{job.ranks} ranks")
+    unfinished = [r.rank for r in reader.ranks if not r.finished]
+    if not unfinished:
+        return
+    dropped = {d.rank: d for d in reader.dropped()}
+    first = next((dropped[r] for r in unfinished if r in dropped), None)
+    where = f"rank {unfinished[0]} did not finish ({len(unfinished)} of {job.ranks} ranks unfinished)"
+    if first is not None:
+        where += (f"; the first node ASTRA-sim dropped: rank {first.rank} node {first.node_id} '{first.name}' "
+                  f"({KIND.get(first.node_type, 'other')}, issued at {first.issued_at / 1e6:.3f} ms, never completed)")
+    if reader.problems:
+        where += f"; ASTRA-sim said: {reader.problems[0]}"
+    raise SimulatorError(where)
+
+
+def _reason(stderr: str, reader: LogReader, nothing: str = "no message") -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    if any("error while loading shared libraries" in line for line in lines):
+        library = next(line for line in lines if "error while loading shared libraries" in line)
+        return f"{library} (Debian/Ubuntu: apt-get install libprotobuf32)"
+    what = [line for line in lines if "what():" in line]
+    if what:
+        return what[-1].split("what():", 1)[1].strip()
+    if reader.problems:
+        return reader.problems[0]
+    return lines[-1] if lines else nothing
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+
+@dataclass(frozen=True)
+class SimulateOptions:
+    """What ``simulate`` is asked for (the command line's options, as strings where it takes lists)."""
+
+    topology: str = "Ring"
+    npus_per_dim: str | None = None
+    bandwidth: str | None = None  # GB/s, one a dimension or one for all
+    latency: str | None = None  # ns, the same
+    backend: str = "unaware"
+    comm_groups: str | None = None
+    astra_sim_bin: str | None = None
+    accelerator: str | None = None
+    peak_tflops: float | None = None
+    mem_bandwidth: float | None = None  # GB/s
+    timeout: float | None = None
+
+
+def simulate_prefix(prefix: str, options: SimulateOptions, *, timeline: str | None = None,
+                    progress: Callable[[Progress], None] | None = None) -> SimulationResult:
+    """Everything checked first (the job, its groups, the network, the roofline, the simulator),
+    then the run."""
+    if options.backend not in BINARIES:
+        raise ConverterError(f"--backend {options.backend}: one of {', '.join(BINARIES)}")
+    job = find_job(prefix, options.comm_groups)
+    network = configs.network(options.topology, job.ranks, options.npus_per_dim, options.bandwidth, options.latency)
+    configs.check_backend(network, options.backend)
+    roofline = configs.accelerator(options.accelerator, options.peak_tflops, options.mem_bandwidth)
+    simulator = find_simulator(options.backend, options.astra_sim_bin)
+    return simulate(job, network, backend=options.backend, roofline=roofline, simulator=simulator, timeline=timeline,
+                    timeout=options.timeout, progress=progress)
