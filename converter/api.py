@@ -223,3 +223,20 @@ def simulate_sweep(prefix: PathArg, ranks: Sequence[int], topologies: Sequence[s
                   scale=lambda source, target, count: scale(source, target, count),
                   out_prefix=None if out_prefix is None else os.fspath(out_prefix),
                   work_dir=None if work_dir is None else os.fspath(work_dir), on_point=on_point, progress=progress)
+
+
+# -- roofline --
+from typing import Any  # noqa: E402
+
+from .convert.roofline import RooflineSummary  # noqa: E402  (its own block, for merging)
+from .schema.opcost import Cost, op_cost  # noqa: E402
+
+__all__ += ["Cost", "RooflineSummary", "op_cost", "roofline_cost"]
+
+
+def roofline_cost(name: str, in_shapes: Sequence[Any], in_types: Sequence[Any], out_shapes: Sequence[Any],
+                  out_types: Sequence[Any]) -> Cost:
+    """The roofline rules of ``--roofline`` on one op: (class, FLOPs, bytes read + written) from its
+    recorded shapes and types (``schema/opcost.py``); raises ``ValueError`` (``BadShapes``) when
+    they cannot be read. ``ConvertOptions(roofline=True, target="accelerator")`` writes them."""
+    return op_cost(name, in_shapes, in_types, out_shapes, out_types)
