@@ -89,12 +89,13 @@ class RooflineSummary:
 
 def apply(graph: TraceGraph, spill: TailSpill, accelerator: bool) -> RooflineSummary:
     """Give every written compute node of ``graph`` (built) its roofline values (set on the graph
-    for the writer); with ``accelerator``, mark the compute nodes to be written as non-CPU ops."""
+    for the writer); with ``accelerator``, mark the compute nodes to be written as non-CPU ops.
+    Memory: a few arrays over the rows (~50 bytes a row), the distinct costs, the kernels."""
     summary = RooflineSummary(accelerator=accelerator)
     size = len(graph)
     num_ops, tensor_size = array("q", bytes(8 * size)), array("Q", bytes(8 * size))
     rows = [row for row in range(size) if graph.final[row] and graph.types[row] == _COMP]
-    costs, durations = _read_costs(graph, spill, rows, summary)
+    costs = _read_costs(graph, spill, rows, summary)
     is_gpu = graph.is_gpu
     kernels: dict[int, list[int]] = {}
     orphans: list[int] = []
@@ -106,78 +107,100 @@ def apply(graph: TraceGraph, spill: TailSpill, accelerator: bool) -> RooflineSum
             else:
                 orphans.append(row)
     own = _exclusive(graph, rows, costs)
+    del costs.index  # what the pass still needs is in ``own``
 
     stay_cpu = bytearray(size)
+    totals: dict[str, list[int]] = {}
 
     def put(row: int, name: str, flops: int, moved: int) -> None:
         if name in _NO_WORK and not is_gpu[row]:
             flops = moved = 1
             stay_cpu[row] = 1
         else:  # a GPU kernel always does work
-            flops, moved = max(flops, 1), max(moved, MIN_BYTES)
+            flops, moved = min(max(flops, 1), _CAP), min(max(moved, MIN_BYTES), _CAP)
         num_ops[row], tensor_size[row] = flops, moved
-        totals = summary.classes.setdefault(name, ClassTotals())
-        totals.nodes += 1
-        totals.flops += flops
-        totals.bytes += moved
+        entry = totals.get(name)
+        if entry is None:
+            entry = totals[name] = [0, 0, 0]
+        entry[0] += 1
+        entry[1] += flops
+        entry[2] += moved
 
+    zero_duration = graph.zero_duration
     for row in rows:
-        cost = own.get(row)
         if is_gpu[row]:
             continue
-        if row in graph.zero_duration:
+        if row in zero_duration:
             put(row, NETWORK, 1, 1)
-        elif cost is None:
+        elif not own.has[row]:
             for _ in kernels.get(row, ()):  # unreadable: no values, for its kernels neither
                 _unreadable(graph, row, "the kernel's launcher is unreadable", summary)
-        elif row in kernels:
-            put(row, LAUNCHER, 1, 1)
-            _share(kernels[row], cost, durations, put, summary)
-        elif cost.flops == 0 and cost.bytes == 0:
-            put(row, WRAPPER if cost.op_class is not OpClass.NONE else OpClass.NONE.value, 1, 1)
         else:
-            put(row, cost.op_class.value, cost.flops, cost.bytes)
+            cost = own.cost(row)
+            if row in kernels:
+                put(row, LAUNCHER, 1, 1)
+                _share(kernels[row], cost, costs.durations, put, summary)
+            elif cost.flops == 0 and cost.bytes == 0:
+                put(row, WRAPPER if cost.op_class is not OpClass.NONE else OpClass.NONE.value, 1, 1)
+            else:
+                put(row, cost.op_class.value, cost.flops, cost.bytes)
     for row in orphans:
         put(row, KERNEL, 1, MIN_BYTES)
     summary.kernels_without_launcher = len(orphans)
+    summary.classes = {name: ClassTotals(*entry) for name, entry in totals.items()}
     graph.roofline = (num_ops, tensor_size)
     if accelerator:
         graph.accelerator = stay_cpu
     return summary
 
 
-def _read_costs(graph: TraceGraph, spill: TailSpill, rows: list[int], summary: RooflineSummary
-                ) -> tuple[dict[int, Cost], dict[int, int]]:
-    """Each row's cost (absent where unreadable: counted in ``summary``) and each GPU row's duration."""
-    memo: BoundedCache[Cost | str] = BoundedCache(1 << 14)
-    costs: dict[int, Cost] = {}
-    durations: dict[int, int] = {}
+class _Costs:
+    """Each row's cost as an index into the distinct costs (-1: none, or unreadable), and each
+    GPU row's duration."""
+
+    def __init__(self, size: int) -> None:
+        self.index = array("l", [-1]) * size
+        self.table: list[Cost] = []
+        self.durations = array("Q", bytes(8 * size))
+
+
+def _read_costs(graph: TraceGraph, spill: TailSpill, rows: list[int], summary: RooflineSummary) -> _Costs:
+    """Each row's cost (none where unreadable: counted in ``summary``) and each GPU row's duration."""
+    memo: BoundedCache[int | str] = BoundedCache(1 << 14)  # -> index into costs.table, or why unreadable
+    costs = _Costs(len(graph))
+    index, table, durations = costs.index, costs.table, costs.durations
     names, is_gpu, overrides = graph.names, graph.is_gpu, graph.tail_overrides
     for row, tail in zip(rows, spill.read_each(rows), strict=True):
         tail = overrides.get(row) or tail
         try:
-            io = decode.tail_io(tail)
+            io = decode.tail_io(tail, duration_only=bool(is_gpu[row]))  # a kernel's shapes are its launcher's
         except ValueError as exc:
             _unreadable(graph, row, f"its record does not decode ({exc})", summary)
             continue
         if is_gpu[row]:
             durations[row] = io.duration
-            continue  # a kernel's shapes are its launcher's
+            continue
         key = (names[row], io.in_shapes, io.in_types, io.out_shapes, io.out_types)
         found = memo.get(key)
         if found is None:
-            found = memo.remember(key, _cost(*key))
+            cost = _cost(*key)
+            if not isinstance(cost, str):
+                table.append(cost)
+            found = memo.remember(key, cost if isinstance(cost, str) else len(table) - 1)
         if isinstance(found, str):
             _unreadable(graph, row, found, summary)
         else:
-            costs[row] = found
-    return costs, durations
+            index[row] = found
+    return costs
 
 
-def _cost(name: str, in_shapes: str, in_types: str, out_shapes: str, out_types: str) -> Cost | str:
+def _cost(name: str, in_shapes: bytes, in_types: bytes, out_shapes: bytes, out_types: bytes) -> Cost | str:
     try:
-        return op_cost(name, parse_list(in_shapes, "input shapes"), parse_list(in_types, "input types"),
-                       parse_list(out_shapes, "output shapes"), parse_list(out_types, "output types"))
+        texts = [part.decode("utf-8") for part in (in_shapes, in_types, out_shapes, out_types)]
+        return op_cost(name, parse_list(texts[0], "input shapes"), parse_list(texts[1], "input types"),
+                       parse_list(texts[2], "output shapes"), parse_list(texts[3], "output types"))
+    except UnicodeDecodeError:
+        return "shapes or types are not UTF-8"
     except BadShapes as exc:
         return str(exc)
 
@@ -188,7 +211,30 @@ def _unreadable(graph: TraceGraph, row: int, why: str, summary: RooflineSummary)
         summary.examples.append(f"{graph.describe(row)}: {why}")
 
 
-def _exclusive(graph: TraceGraph, rows: list[int], costs: dict[int, Cost]) -> dict[int, Cost]:
+_CLASSES = list(OpClass)
+_CLASS_CODE = {op_class: code for code, op_class in enumerate(_CLASSES)}
+_CAP = (1 << 63) - 1  # int64: FLOPs and bytes are clamped there (absurd shapes)
+
+
+class _Own:
+    """Each row's own (exclusive) cost, column by column."""
+
+    def __init__(self, size: int) -> None:
+        self.has = bytearray(size)
+        self.classes = bytearray(size)
+        self.flops = array("q", bytes(8 * size))
+        self.bytes = array("q", bytes(8 * size))
+
+    def set(self, row: int, op_class: OpClass, flops: int, moved: int) -> None:
+        self.has[row] = 1
+        self.classes[row] = _CLASS_CODE[op_class]
+        self.flops[row], self.bytes[row] = min(flops, _CAP), min(moved, _CAP)
+
+    def cost(self, row: int) -> Cost:
+        return Cost(_CLASSES[self.classes[row]], self.flops[row], self.bytes[row])
+
+
+def _exclusive(graph: TraceGraph, rows: list[int], costs: _Costs) -> _Own:
     """Each CPU row's own work: its inclusive cost less its children's (each part at least 0).
 
     Inclusive: an op of a known class, the larger of its rule's cost and its children's sum; a view
@@ -196,51 +242,58 @@ def _exclusive(graph: TraceGraph, rows: list[int], costs: dict[int, Cost]) -> di
     ``record_function``), its children's sum; an op of no known class without children, its rule's
     (its tensors moved). So ``aten::linear`` over ``aten::addmm`` keeps nothing, and ``aten::addmm``
     over the ``aten::copy_`` of its bias keeps the product."""
-    is_gpu, parent_row = graph.is_gpu, graph.parent_row
+    size = len(graph)
+    is_gpu, parent_row, index, table = graph.is_gpu, graph.parent_row, costs.index, costs.table
     cpu_rows = [row for row in rows if not is_gpu[row]]
     depth = _depths(graph, cpu_rows)
-    below: dict[int, tuple[int, int, int]] = {}  # row -> (children, their FLOPs, their bytes)
-    out: dict[int, Cost] = {}
+    children, child_flops, child_bytes = array("l", bytes(8 * size)), array("q", bytes(8 * size)), \
+        array("q", bytes(8 * size))
+    out = _Own(size)
     for row in sorted(cpu_rows, key=depth.__getitem__, reverse=True):
-        children, child_flops, child_bytes = below.get(row, (0, 0, 0))
-        cost = costs.get(row)
-        if cost is None:  # unreadable: its children's work only
-            flops, moved = child_flops, child_bytes
-        elif cost.op_class is OpClass.NONE or (cost.op_class is OpClass.UNKNOWN and children):
-            flops, moved = child_flops, child_bytes
-            out[row] = Cost(cost.op_class, 0, 0)
+        below_flops, below_bytes = child_flops[row], child_bytes[row]
+        at = index[row]
+        if at < 0:  # unreadable: its children's work only
+            flops, moved = below_flops, below_bytes
         else:
-            flops, moved = max(cost.flops, child_flops), max(cost.bytes, child_bytes)
-            out[row] = Cost(cost.op_class, flops - child_flops, moved - child_bytes)
+            cost = table[at]
+            if cost.op_class is OpClass.NONE or (cost.op_class is OpClass.UNKNOWN and children[row]):
+                flops, moved = below_flops, below_bytes
+                out.set(row, cost.op_class, 0, 0)
+            else:
+                flops, moved = max(min(cost.flops, _CAP), below_flops), max(min(cost.bytes, _CAP), below_bytes)
+                out.set(row, cost.op_class, flops - below_flops, moved - below_bytes)
         parent = parent_row(row)
         if parent >= 0 and parent != row:
-            count, f, b = below.get(parent, (0, 0, 0))
-            below[parent] = (count + 1, f + flops, b + moved)
+            children[parent] += 1
+            child_flops[parent] = min(child_flops[parent] + flops, _CAP)
+            child_bytes[parent] = min(child_bytes[parent] + moved, _CAP)
     return out
 
 
-def _depths(graph: TraceGraph, rows: list[int]) -> dict[int, int]:
+def _depths(graph: TraceGraph, rows: list[int]) -> array[int]:
     """Each row's depth in the ctrl_deps tree (iteratively; a parent chain that loops ends there)."""
-    depth: dict[int, int] = {}
+    depth = array("l", [-1]) * len(graph)
+    on_chain = bytearray(len(graph))
     parent_row = graph.parent_row
     for row in rows:
         chain: list[int] = []
-        seen: set[int] = set()
         node = row
-        while node >= 0 and node not in depth and node not in seen:
-            seen.add(node)
+        while node >= 0 and depth[node] < 0 and not on_chain[node]:
+            on_chain[node] = 1
             chain.append(node)
             node = parent_row(node)
-        base = depth.get(node, -1) if node >= 0 else -1
-        for offset, member in enumerate(reversed(chain), start=1):
-            depth[member] = base + offset
+        base = depth[node] if node >= 0 else -1
+        for member in reversed(chain):
+            base += 1
+            depth[member] = base
+            on_chain[member] = 0
     return depth
 
 
-def _share(kernels: list[int], cost: Cost, durations: dict[int, int], put: Callable[[int, str, int, int], None],
+def _share(kernels: list[int], cost: Cost, durations: array[int], put: Callable[[int, str, int, int], None],
            summary: RooflineSummary) -> None:
     """The launcher's cost split between its kernels by their durations (evenly if all are 0)."""
-    weights = [durations.get(k, 0) for k in kernels]
+    weights = [durations[k] for k in kernels]
     total = sum(weights)
     if total <= 0:
         weights, total = [1] * len(kernels), len(kernels)

@@ -263,9 +263,17 @@ _NUM_OPS = wire.attr_name("num_ops")
 _TENSOR_SIZE = wire.attr_name("tensor_size")
 
 
+_ROOFLINE_CACHE: BoundedCache[bytes] = BoundedCache()  # (num_ops, tensor_size) -> attrs; (1, 1) most of all
+
+
 def roofline_attrs(num_ops: int, tensor_size: int) -> bytes:
     """``num_ops`` (int64, FLOPs) and ``tensor_size`` (uint64, bytes), read by ASTRA-sim's roofline."""
-    return wire.int64_attr(_NUM_OPS, num_ops, "num_ops") + wire.uint64_attr(_TENSOR_SIZE, tensor_size, "tensor_size")
+    key = (num_ops, tensor_size)
+    found = _ROOFLINE_CACHE.get(key)
+    if found is None:
+        found = _ROOFLINE_CACHE.remember(key, wire.int64_attr(_NUM_OPS, num_ops, "num_ops")
+                                         + wire.uint64_attr(_TENSOR_SIZE, tensor_size, "tensor_size"))
+    return found
 
 
 def as_accelerator_op(rest: bytes) -> bytes:
