@@ -50,7 +50,7 @@ def home() -> Path | None:
 
 def simulate(
     prefix: Path, npus: int, *, backend: str = "unaware", comm_groups: Path | None = None, workdir: Path,
-    timeout: float = 600,
+    timeout: float = 600, system_overrides: dict[str, object] | None = None,
 ) -> Simulation:
     """Simulate ``PREFIX.<rank>.et`` (``npus`` ranks) with ``comm_groups``; ``workdir`` is kept for
     the callers' sake (the package removes its own temporary files)."""
@@ -63,8 +63,8 @@ def simulate(
         if job.ranks != npus:
             raise run.SimulatorError(f"{prefix}: {job.ranks} rank files, {npus} NPUs asked for")
         network = configs.network("Switch" if backend == "aware" and npus == 2 else "Ring", npus)
-        result = run.simulate(job, network, backend=backend, simulator=run.find_simulator(backend, str(root)),
-                              timeout=timeout)
+        result = run.simulate(job, network, backend=backend, roofline=_roofline(system_overrides),
+                              simulator=run.find_simulator(backend, str(root)), timeout=timeout)
     except run.ConverterError as exc:
         return Simulation(1, [RankRun(r) for r in range(npus)], str(exc), workdir)
     ranks = [RankRun(r.rank, True, r.step_ns, r.astra_exposed_ns, r.nodes,
@@ -72,3 +72,12 @@ def simulate(
                      r.comm_ns)
              for r in result.ranks]
     return Simulation(0, ranks, "", workdir)
+
+
+def _roofline(overrides: dict[str, object] | None) -> configs.Accelerator | None:
+    """The roofline of a system-config override (``roofline-enabled``, ``peak-perf`` TFLOPS,
+    ``local-mem-bw`` GB/s), as the package's ``simulate`` takes it."""
+    if not overrides or not overrides.get("roofline-enabled"):
+        return None
+    return configs.Accelerator("measured", float(str(overrides["peak-perf"])), float(str(overrides["local-mem-bw"])),
+                               "system_overrides")

@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .check.rules import CheckReport
 from .check.rules import check as _check
@@ -30,9 +31,15 @@ from .compact.rewrite import CompactResult
 from .compact.rewrite import compact_file as _compact_file
 from .compact.rewrite import compact_ranks as _compact_ranks
 from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
+from .convert.roofline import RooflineSummary
 from .convert.writer import Progress
 from .et.decode import read_et
-from .io import open_log, same_file  # the log file of the command line: appended to, never truncated; its checks
+from .io import (  # the log file of the command line: appended to, never truncated; its checks
+    atomic_text_output,
+    check_output,
+    open_log,
+    same_file,
+)
 from .link.pipeline import LinkResult
 from .link.pipeline import link as _link
 from .ranks import commgroups
@@ -42,8 +49,20 @@ from .ranks.convert_all import convert_all as _convert_all
 from .ranks.convert_all import uses_file as _convert_all_uses
 from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
+from .ranks.scale import ScaleResult
+from .ranks.scale import scale as _scale
+from .ranks.scale import uses_file as _scale_uses
 from .repair import RepairResult
 from .repair import repair as _repair
+from .schema.opcost import Cost, op_cost
+from .simulate.configs import ACCELERATORS, Accelerator, Network
+from .simulate.run import Progress as SimulationProgress
+from .simulate.run import RankResult, SimulateOptions, SimulationResult, SimulatorError, simulate_prefix
+from .simulate.sweep import SweepPoint, SweepResult
+from .simulate.sweep import sweep as _sweep
+from .text.convert import TextResult
+from .text.convert import convert_text as _convert_text
+from .text.convert import uses_file as _text_uses_file
 from .tools.generate import BENCHMARKS as GENERATED_BENCHMARKS
 from .tools.generate import GenerateOptions, GenerateResult
 from .tools.generate import generate as _generate
@@ -56,35 +75,62 @@ from .tools.visualize import visualize as _visualize
 PathArg = str | os.PathLike[str]
 
 __all__ = [
+    "ACCELERATORS",
     "GENERATED_BENCHMARKS",
+    "Accelerator",
     "CheckReport",
     "CommGroups",
+    "CompactResult",
     "ConversionResult",
     "ConvertOptions",
+    "Cost",
     "GenerateOptions",
     "GenerateResult",
     "GraphCut",
     "JsonizeResult",
     "LinkResult",
     "MultiRankResult",
+    "Network",
     "PairResult",
     "PathArg",
     "Progress",
     "RankOutcome",
+    "RankResult",
     "RemovedEdge",
     "RepairResult",
+    "RooflineSummary",
+    "ScaleResult",
+    "SimulateOptions",
+    "SimulationProgress",
+    "SimulationResult",
+    "SimulatorError",
+    "SweepPoint",
+    "SweepResult",
+    "TextResult",
     "VisualizeResult",
     "check",
+    "comm_group_path",
+    "compact",
+    "compact_ranks",
     "convert",
     "convert_all",
     "convert_all_uses",
     "convert_pair",
+    "find_comm_groups",
     "generate",
     "jsonize",
     "link",
+    "op_cost",
     "open_log",
     "repair",
+    "roofline_cost",
     "same_file",
+    "scale",
+    "scale_uses",
+    "simulate",
+    "simulate_sweep",
+    "text",
+    "text_uses",
     "visualize",
     "write_comm_groups",
 ]
@@ -172,11 +218,7 @@ def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, pre
 
 
 # -- scale --
-from .ranks.scale import ScaleResult  # noqa: E402
-from .ranks.scale import scale as _scale  # noqa: E402
-from .ranks.scale import uses_file as _scale_uses  # noqa: E402
 
-__all__ += ["ScaleResult", "comm_group_path", "find_comm_groups", "scale", "scale_uses"]
 
 
 def scale(in_prefix: PathArg, out_prefix: PathArg, ranks: int, *,
@@ -207,15 +249,7 @@ def scale_uses(path: PathArg, in_prefix: PathArg, out_prefix: PathArg) -> bool:
 
 
 # -- simulate --
-from .io import atomic_text_output, check_output  # noqa: E402
-from .simulate.configs import ACCELERATORS, Accelerator, Network  # noqa: E402
-from .simulate.run import Progress as SimulationProgress  # noqa: E402
-from .simulate.run import RankResult, SimulateOptions, SimulationResult, SimulatorError, simulate_prefix  # noqa: E402
-from .simulate.sweep import SweepPoint, SweepResult  # noqa: E402
-from .simulate.sweep import sweep as _sweep  # noqa: E402
 
-__all__ += ["ACCELERATORS", "Accelerator", "Network", "RankResult", "SimulateOptions", "SimulationProgress",
-            "SimulationResult", "SimulatorError", "SweepPoint", "SweepResult", "simulate", "simulate_sweep"]
 
 
 def simulate(prefix: PathArg, options: SimulateOptions | None = None, *, timeline: PathArg | None = None,
@@ -248,12 +282,10 @@ def simulate_sweep(prefix: PathArg, ranks: Sequence[int], topologies: Sequence[s
                   scale=lambda source, target, count: scale(source, target, count),
                   out_prefix=None if out_prefix is None else os.fspath(out_prefix),
                   work_dir=None if work_dir is None else os.fspath(work_dir), on_point=on_point, progress=progress)
-# -- text workloads (chakra_converter Text) --
-from .text.convert import TextResult  # noqa: E402
-from .text.convert import convert_text as _convert_text  # noqa: E402
-from .text.convert import uses_file as _text_uses_file  # noqa: E402
 
-__all__ += ["TextResult", "text", "text_uses"]
+
+# -- text workloads (chakra_converter Text) --
+
 
 
 def text(
@@ -272,6 +304,8 @@ def text(
 def text_uses(path: PathArg, output_prefix: PathArg, npus: int) -> bool:
     """Whether ``text(..., output_prefix, npus)`` writes ``path`` (it cannot be a log file then)."""
     return _text_uses_file(os.fspath(path), os.fspath(output_prefix), npus)
+
+
 # -- compact --
 def compact(input_path: PathArg, output_path: PathArg, *, progress: Progress | None = None) -> CompactResult:
     """Write ``input_path`` (a ``.et`` ASTRA-sim runs) compacted into ``output_path`` (the same
@@ -286,7 +320,6 @@ def compact_ranks(in_prefix: PathArg, out_prefix: PathArg, *,
     return _compact_ranks(os.fspath(in_prefix), os.fspath(out_prefix), on_rank_done)
 
 
-__all__ += ["CompactResult", "compact", "compact_ranks"]
 # -- tools: jsonize, visualize, generate (mlc-chakra's other tools) --
 def jsonize(input_path: PathArg, output_path: PathArg, layout: str = "document",
             progress: Progress | None = None, jobs: int | None = None) -> JsonizeResult:
@@ -308,3 +341,16 @@ def visualize(input_path: PathArg, output_path: PathArg, cut: GraphCut | None = 
     (``.pdf``/``.svg`` through graphviz's ``dot`` where it is installed); ``cut`` keeps an id
     range, the neighbourhood of a node, or the collectives and what depends on them."""
     return _visualize(os.fspath(input_path), os.fspath(output_path), cut, progress)
+
+
+# -- roofline --
+
+
+
+
+def roofline_cost(name: str, in_shapes: Sequence[Any], in_types: Sequence[Any], out_shapes: Sequence[Any],
+                  out_types: Sequence[Any]) -> Cost:
+    """The roofline rules of ``--roofline`` on one op: (class, FLOPs, bytes read + written) from its
+    recorded shapes and types (``schema/opcost.py``); raises ``ValueError`` (``BadShapes``) when
+    they cannot be read. ``ConvertOptions(roofline=True, target="accelerator")`` writes them."""
+    return op_cost(name, in_shapes, in_types, out_shapes, out_types)

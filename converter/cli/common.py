@@ -9,6 +9,7 @@ from typing import Any
 from .. import api
 
 PROG = "chakra-convert-fast"
+TARGETS = ("captured", "accelerator")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -49,6 +50,13 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
                        help="for ASTRA-sim (implies --astra-sim): drop redundant dependencies and merge runs of "
                             "compute nodes into one node each (summed durations); ASTRA-sim simulates the same "
                             "time, much faster (see README)")
+    group.add_argument("--roofline", action="store_true",
+                       help="write num_ops (FLOPs) and tensor_size (bytes) on every compute node, from the "
+                            "ops' shapes and dtypes, for ASTRA-sim's roofline compute model (see README)")
+    group.add_argument("--target", choices=TARGETS, default="captured",
+                       help="accelerator: write every compute node as a non-CPU op, so that ASTRA-sim times "
+                            "a CPU capture's compute with its roofline (needs --roofline); captured (default): "
+                            "as recorded")
 
 
 def add_pair_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -80,8 +88,11 @@ def positive(text: str) -> int:
 
 
 def conversion_options(args: argparse.Namespace) -> api.ConvertOptions:
+    if args.target == "accelerator" and not args.roofline:
+        args.usage_error("--target accelerator needs --roofline (an accelerator op without num_ops and "
+                         "tensor_size stops ASTRA-sim)")
     return api.ConvertOptions(
         simulate=args.simulate, break_cycles=args.break_cycles, allow_missing_parents=args.allow_missing_parents,
         astra_sim=args.astra_sim, rank=getattr(args, "rank", None), jobs=getattr(args, "read_jobs", None),
-        compact=args.compact,
+        compact=args.compact, roofline=args.roofline, target=args.target,
     )

@@ -139,6 +139,13 @@ class Reporter:
                       f"{changes.host_collectives} host-side collective(s) made communication nodes")
         if result.compaction is not None:
             self.compaction(result.compaction, "--compact: ")
+        costs = result.roofline
+        if costs is not None:  # its warnings are among the conversion's
+            classes = ", ".join(f"{name} {c.nodes:,}" for name, c in sorted(costs.classes.items(),
+                                                                           key=lambda kv: -kv[1].flops))
+            target = "; all written as accelerator (non-CPU) ops" if costs.accelerator else ""
+            self.info(f"--roofline: {costs.nodes:,} compute nodes, {costs.flops / 1e9:,.2f} GFLOP, "
+                      f"{costs.bytes / 1e9:,.2f} GB ({classes}){target}")
         if result.simulator_problems:
             self.info(f"note: ASTRA-sim would refuse this output ({'; '.join(result.simulator_problems)}); "
                       "--astra-sim writes one it runs")

@@ -146,6 +146,10 @@ class TraceGraph:
         self.tail_overrides: dict[int, bytes] = {}  # rows whose tail is not the spilled one
         self.zero_duration: set[int] = set()  # rows written without their duration
         self.drop_missing_ctrl = False  # omit ctrl_deps that name a node not written
+        self.roofline: tuple[array[int], array[int]] | None = None  # num_ops, tensor_size by row (0: none)
+        # --target accelerator: compute nodes written as non-CPU ops, but for the rows marked here,
+        # which stay CPU ops without duration
+        self.accelerator: bytearray | None = None
         self.deps = DepTable(0)
         self.final = bytearray()
         self.dangling_removed = 0

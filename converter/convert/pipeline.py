@@ -18,13 +18,16 @@ from ..gcpause import gc_paused
 from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
 from ..schema.chakra import NodeType
 from . import astra, cycles, feed, nodes, parallel
+from . import roofline as roofline_pass
 from .astra import AstraChanges
 from .graph import TraceGraph
 from .reader import TraceReader
+from .roofline import RooflineSummary
 from .simulate import SimulationInput, SimulationResult, simulate
 from .writer import Progress, TailSpill, collect, write_metadata, write_nodes
 
 _CYCLE_EXAMPLES = 5
+TARGETS = ("captured", "accelerator")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ class ConvertOptions:
     file, each a byte range (``convert/parallel.py``): None for one per CPU, 1 for this one only.
     ``compact`` (implies ``astra_sim``) then writes the compacted graph instead (``compact/``:
     fewer nodes, the same simulated time), published in place of the output in one step.
+    ``roofline`` writes ASTRA-sim's roofline fields; ``target="accelerator"`` (which needs
+    ``roofline``) makes every compute node a non-CPU op, timed by that roofline.
     """
 
     simulate: bool = False
@@ -48,10 +53,17 @@ class ConvertOptions:
     rank: int | None = None
     jobs: int | None = None
     compact: bool = False
+    roofline: bool = False  # num_ops and tensor_size on every compute node (convert/roofline.py)
+    target: str = "captured"  # "accelerator": compute nodes written as non-CPU ops (needs roofline)
 
     def __post_init__(self) -> None:
         if self.compact and not self.astra_sim:
             object.__setattr__(self, "astra_sim", True)
+        if self.target not in TARGETS:
+            raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
+        if self.target == "accelerator" and not self.roofline:
+            raise ValueError("target 'accelerator' needs roofline: an accelerator op without num_ops and "
+                             "tensor_size stops ASTRA-sim")
 
 
 @dataclass(frozen=True)
@@ -100,6 +112,7 @@ class ConversionResult:
     processes: int = 1  # that read the input
     warnings: list[str] = field(default_factory=list)  # e.g. NCCL kernels of no known collective
     compaction: CompactResult | None = None  # with --compact
+    roofline: RooflineSummary | None = None  # with --roofline
 
     @property
     def sequential_fraction(self) -> float:
@@ -186,6 +199,7 @@ def _run(
         changes = astra.apply(graph, options.rank) if options.astra_sim else None
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)
+        costs = roofline_pass.apply(graph, spill, options.target == "accelerator") if options.roofline else None
         times.build, stage = time.perf_counter() - stage, time.perf_counter()
         jobs = options.jobs or parallel.default_jobs()
         if options.compact:  # written to an unnamed temporary file, compacted into the output
@@ -215,8 +229,9 @@ def _run(
         simulator_problems=problems,
         stages=times,
         processes=processes,
-        warnings=_unrecognised_kernels(graph),
+        warnings=_unrecognised_kernels(graph) + (costs.warnings() if costs is not None else []),
         compaction=compaction,
+        roofline=costs,
     )
 
 

@@ -18,7 +18,7 @@ from typing import IO, Any, Protocol
 from ..errors import OutputError, TraceContentError
 from ..et import encode
 from ..io import SpillFile
-from ..schema.chakra import COMM_NODE_TYPES
+from ..schema.chakra import COMM_NODE_TYPES, NodeType
 from ..workers import Worker, fork_available
 from .graph import TraceGraph
 from .records import NodeRecord, RowBatch
@@ -27,6 +27,7 @@ _BUFFER = 1 << 20
 _WRITE_BATCH = 512  # records joined per write (~0.5 MB: more saves no time, costs memory)
 _GAP = 1 << 16  # tails skipped ahead of the read-ahead window that still extend it
 _ROWS_PER_WRITER = 100_000  # fewer nodes than this a process: writing is not split
+_COMP = int(NodeType.COMP_NODE)
 
 
 class _Segment:
@@ -224,6 +225,7 @@ def _write_rows(out: _Writable, graph: TraceGraph, spill: TailSpill, rows: Seque
     ids, names, types, deps = graph.ids, graph.names, graph.types, graph.deps
     send_recv, dep_count, ctrl_dep = graph.send_recv, graph.deps.count, graph.ctrl_dep
     overrides, zero_duration = graph.tail_overrides, graph.zero_duration
+    roofline, accelerator = graph.roofline, graph.accelerator
     prefixes: dict[tuple[str, int], bytes] = {}
     pending: list[bytes] = []
     edges = 0
@@ -243,6 +245,11 @@ def _write_rows(out: _Writable, graph: TraceGraph, spill: TailSpill, rows: Seque
                 rest += encode.comm_attrs(*send_recv[row])
             except ValueError as exc:
                 raise graph.fail(row, str(exc)) from None
+        if node_type == _COMP and (accelerator is not None or roofline is not None):
+            if accelerator is not None:
+                rest = encode.without_duration(rest) if accelerator[row] else encode.as_accelerator_op(rest)
+            if roofline is not None and roofline[0][row]:
+                rest += encode.roofline_attrs(roofline[0][row], roofline[1][row])
         node_deps = deps.ids(row) if dep_count[row] else ()
         edges += len(node_deps)
         pending.append(encode.delimited_node(ids[row], prefix, ctrl_dep(row), node_deps, rest))

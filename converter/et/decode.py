@@ -17,12 +17,13 @@ import struct
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any, cast
+from typing import IO, Any, NamedTuple, cast
 
 from ..errors import TraceFormatError
 from ..schema.chakra import (
     ATTRIBUTE_FIELDS,
     GLOBAL_METADATA_FIELDS,
+    IO_FIELDS,
     NODE_FIELDS,
     WIRE_FIXED32,
     WIRE_FIXED64,
@@ -343,6 +344,59 @@ def _add_node(trace: EtTrace, message: bytes) -> None:
 
 
 _COMM_TYPES = frozenset({NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE})
+
+
+# -- a node's tail (duration, inputs, outputs), for passes over the converter's spilled tails --------
+class TailIO(NamedTuple):
+    """What a node's tail says of its work: duration and the ``str()`` of its shapes and types
+    (UTF-8 bytes, as written)."""
+
+    duration: int
+    in_shapes: bytes
+    in_types: bytes
+    out_shapes: bytes
+    out_types: bytes
+
+
+_DURATION, _INPUTS, _OUTPUTS, _ATTR = _F["duration_micros"], _F["inputs"], _F["outputs"], _F["attr"]
+_SHAPES, _TYPES = IO_FIELDS["shapes"][0], IO_FIELDS["types"][0]
+
+
+def tail_io(tail: bytes, *, duration_only: bool = False) -> TailIO:
+    """Duration, input and output shapes/types of an encoded node tail (or whole node message);
+    the values (long) are skipped, the attrs after them not read. Raises ``ValueError`` if it
+    does not decode."""
+    duration = 0
+    io = {_INPUTS: [b"", b""], _OUTPUTS: [b"", b""]}
+    try:
+        pos, end = 0, len(tail)
+        while pos < end:
+            key, pos = _varint(tail, pos)
+            number, wire = key >> 3, key & 7
+            if wire == WIRE_VARINT:
+                value, pos = _varint(tail, pos)
+                if number == _DURATION:
+                    duration = value
+                    if duration_only:
+                        break
+                continue
+            if wire != WIRE_LEN or number == _ATTR or duration_only:
+                break
+            length, pos = _varint(tail, pos)
+            if pos + length > end:
+                raise _Malformed(f"field {number} runs past the end of its message")
+            if number in io:
+                parts = io[number]
+                for sub, _, raw in _fields(tail[pos : pos + length]):
+                    if sub == _SHAPES:
+                        parts[0] = raw
+                    elif sub == _TYPES:
+                        parts[1] = raw
+            pos += length
+    except _Malformed as exc:
+        raise ValueError(str(exc)) from None
+    (in_shapes, in_types), (out_shapes, out_types) = io[_INPUTS], io[_OUTPUTS]
+    return TailIO(duration, in_shapes, in_types, out_shapes, out_types)
 
 
 def count_nodes(path: str | os.PathLike[str]) -> int:

@@ -256,3 +256,30 @@ def node_record(head_bytes: bytes, tail_bytes: bytes, comm_bytes: bytes = b"") -
     """One length-delimited ``Node`` record from its spliced pieces."""
     return wire.delimited_message(head_bytes + tail_bytes + comm_bytes)
 
+
+
+# -- roofline attributes (ASTRA-sim's compute model) and the accelerator target -------------------
+_NUM_OPS = wire.attr_name("num_ops")
+_TENSOR_SIZE = wire.attr_name("tensor_size")
+
+
+_ROOFLINE_CACHE: BoundedCache[bytes] = BoundedCache()  # (num_ops, tensor_size) -> attrs; (1, 1) most of all
+
+
+def roofline_attrs(num_ops: int, tensor_size: int) -> bytes:
+    """``num_ops`` (int64, FLOPs) and ``tensor_size`` (uint64, bytes), read by ASTRA-sim's roofline."""
+    key = (num_ops, tensor_size)
+    found = _ROOFLINE_CACHE.get(key)
+    if found is None:
+        found = _ROOFLINE_CACHE.remember(key, wire.int64_attr(_NUM_OPS, num_ops, "num_ops")
+                                         + wire.uint64_attr(_TENSOR_SIZE, tensor_size, "tensor_size"))
+    return found
+
+
+def as_accelerator_op(rest: bytes) -> bytes:
+    """A tail with its ``is_cpu_op`` true made false (the last such attribute: the one every tail
+    ends its attrs block with, before ``stream``); the same length."""
+    at = rest.rfind(_IS_CPU)
+    if at < 0:
+        return rest
+    return rest[:at] + _IS_GPU + rest[at + len(_IS_CPU):]

@@ -1,0 +1,72 @@
+"""ASTRA-sim's roofline on our ``--roofline`` output, with the real simulator (``ASTRA_SIM_HOME``).
+
+Every rank must finish (ASTRA-sim exits 0 even when a rank hangs), and each rank's compute time
+(its ``finished`` cycles less its ``exposed communication``: the time of the non-CPU compute
+nodes) must be what the roofline says of the values in the files: the sum over the nodes of
+``floor(num_ops / min(peak, bandwidth * num_ops / tensor_size))`` ns, for two peaks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench import astrasim
+from chakra_convert_fast.converter import ConvertOptions, api
+
+from .conftest import REAL_TRACES_DIR, read_et
+from .test_astra_sim import simulator  # noqa: F401  (the fixture: skips without ASTRA_SIM_HOME)
+
+GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
+BANDWIDTH_GBS = 20.0
+
+
+def roofline_ns(path: Path, peak_tflops: float, bandwidth_gbs: float) -> int:
+    """ASTRA-sim's time for the non-CPU compute nodes of a file (Workload::issue_comp, in ns)."""
+    total = 0
+    for node in read_et(path)[1]:
+        attrs: dict[str, Any] = {a.name: a for a in node.attr}
+        if node.type != 4 or attrs["is_cpu_op"].bool_val:
+            continue
+        flops, size = attrs["num_ops"].int64_val, attrs["tensor_size"].uint64_val
+        perf = min(bandwidth_gbs * 1e9 * flops / size, peak_tflops * 1e12)
+        total += int(flops / perf * 1e9)
+    return total
+
+
+def run(prefix: Path, npus: int, peak: float, workdir: Path) -> list[astrasim.RankRun]:
+    sim = astrasim.simulate(prefix, npus, workdir=workdir, system_overrides={
+        "roofline-enabled": 1, "peak-perf": peak, "local-mem-bw": BANDWIDTH_GBS})
+    assert sim.all_finished, sim.output[-3000:]
+    return sim.ranks
+
+
+def test_cpu_capture_as_accelerator_follows_the_roofline(simulator: Path, tmp_path: Path) -> None:  # noqa: F811
+    for rank in range(2):
+        api.convert_pair(GPT2 / f"rank{rank}_host.json.gz", GPT2 / f"rank{rank}_device.json.gz",
+                         tmp_path / f"gpt2.{rank}.et",
+                         ConvertOptions(astra_sim=True, roofline=True, target="accelerator"), rank=rank)
+    computed = {}
+    for peak in (0.05, 0.2):
+        ranks = run(tmp_path / "gpt2", 2, peak, tmp_path / f"sim-{peak}")
+        for rank in ranks:
+            expected = roofline_ns(tmp_path / f"gpt2.{rank.rank}.et", peak, BANDWIDTH_GBS)
+            assert rank.cycles - rank.exposed_communication == expected
+            assert rank.comm_done == {"collective": 2}  # the gradient all-reduces, simulated
+            computed[(peak, rank.rank)] = expected
+    for rank in range(2):  # 4x the peak: the compute-bound nodes take a quarter of the time
+        slow, fast = computed[(0.05, rank)], computed[(0.2, rank)]
+        assert 0.25 * slow < fast < 0.9 * slow
+
+
+def test_cpu_capture_keeps_replaying_without_the_target(simulator: Path, tmp_path: Path) -> None:  # noqa: F811
+    """--roofline alone on a CPU capture: CPU ops are replayed for their durations even with the
+    roofline enabled; the values change nothing."""
+    for rank in range(2):
+        for label, roofline in (("plain", False), ("costed", True)):
+            api.convert_pair(GPT2 / f"rank{rank}_host.json.gz", GPT2 / f"rank{rank}_device.json.gz",
+                             tmp_path / f"{label}.{rank}.et", ConvertOptions(astra_sim=True, roofline=roofline),
+                             rank=rank)
+    plain = run(tmp_path / "plain", 2, 0.1, tmp_path / "sim-plain")
+    costed = run(tmp_path / "costed", 2, 0.1, tmp_path / "sim-costed")
+    assert [r.cycles for r in plain] == [r.cycles for r in costed]
