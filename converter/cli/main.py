@@ -99,7 +99,7 @@ def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
     if not log:
         return None
     named = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged",
-                                              "comm_groups")]
+                                              "comm_groups", "input_option", "output_option")]
     for name in [str(n) for n in [*named, *getattr(args, "paths", []), *getattr(args, "files", [])] if n]:
         if api.same_file(name, log):
             return name
