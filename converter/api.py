@@ -336,18 +336,15 @@ def generate(output_dir: PathArg, options: GenerateOptions | None = None,
 
 
 def visualize(input_path: PathArg, output_path: PathArg, cut: GraphCut | None = None,
-              progress: Progress | None = None) -> VisualizeResult:
+              progress: Progress | None = None, laid_out: bool = False) -> VisualizeResult:
     """Draw a ``.et`` file as ``chakra_visualizer``'s graph, streamed: ``.dot`` or ``.graphml``
-    (``.pdf``/``.svg`` through graphviz's ``dot`` where it is installed); ``cut`` keeps an id
-    range, the neighbourhood of a node, or the collectives and what depends on them."""
-    return _visualize(os.fspath(input_path), os.fspath(output_path), cut, progress)
+    (``.pdf``/``.svg``, and with ``laid_out`` a ``.dot`` as the reference writes it, through
+    graphviz's ``dot`` where it is installed); ``cut`` keeps an id range, the neighbourhood of a
+    node, or the collectives and what depends on them."""
+    return _visualize(os.fspath(input_path), os.fspath(output_path), cut, progress, laid_out=laid_out)
 
 
 # -- roofline --
-
-
-
-
 def roofline_cost(name: str, in_shapes: Sequence[Any], in_types: Sequence[Any], out_shapes: Sequence[Any],
                   out_types: Sequence[Any]) -> Cost:
     """The roofline rules of ``--roofline`` on one op: (class, FLOPs, bytes read + written) from its

@@ -148,6 +148,9 @@ def test_pdf_and_svg_need_dot(tricky_et: Path, tmp_path: Path) -> None:
     done = _run_with_path(env_path, "visualize", tricky_et, tmp_path / "g.pdf")
     assert_one_error(done, "needs graphviz's dot", "not installed")
     assert not (tmp_path / "g.pdf").exists()
+    done = _run_with_path(env_path, "visualize", tricky_et, tmp_path / "g.dot", "--laid-out")
+    assert_one_error(done, "a laid-out .dot needs graphviz's dot")
+    assert_one_error(run_cli("visualize", tricky_et, tmp_path / "g.graphml", "--laid-out"), "for .dot outputs")
 
 
 @pytest.mark.filterwarnings("ignore::graphviz.DotSyntaxWarning")
@@ -162,6 +165,11 @@ def test_pdf_goes_through_dot(tricky_et: Path, tmp_path: Path) -> None:
     done = _run_with_path(f"{fake.parent}:{os.environ['PATH']}", "visualize", tricky_et, out / "g.svg", "-q")
     assert done.returncode == 0, done.stderr
     assert (out / "g.svg").read_text() == "options: -Tsvg\n" + reference_dot_source(tricky_et)
+    # --laid-out: the .dot chakra_visualizer writes (its source through dot -Tdot)
+    done = _run_with_path(f"{fake.parent}:{os.environ['PATH']}", "visualize", tricky_et, out / "g.dot", "--laid-out")
+    assert done.returncode == 0, done.stderr
+    assert (out / "g.dot").read_text() == "options: -Tdot\n" + reference_dot_source(tricky_et)
+    (out / "g.dot").unlink()
     fake.write_text("#!/bin/sh\necho 'Error: syntax error in line 1' >&2\nexit 3\n")
     done = _run_with_path(f"{fake.parent}:{os.environ['PATH']}", "visualize", tricky_et, out / "h.pdf")
     assert_one_error(done, "dot -Tpdf failed (status 3)", "syntax error")

@@ -102,7 +102,7 @@ def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
     if not log:
         return None
     named = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged",
-                                              "comm_groups", "timeline")]
+                                              "comm_groups", "timeline", "input_option", "output_option")]
     json_output = getattr(args, "json", None)  # simulate --json FILE (check's --json is a flag)
     if isinstance(json_output, str) and json_output != "-":
         named.append(json_output)

@@ -38,6 +38,9 @@ def add(commands: Any) -> None:
                            "within --depth hops")
     parser.add_argument("--depth", type=_node_id, metavar="N",
                         help="hops for --around (default 2) and --collectives (default 1)")
+    parser.add_argument("--laid-out", action="store_true",
+                        help="a .dot laid out by graphviz's dot (positions added), as chakra_visualizer writes "
+                             "it; needs dot (by default .dot is the graph's statements, which need nothing)")
     add_output_options(parser)
     parser.set_defaults(run=_run)
 
@@ -73,7 +76,7 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
         collectives=(1 if args.depth is None else args.depth) if args.collectives else None,
     )
     with ProgressBars(reporter.shows_progress) as bars:
-        result = api.visualize(source, target, cut, bars.progress)
+        result = api.visualize(source, target, cut, bars.progress, laid_out=args.laid_out)
     part = "" if cut.whole else f" of {result.total_nodes:,}"
     reporter.info(f"wrote {result.output_path}: {result.nodes:,}{part} nodes, {result.edges:,} edges "
                   f"({result.format})")

@@ -198,8 +198,14 @@ def decode_node(message: bytes) -> NodeRecord:
             stop = pos + length
             if stop > end:
                 raise _Malformed(f"field {key >> 3} runs past the end of its message")
-            if key == 0x52:  # attr
+            if key == 0x52:  # attr, and the attrs right after it (one-byte lengths: most of them)
                 add_attr(message[pos:stop])
+                while stop + 1 < end and message[stop] == 0x52 and message[stop + 1] < 0x80:
+                    pos = stop + 2
+                    stop = pos + message[stop + 1]
+                    if stop > end:
+                        raise _Malformed("field 10 runs past the end of its message")
+                    add_attr(message[pos:stop])
             elif key == 0x12:  # name
                 name = _text(message[pos:stop])
             elif key == 0x22 or key == 0x2A:  # ctrl_deps, data_deps (packed)

@@ -203,17 +203,22 @@ def output_format(path: str) -> str:
 
 
 def visualize(input_path: str, output_path: str, cut: Cut | None = None, progress: Progress | None = None,
-              fmt: str | None = None) -> VisualizeResult:
-    """Draw ``input_path`` (a ``.et``) as ``fmt`` (by default the output's extension)."""
+              fmt: str | None = None, laid_out: bool = False) -> VisualizeResult:
+    """Draw ``input_path`` (a ``.et``) as ``fmt`` (by default the output's extension); ``laid_out``:
+    a ``.dot`` laid out by graphviz's ``dot -Tdot``, which is what ``chakra_visualizer`` writes."""
     cut = cut or Cut()
     fmt = fmt or output_format(output_path)
     if fmt not in FORMATS:
         raise OutputError(output_path, f"unknown graph format {fmt!r}: one of {', '.join(FORMATS)}")
+    if laid_out and fmt != "dot":
+        raise ConverterError(f"laying out is for .dot outputs (.{fmt} is {'always' if fmt != 'graphml' else 'never'} "
+                             "laid out)")
     dot = None
-    if fmt in ("pdf", "svg"):
+    if fmt in ("pdf", "svg") or laid_out:
         dot = shutil.which("dot")
         if dot is None:
-            raise ConverterError(f"writing .{fmt} needs graphviz's dot, which is not installed (apt install "
+            what = "a laid-out .dot" if laid_out else f".{fmt}"
+            raise ConverterError(f"writing {what} needs graphviz's dot, which is not installed (apt install "
                                  "graphviz, or conda install graphviz); .dot and .graphml need nothing")
     check_input(input_path)
     target = check_output(output_path, input_path)
