@@ -25,7 +25,11 @@ from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, con
 from .convert.writer import Progress
 from .errors import TraceFormatError
 from .et.decode import read_et
-from .io import open_log, same_file  # the log file of the command line: appended to, never truncated; its checks
+from .io import (  # the log file of the command line: appended to, never truncated; its checks
+    open_log,
+    read_side_input,
+    same_file,
+)
 from .link.pipeline import LinkResult
 from .link.pipeline import link as _link
 from .ranks import commgroups
@@ -131,10 +135,7 @@ def check(paths: Sequence[PathArg], comm_groups: PathArg | None = None) -> Check
 
 def _read_comm_groups(path: str) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as fh:
-            groups = json.load(fh)
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+        groups = json.loads(read_side_input(path, "--comm-groups"))
     except (ValueError, RecursionError) as exc:
         raise TraceFormatError(path, f"not a JSON communicator group file: {exc}") from None
     if not isinstance(groups, dict):
@@ -146,3 +147,25 @@ def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, pre
     """Whether ``convert_all(directory, output_dir, prefix=prefix)`` could read or write ``path``
     (a trace of the directory, an output): such a path cannot be a log file."""
     return _convert_all_uses(os.fspath(path), os.fspath(directory), os.fspath(output_dir), prefix)
+
+
+# -- reliability --
+# What the command line needs to end a command truthfully: which outputs are already in place
+# when a signal comes, the last commit and its report made one step, streams a caller closed.
+from ._early import standard_descriptors  # noqa: E402
+from .errors import shown  # noqa: E402
+from .io import (  # noqa: E402
+    committed_outputs,
+    forget_committed,
+    hold_signals_after_commit,
+    release_held_signals,
+)
+
+__all__ += [
+    "committed_outputs",
+    "forget_committed",
+    "hold_signals_after_commit",
+    "release_held_signals",
+    "shown",
+    "standard_descriptors",
+]

@@ -1,11 +1,18 @@
 """How signals end a command: SIGINT, SIGTERM and SIGHUP unwind it (outputs removed, workers
-stopped) like an exception; SIGXFSZ turns a file-size limit into a write error."""
+stopped) like an exception; SIGXFSZ turns a file-size limit into a write error.
+
+Before ``main`` runs, while Python imports the package, ``converter/_early.py`` has already put a
+handler in place that ends the command with the same one line (nothing is open yet); the only
+window left with Python's default handling is the interpreter's own start (see README).
+"""
 
 from __future__ import annotations
 
 import signal
 from types import FrameType
 from typing import Any
+
+from .._early import early_handler
 
 
 class Terminated(BaseException):
@@ -43,5 +50,8 @@ def install_signal_handlers() -> dict[int, Any]:
 
 
 def restore(previous: dict[int, Any]) -> None:
+    """Put back the handlers ``install_signal_handlers`` replaced; the start-up handler of the
+    command line (which says "no output written") is not put back: the command is over, so a
+    signal now is ignored while the process exits."""
     for signum, handler in previous.items():
-        signal.signal(signum, handler)
+        signal.signal(signum, signal.SIG_IGN if handler is early_handler else handler)
