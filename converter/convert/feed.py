@@ -137,6 +137,14 @@ def _work(parent: int, inbox: Any, outbox: Any, path: str, spill_file: SpillFile
     """Worker body: read each chunk received as whole nodes; send a ChunkResult, or None when
     the chunk is not made of whole nodes or one of them has an error (this process then reads
     that part itself and reports the error with node numbers)."""
+    try:
+        _work_loop(parent, inbox, outbox, path, spill_file, keep_simulation_fields, astra_sim)
+    except Exception:  # no memory, thread or file left: the parent sees this worker die and says so
+        os._exit(1)
+
+
+def _work_loop(parent: int, inbox: Any, outbox: Any, path: str, spill_file: SpillFile, keep_simulation_fields: bool,
+               astra_sim: bool) -> None:
     become_worker(parent)  # quiet under signals, gone with its parent
     gc.disable()  # as in the first process: millions of short-lived acyclic objects
     spill = TailSpill(spill_file)
