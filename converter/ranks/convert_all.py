@@ -43,6 +43,7 @@ class MultiRankResult:
     outcomes: list[RankOutcome]
     comm_group_path: str | None  # None when every rank failed: nothing written
     comm_groups: CommGroups = field(default_factory=CommGroups)
+    ray_cluster: str | None = None  # with --ray: which cluster ran the ranks, and how it was chosen
 
     @property
     def failed(self) -> int:
@@ -94,22 +95,23 @@ def _convert_all(
     group_target = check_output(os.path.join(output_dir, COMM_GROUP_FILE))
     options = replace(options, jobs=1)  # ranks run side by side: one process each
     staging = staging_directory(output_dir)
+    cluster: list[str] = []
     try:
         tasks, outcomes = _plan(found, output_dir, staging, prefix, options, allow_mismatch)
-        for outcome in _run(tasks, jobs, ray_address):
+        for outcome in _run(tasks, jobs, ray_address, cluster.append):
             outcome = _in_place(outcome, output_dir)
             outcomes.append(outcome)
             if on_rank_done is not None:
                 on_rank_done(outcome)
         outcomes.sort(key=lambda o: o.rank)
         if not any(o.ok for o in outcomes):
-            return MultiRankResult(outcomes, None, groups)
+            return MultiRankResult(outcomes, None, groups, next(iter(cluster), None))
         commgroups.write(groups, os.path.join(staging, COMM_GROUP_FILE))
         names = [os.path.basename(o.output) for o in outcomes if o.ok and o.output]
         commit_directory(staging, output_dir, [*names, COMM_GROUP_FILE])
     finally:
         remove_staging(staging)
-    return MultiRankResult(outcomes, group_target.path, groups)
+    return MultiRankResult(outcomes, group_target.path, groups, next(iter(cluster), None))
 
 
 def _in_place(outcome: RankOutcome, output_dir: str) -> RankOutcome:
@@ -137,13 +139,14 @@ def _check_prefix(prefix: str) -> None:
         raise ConverterError(f"output prefix {prefix!r}: must be a plain file name (not empty, no '/')")
 
 
-def _run(tasks: list[_Task], jobs: int | None, ray_address: str | None) -> Iterator[RankOutcome]:
+def _run(tasks: list[_Task], jobs: int | None, ray_address: str | None,
+         on_connect: Callable[[str], None]) -> Iterator[RankOutcome]:
     """Each task's outcome as it finishes: on the Ray cluster at ``ray_address``, else in local
     worker processes, ``jobs`` at a time (a worker that dies is a failed rank)."""
     if not tasks:
         return
     if ray_address is not None:
-        yield from run_on_ray(ray_address, _convert_rank, tasks, (), _lost)
+        yield from run_on_ray(ray_address, _convert_rank, tasks, (), _lost, on_connect)
         return
     workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
     with closing(run_all(_convert_rank, tasks, workers)) as finished:
