@@ -44,6 +44,19 @@ class ConvertOptions:
     rank: int | None = None
     jobs: int | None = None
 
+    def __post_init__(self) -> None:
+        """The values the command line accepts, no others: a wrong type is a ``TypeError``, a
+        value out of range a ``ValueError``, each naming the option."""
+        for name in ("simulate", "break_cycles", "allow_missing_parents", "astra_sim"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"ConvertOptions.{name} must be a bool, got {type(getattr(self, name)).__name__}")
+        for name in ("rank", "jobs"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise TypeError(f"ConvertOptions.{name} must be an int or None, got {type(value).__name__}")
+        if self.jobs is not None and self.jobs < 1:
+            raise ValueError(f"ConvertOptions.jobs must be at least 1 (or None: one per CPU), got {self.jobs}")
+
 
 @dataclass(frozen=True)
 class RemovedEdge:
