@@ -9,7 +9,10 @@ signal is sent, and they are resumed, so the timing of the machine does not matt
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +26,7 @@ import pytest
 
 from .clirun import CLI, ERROR_PREFIX, kill_session, listing
 from .linkcases import edge_case_pair
+from .tracebuild import trace, two_threads
 
 #: A plain-JSON trace this large is read by two processes (``parallel.MIN_SPLIT_BYTES``: 48 MB).
 SPLIT_NODES = 50_000
@@ -221,3 +225,123 @@ def test_convert_all_stops_its_ranks(tmp_path: Path) -> None:
     assert_stopped_cleanly(process, stderr, signal.SIGTERM)
     assert_no_live_child(group)
     assert not out.exists() or listing(out) == []
+
+
+# -- round two: start-up, the moment after the commit, workers of every read path ---------------------
+def _catches(pid: int, signum: int) -> bool:
+    """Whether ``pid`` has a handler for ``signum`` (``SigCgt`` of /proc/PID/status)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
+def _maps(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/maps") as maps:
+            return maps.read()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_while_python_imports_the_package_is_one_line(signum: int, tmp_path: Path) -> None:
+    """The handler is in place before the package's heavy imports (msgspec, the converter): caught
+    there, the signal ends the command with its one line, not a ``KeyboardInterrupt`` traceback
+    from the middle of an import (Python's default until ``main`` ran)."""
+    (tmp_path / "in.json").write_text("{}")
+    process = subprocess.Popen([*CLI, "convert", str(tmp_path / "in.json"), str(tmp_path / "o.et")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _STARTED.append((process, [psutil.Process(process.pid)]))
+    deadline = time.monotonic() + 60
+    while not _catches(process.pid, signal.SIGTERM):  # Python itself never catches SIGTERM
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1]
+        time.sleep(0.0002)
+    os.kill(process.pid, signal.SIGSTOP)
+    importing = "msgspec" not in _maps(process.pid)
+    os.kill(process.pid, signum)
+    os.kill(process.pid, signal.SIGCONT)
+    stderr = process.communicate(timeout=60)[1]
+    assert importing, "the handler came only after the package's imports"
+    assert_stopped_cleanly(process, stderr, signum)
+    assert listing(tmp_path) == ["in.json"]
+
+
+def test_an_interrupt_after_the_commit_is_not_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the summary is printed, the output already in place: the command used to say
+    "interrupted; no output written" (130) over a replaced output. The commit and its report are
+    one step: the signal waits, and is dropped when the command is over."""
+    from chakra_convert_fast.converter import cli
+    from chakra_convert_fast.converter.cli import report
+
+    (tmp_path / "in.json").write_text(json.dumps(trace(two_threads())))
+    (tmp_path / "o.et").write_bytes(b"previous")
+    sent: list[bool] = []
+    real_info = report.Reporter.info
+
+    def interrupt_once(self: report.Reporter, message: str) -> None:
+        if not sent and (tmp_path / "o.et").read_bytes() != b"previous":
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # a signal that is not held is handled here
+        real_info(self, message)
+
+    monkeypatch.setattr(report.Reporter, "info", interrupt_once)
+    assert cli.main(["convert", str(tmp_path / "in.json"), str(tmp_path / "o.et")]) == 0
+    assert sent and (tmp_path / "o.et").read_bytes() != b"previous"
+
+
+_DRIVER = """
+import sys
+from chakra_convert_fast.converter import cli
+from chakra_convert_fast.converter.convert import feed, parallel
+from chakra_convert_fast.converter.link import pipeline
+parallel.MIN_SPLIT_BYTES, parallel.MIN_RANGE_BYTES = 1 << 20, 1 << 19  # small inputs take the worker paths
+feed.MIN_FEED_BYTES = 1 << 16
+pipeline._MIN_PARALLEL_BYTES = 1 << 16
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture(scope="module")
+def mid_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("mid") / "mid.json"
+    subprocess.run([sys.executable, "-m", "chakra_convert_fast.fixtures.generate", "--nodes", "30000",
+                    "--compact", "-o", str(path)], check=True, capture_output=True)
+    gz = path.with_suffix(".json.gz")
+    with open(path, "rb") as plain, gzip.open(gz, "wb", compresslevel=1) as packed:
+        shutil.copyfileobj(plain, packed)
+    return path
+
+
+@pytest.mark.parametrize("path", ["byte ranges", "gzip feed", "link", "convert-all"])
+def test_every_worker_is_gone_within_a_second_of_its_parent_s_death(path: str, mid_trace: Path,
+                                                                     tmp_path: Path) -> None:
+    host, device = edge_case_pair(tmp_path / "job", layers=20000, rank=0, world=2, gz=False)
+    edge_case_pair(tmp_path / "job", layers=20000, rank=1, world=2, gz=False)
+    args: list[str | Path] = {
+        "byte ranges": ["convert", mid_trace, tmp_path / "o.et", "--jobs", "2"],
+        "gzip feed": ["convert", mid_trace.with_suffix(".json.gz"), tmp_path / "o.et", "--jobs", "2"],
+        "link": ["link", "--host", host, "--device", device, tmp_path / "m.json"],
+        "convert-all": ["convert-all", tmp_path / "job", tmp_path / "out", "--jobs", "2"],
+    }[path]
+    process = subprocess.Popen([sys.executable, "-c", _DRIVER, *map(str, args)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    main = psutil.Process(process.pid)
+    _STARTED.append((process, [main]))
+    deadline = time.monotonic() + 60
+    while not main.children():
+        assert process.poll() is None, f"ended before a worker started: {process.communicate()[1]}"
+        assert time.monotonic() < deadline, "no worker started"
+        time.sleep(0.002)
+    group = [main, *main.children(recursive=True)]
+    _STARTED[-1] = (process, group)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=60)
+    killed = time.monotonic()
+    assert_no_live_child(group, within=1.0)
+    assert time.monotonic() - killed <= 1.0
