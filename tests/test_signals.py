@@ -310,7 +310,7 @@ sys.exit(cli.main(sys.argv[1:]))
 @pytest.fixture(scope="module")
 def mid_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("mid") / "mid.json"
-    subprocess.run([sys.executable, "-m", "chakra_convert_fast.fixtures.generate", "--nodes", "30000",
+    subprocess.run([sys.executable, "-m", "chakra_convert_fast.fixtures.generate", "--nodes", "8000",
                     "--compact", "-o", str(path)], check=True, capture_output=True)
     gz = path.with_suffix(".json.gz")
     with open(path, "rb") as plain, gzip.open(gz, "wb", compresslevel=1) as packed:
@@ -318,16 +318,25 @@ def mid_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """Two ranks' pairs in one directory; rank 0's host and device traces."""
+    folder = tmp_path_factory.mktemp("job")
+    host, device = edge_case_pair(folder, layers=3000, rank=0, world=2, gz=False)
+    edge_case_pair(folder, layers=3000, rank=1, world=2, gz=False)
+    return folder, host, device
+
+
 @pytest.mark.parametrize("path", ["byte ranges", "gzip feed", "link", "convert-all"])
 def test_every_worker_is_gone_within_a_second_of_its_parent_s_death(path: str, mid_trace: Path,
+                                                                     job: tuple[Path, Path, Path],
                                                                      tmp_path: Path) -> None:
-    host, device = edge_case_pair(tmp_path / "job", layers=20000, rank=0, world=2, gz=False)
-    edge_case_pair(tmp_path / "job", layers=20000, rank=1, world=2, gz=False)
+    folder, host, device = job
     args: list[str | Path] = {
         "byte ranges": ["convert", mid_trace, tmp_path / "o.et", "--jobs", "2"],
         "gzip feed": ["convert", mid_trace.with_suffix(".json.gz"), tmp_path / "o.et", "--jobs", "2"],
         "link": ["link", "--host", host, "--device", device, tmp_path / "m.json"],
-        "convert-all": ["convert-all", tmp_path / "job", tmp_path / "out", "--jobs", "2"],
+        "convert-all": ["convert-all", folder, tmp_path / "out", "--jobs", "2"],
     }[path]
     process = subprocess.Popen([sys.executable, "-c", _DRIVER, *map(str, args)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
