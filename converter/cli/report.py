@@ -159,6 +159,8 @@ class Reporter:
         self._log(logging.ERROR, message)
 
     def _log(self, level: int, message: str) -> None:
+        # names that are not UTF-8 (surrogates) as \xNN, the way errors show them
+        message = message.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         self._logger.log(level, message)
         log_file = self._log_file
         if log_file is not None and log_file.failure is not None:  # the log cannot be written: say so once
