@@ -140,10 +140,21 @@ def become_worker(parent: int) -> None:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _exit_on_signal)
     _signal_on_parent_death()
+    _quiet_stderr()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     if not _exists(parent):  # gone before the line above took effect
         raise SystemExit(128 + signal.SIGTERM)
     threading.Thread(target=_watch_parent, args=(parent, os.getppid()), name="parent-watch", daemon=True).start()
+
+
+def _quiet_stderr() -> None:
+    """A worker says nothing itself: its outcome (or its death) is reported by the parent, in the
+    command's one line. What Python would print on its own (a failure under a memory limit in a
+    queue's thread, at exit) goes to /dev/null, not between the command's messages."""
+    with suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
 
 
 def _signal_on_parent_death() -> None:
