@@ -646,7 +646,8 @@ def test_repair_of_millions_of_objects_is_bounded(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("limit", [
-    ("RLIMIT_AS", 56 << 20), ("RLIMIT_AS", 64 << 20), ("RLIMIT_AS", 80 << 20), ("RLIMIT_AS", 100 << 20),
+    ("RLIMIT_AS", 40 << 20), ("RLIMIT_AS", 48 << 20), ("RLIMIT_AS", 56 << 20),
+    ("RLIMIT_AS", 64 << 20), ("RLIMIT_AS", 80 << 20), ("RLIMIT_AS", 100 << 20),
     ("RLIMIT_NOFILE", 8), ("RLIMIT_NOFILE", 12), ("RLIMIT_NOFILE", 24),
 ], ids=lambda limit: f"{limit[0]}={limit[1]}")
 @pytest.mark.parametrize("path", ["gzip feed", "byte ranges", "link"])
