@@ -10,6 +10,7 @@ must see them at the same place (a shared file system, or an object store mounte
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
 import os
@@ -83,6 +84,9 @@ is told which cluster that is); yields outcomes as tasks finish
                  include_dashboard=False, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         raise ConverterError(f"cannot connect to {source}: {' '.join(str(exc).split())}") from None
+    except BaseException:  # a signal while connecting: end now, not after Ray's exit handler (~30 s);
+        atexit.unregister(ray.shutdown)  # what Ray started for this driver is stopped by its reaper
+        raise
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(function)
         pending = {remote.remote(task, *args): task for task in tasks}
