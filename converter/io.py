@@ -14,6 +14,18 @@
   partial output nor damages an existing file.
 * ``SpillFile``: temporary data of a command, in an unnamed file the kernel frees on any exit.
 * ``open_log``: a log file, appended to, never truncated.
+* Side files named by an option: ``check_side_input(path, option)`` (the main input's checks:
+  missing, directory, FIFO, device), ``read_side_input(path, option, limit)`` (a small file read
+  whole, at most ``SIDE_INPUT_LIMIT`` bytes), ``check_side_output(path, option, *inputs,
+  regular=False)`` (``check_output`` whose messages name the option; ``regular`` refuses devices
+  and FIFOs, for a file read back later).
+* Several outputs replaced together: ``staging_directory(outdir)``, then ``commit_directory(staging,
+  outdir, names)`` (one step signals cannot cut, modes kept), ``remove_staging`` in a ``finally``.
+* What is committed: an output is re-checked at its rename (a FIFO or device that appeared is
+  refused, never replaced), keeps the replaced file's mode (and owner, as root), and is listed by
+  ``committed_outputs()``; ``hold_signals_after_commit(n)`` (the command line) keeps
+  SIGINT/SIGTERM/SIGHUP blocked from the n-th commit on, so the last commit and the report of
+  success are one step.
 
 Every ``OSError`` of writing (no such directory, permission, read-only file system, disk full,
 file too large) is an ``OutputError`` naming the file, raised where the bytes are written.
@@ -556,6 +568,7 @@ def _commit_step() -> Iterator[None]:
     reported; they stay blocked afterwards when it was the command line's last commit."""
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
+        _run_pending_handlers()  # a signal that came just before the block is handled now, before the rename
         yield
     finally:
         hold = _HOLD["after"] and _HOLD["pid"] == os.getpid() and len(_COMMITTED) >= _HOLD["after"]
@@ -575,6 +588,10 @@ def staging_directory(output_dir: str) -> str:
 def remove_staging(staging: str) -> None:
     """Remove a staging directory and what is left in it (the outputs of a run that failed)."""
     shutil.rmtree(staging, ignore_errors=True)
+
+
+def _run_pending_handlers() -> None:
+    """Nothing: entering a Python function runs the handlers of signals already received."""
 
 
 def commit_directory(staging: str, output_dir: str, names: list[str], shown: str | None = None) -> None:
