@@ -106,7 +106,7 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
     kept = candidates[-1]
     with open_trace(source) as stream, atomic_text_output(target) as out:
         _copy_range(stream, out, kept)
-    shown = (scanner.first + candidates[:-1])[:_SHOWN] if before else candidates[:_SHOWN]
+    shown = scanner.first[:_SHOWN] if before else candidates[:-1][:_SHOWN]
     return RepairResult(source, target.path, kept, shown, scanner.last_content - kept.end, malformed,
                         before + len(candidates) - 1)
 
