@@ -94,7 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _commits(args: argparse.Namespace) -> int:
-    """How many outputs the command commits (its last commit and its report are one step)."""
+    """How many outputs the command commits (its last commit and its report are one step); 0
+    where work follows the last commit (``--simulate``), which a signal must still be able to
+    stop: it then says the output was written."""
+    if getattr(args, "simulate", False):
+        return 0
     if args.command in ("convert", "PyTorch"):
         return 2 if getattr(args, "keep_merged", None) else 1
     return 1 if args.command in ("link", "repair", "convert-all") else 0
