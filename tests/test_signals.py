@@ -364,3 +364,27 @@ def test_every_worker_is_gone_within_a_second_of_its_parent_s_death(path: str, m
     killed = time.monotonic()
     assert_no_live_child(group, within=1.0)
     assert time.monotonic() - killed <= 1.0
+
+
+def test_an_interrupt_between_two_outputs_says_which_was_written(
+    pair: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``convert --keep-merged``: interrupted once the merged trace is in place, before the .et is,
+    the command says so instead of "no output written"."""
+    import importlib
+
+    from chakra_convert_fast.converter import cli
+
+    pair_module = importlib.import_module("chakra_convert_fast.converter.ranks.pair")
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pair_module, "convert_file", interrupted)
+    host, device = pair
+    merged, out = tmp_path / "merged.json", tmp_path / "out.et"
+    status = cli.main(["convert", "--host", str(host), "--device", str(device), str(out), "--keep-merged", str(merged)])
+    assert status == 130
+    assert capsys.readouterr().err.splitlines() == [
+        f"{ERROR_PREFIX}interrupted after {merged} was written; nothing else written"]
+    assert merged.exists() and not out.exists()
