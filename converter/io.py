@@ -277,7 +277,11 @@ def check_output(path: str | os.PathLike[str], *inputs: str | os.PathLike[str]) 
             raise OutputError(path, f"is a {_kind(mode)}, not a regular file; refusing to write to it")
         if not _user_may_write(path, mode):
             raise OutputError(path, "is read-only; make it writable or remove it to replace it")
-    final = os.path.realpath(path)
+    try:
+        final = os.path.realpath(path)
+    except OSError as exc:  # a relative path, and the working directory was removed
+        raise OutputError(path, f"cannot resolve the path ({_reason(exc)}: the working directory was "
+                          "removed?); give an absolute path") from None
     directory = os.path.dirname(final)
     _check_directory(path, directory, "output directory")
     _probe(path, directory)

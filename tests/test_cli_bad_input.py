@@ -273,7 +273,7 @@ def test_a_relative_output_after_the_working_directory_is_gone(tmp_path: Path) -
     (tmp_path / "gone").mkdir()
     done = run_cli("convert", tmp_path / "in.json", "o.et", cwd=tmp_path / "gone",
                    preexec_fn=lambda: os.rmdir(os.getcwd()))
-    assert_one_error(done)
+    assert_one_error(done, "o.et: cannot resolve the path", "give an absolute path")
     assert sorted(os.listdir(tmp_path)) == ["in.json"]
 
 
