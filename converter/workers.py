@@ -108,11 +108,24 @@ def run_all(
 @contextmanager
 def signals_held() -> Iterator[None]:
     """Termination signals wait (in this thread) until the block ends; a child forked inside
-    starts with them held too, and releases them once its own handlers are set."""
+    starts with them held too, and releases them once its own handlers are set. The child also
+    starts with stderr on /dev/null: what Python prints on its own in a worker (a failure of
+    multiprocessing's start-up under a memory limit) never lands between the command's messages;
+    the parent reports a worker that died."""
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    saved = -1
     try:
+        with suppress(OSError):
+            saved = os.dup(2)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+            os.close(devnull)
         yield
     finally:
+        if saved >= 0:
+            with suppress(OSError):
+                os.dup2(saved, 2)
+            os.close(saved)
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 

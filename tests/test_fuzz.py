@@ -513,12 +513,15 @@ def _run_paths(*args: str | Path, preexec_fn: Callable[[], None] | None = None) 
 
 
 def _assert_outcome(done: Any, *expected: str) -> None:
-    """Success, or the failure contract: one line, exit 1, no traceback."""
+    """Success (the command's own summary), or the failure contract: exactly one line, exit
+    1, no traceback (a worker's own output, Python's included, never reaches stderr)."""
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
     if done.returncode == 0:
+        assert not any(line.startswith(ERROR_PREFIX) for line in lines), done.stderr
         return
-    errors = [line for line in done.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
-    assert done.returncode == 1 and len(errors) == 1, done.stderr
+    errors = [line for line in lines if line.startswith(ERROR_PREFIX)]
+    assert done.returncode == 1 and len(errors) == 1 and len(lines) == 1, done.stderr
     for text in expected:
         assert text in errors[0], errors[0]
 
