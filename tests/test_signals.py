@@ -388,3 +388,23 @@ def test_an_interrupt_between_two_outputs_says_which_was_written(
     assert capsys.readouterr().err.splitlines() == [
         f"{ERROR_PREFIX}interrupted after {merged} was written; nothing else written"]
     assert merged.exists() and not out.exists()
+
+
+def test_a_signal_handled_inside_a_finalizer_still_ends_the_command() -> None:
+    """Python drops an exception raised in ``__del__`` ("Exception ignored in ..."): a SIGTERM whose
+    handler ran in a Connection's finalizer let a conversion run to its end (exit 0). The handler
+    delivers it again outside the finalizer."""
+    from chakra_convert_fast.converter.cli.signals import Terminated, install_signal_handlers, restore
+
+    class Finalized:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            sum(range(1000))  # the handler runs here, inside the finalizer
+
+    previous = install_signal_handlers()
+    try:
+        with pytest.raises(Terminated):
+            Finalized()  # dropped at once: __del__ runs
+            time.sleep(2)
+    finally:
+        restore(previous)

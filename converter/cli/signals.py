@@ -8,7 +8,9 @@ window left with Python's default handling is the interpreter's own start (see R
 
 from __future__ import annotations
 
+import os
 import signal
+import threading
 from types import FrameType
 from typing import Any
 
@@ -24,9 +26,17 @@ class Terminated(BaseException):
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_AGAIN_SECONDS = 0.01
 
 
-def _on_signal(signum: int, _frame: FrameType | None) -> None:
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if frame is not None and frame.f_code.co_name == "__del__":
+        # Python drops an exception raised in a finalizer (it would only print "Exception ignored"
+        # and go on): the signal is delivered again in a moment, outside the finalizer
+        timer = threading.Timer(_AGAIN_SECONDS, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+        return
     ignore_stop_signals()  # a second signal must not cut the clean-up of the first short
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
