@@ -5,6 +5,7 @@
 ``convert_all`` and ``repair`` handle host + Kineto pairs and whole jobs (see ``api``).
 """
 
+from . import _early  # noqa: F401 - first: signal handling for the command line's start-up
 from .api import (
     ConversionResult,
     ConvertOptions,

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._early import standard_descriptors
 from .check.rules import CheckReport
 from .check.rules import check as _check
 from .compact.rewrite import CompactResult
@@ -33,11 +34,16 @@ from .compact.rewrite import compact_ranks as _compact_ranks
 from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.roofline import RooflineSummary
 from .convert.writer import Progress
+from .errors import shown
 from .et.decode import read_et
 from .io import (  # the log file of the command line: appended to, never truncated; its checks
     atomic_text_output,
     check_output,
+    committed_outputs,
+    forget_committed,
+    hold_signals_after_commit,
     open_log,
+    release_held_signals,
     same_file,
 )
 from .link.pipeline import LinkResult
@@ -110,6 +116,7 @@ __all__ = [
     "VisualizeResult",
     "check",
     "comm_group_path",
+    "committed_outputs",
     "compact",
     "compact_ranks",
     "convert",
@@ -117,18 +124,23 @@ __all__ = [
     "convert_all_uses",
     "convert_pair",
     "find_comm_groups",
+    "forget_committed",
     "generate",
+    "hold_signals_after_commit",
     "jsonize",
     "link",
     "op_cost",
     "open_log",
+    "release_held_signals",
     "repair",
     "roofline_cost",
     "same_file",
     "scale",
     "scale_uses",
+    "shown",
     "simulate",
     "simulate_sweep",
+    "standard_descriptors",
     "text",
     "text_uses",
     "visualize",
@@ -141,7 +153,8 @@ def convert(
     progress: Progress | None = None,
 ) -> ConversionResult:
     """Convert a merged (or host) trace, ``.json`` or ``.json.gz``, into a Chakra ``.et`` file."""
-    return convert_file(os.fspath(input_path), os.fspath(output_path), options or ConvertOptions(), progress)
+    return convert_file(_path("input_path", input_path), _path("output_path", output_path),
+                        _options(options), _callable("progress", progress))
 
 
 def convert_pair(
@@ -153,9 +166,9 @@ def convert_pair(
     the merged JSON. ``rank`` is checked against the Kineto trace's; a pair that does not belong
     together is refused unless ``allow_mismatch``."""
     return _convert_pair(
-        os.fspath(host_path), os.fspath(device_path), os.fspath(output_path), options or ConvertOptions(),
-        rank=rank, keep_merged=None if keep_merged is None else os.fspath(keep_merged),
-        allow_mismatch=allow_mismatch, progress=progress,
+        _path("host_path", host_path), _path("device_path", device_path), _path("output_path", output_path),
+        _options(options), rank=_int("rank", rank), keep_merged=_path("keep_merged", keep_merged, optional=True),
+        allow_mismatch=_bool("allow_mismatch", allow_mismatch), progress=_callable("progress", progress),
     )
 
 
@@ -165,8 +178,9 @@ def link(
 ) -> LinkResult:
     """Write the merged trace ``chakra_trace_link`` writes for this pair (``.gz`` output is gzipped);
     with ``output_path`` None, only link and check the pair."""
-    return _link(os.fspath(host_path), os.fspath(device_path), None if output_path is None else os.fspath(output_path),
-                 rank=rank, allow_mismatch=allow_mismatch)
+    return _link(_path("host_path", host_path), _path("device_path", device_path),
+                 _path("output_path", output_path, optional=True), rank=_int("rank", rank),
+                 allow_mismatch=_bool("allow_mismatch", allow_mismatch))
 
 
 def convert_all(
@@ -177,36 +191,43 @@ def convert_all(
     """Link and convert every rank in ``directory`` into ``output_dir/<prefix>.<rank>.et``, ``jobs``
     ranks at a time (or each a task on the Ray cluster at ``ray_address``, "auto" for the local one),
     and write ``<prefix>.comm_group.json``; failing ranks are reported, not raised."""
-    return _convert_all(os.fspath(directory), os.fspath(output_dir), options or ConvertOptions(), jobs=jobs,
-                        prefix=prefix, allow_mismatch=allow_mismatch, on_rank_done=on_rank_done,
-                        ray_address=ray_address)
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
+    if ray_address is not None and not isinstance(ray_address, str):
+        raise TypeError(f"ray_address must be a str or None, got {type(ray_address).__name__}")
+    return _convert_all(_path("directory", directory), _path("output_dir", output_dir), _options(options),
+                        jobs=_jobs("jobs", jobs), prefix=prefix, allow_mismatch=_bool("allow_mismatch", allow_mismatch),
+                        on_rank_done=_callable("on_rank_done", on_rank_done), ray_address=ray_address)
 
 
 def write_comm_groups(device_traces: Sequence[PathArg], output_path: PathArg) -> CommGroups:
     """Write ASTRA-sim's communicator group file for a job from its ranks' Kineto traces."""
-    return commgroups.write_for_job([os.fspath(path) for path in device_traces], os.fspath(output_path))
+    return commgroups.write_for_job(_paths("device_traces", device_traces), _path("output_path", output_path))
 
 
 def repair(input_path: PathArg, output_path: PathArg) -> RepairResult:
     """Keep the last complete JSON object of a file that holds several (``.gz`` output is gzipped)."""
-    return _repair(os.fspath(input_path), os.fspath(output_path))
+    return _repair(_path("input_path", input_path), _path("output_path", output_path))
 
 
-def check(paths: Sequence[PathArg], comm_groups: PathArg | None = None) -> CheckReport:
-    """Read ``.et`` files (one per rank, ``<prefix>.<rank>.et``) and check them, with the
-    communicator groups of ``comm_groups`` (``{"<id>": [ranks]}``), against ASTRA-sim. Without
-    ``comm_groups``, files of one prefix use that job's group file if there is one
-    (``PREFIX.comm_group.json``, else ``comm_group.json`` beside them): ``report.comm_group_path``."""
-    traces = [read_et(path) for path in paths]
-    group_path = os.fspath(comm_groups) if comm_groups is not None else _job_comm_groups(paths)
-    report = _check(traces, None if group_path is None else commgroups.read(group_path))
+def check(paths: PathArg | Sequence[PathArg], comm_groups: PathArg | None = None) -> CheckReport:
+    """Read ``.et`` files (one per rank, ``<prefix>.<rank>.et``; one path alone is one file) and
+    check them, with the communicator groups of ``comm_groups`` (``{"<id>": [ranks]}``), against
+    ASTRA-sim. Without ``comm_groups``, files of one prefix use that job's group file if there is
+    one (``PREFIX.comm_group.json``, else ``comm_group.json`` beside them): ``report.comm_group_path``."""
+    files = _paths("paths", paths)
+    given = _path("comm_groups", comm_groups, optional=True)
+    traces = [read_et(path) for path in files]
+    group_path = given if given is not None else _job_comm_groups(files)
+    report = _check(traces, None if group_path is None else
+                    commgroups.read(group_path, "--comm-groups" if given is not None else "communicator group file"))
     report.comm_group_path = group_path
     return report
 
 
-def _job_comm_groups(paths: Sequence[PathArg]) -> str | None:
+def _job_comm_groups(paths: Sequence[str]) -> str | None:
     """The group file of the job ``PREFIX.<rank>.et`` when every path is a rank of one prefix."""
-    prefixes = {m.group(1) if m else None for m in (re.fullmatch(r"(.+)\.[0-9]+\.et", os.fspath(p)) for p in paths)}
+    prefixes = {m.group(1) if m else None for m in (re.fullmatch(r"(.+)\.[0-9]+\.et", p) for p in paths)}
     prefix = prefixes.pop() if len(prefixes) == 1 else None
     return None if prefix is None else commgroups.find(prefix)
 
@@ -214,7 +235,8 @@ def _job_comm_groups(paths: Sequence[PathArg]) -> str | None:
 def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, prefix: str = "trace") -> bool:
     """Whether ``convert_all(directory, output_dir, prefix=prefix)`` could read or write ``path``
     (a trace of the directory, an output): such a path cannot be a log file."""
-    return _convert_all_uses(os.fspath(path), os.fspath(directory), os.fspath(output_dir), prefix)
+    return _convert_all_uses(_path("path", path), _path("directory", directory), _path("output_dir", output_dir),
+                             prefix)
 
 
 # -- scale --
@@ -351,3 +373,61 @@ def roofline_cost(name: str, in_shapes: Sequence[Any], in_types: Sequence[Any], 
     recorded shapes and types (``schema/opcost.py``); raises ``ValueError`` (``BadShapes``) when
     they cannot be read. ``ConvertOptions(roofline=True, target="accelerator")`` writes them."""
     return op_cost(name, in_shapes, in_types, out_shapes, out_types)
+
+
+# -- argument checks --
+# Every entry point checks its arguments: a wrong type is a TypeError naming the argument, a bad
+# value a ValueError (or the package's error), the same values the command line refuses.
+def _path(name: str, value: Any, *, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        if isinstance(path, str):
+            return path
+    raise TypeError(f"{name} must be a path (str or os.PathLike[str]), got {type(value).__name__}")
+
+
+def _paths(name: str, value: Any) -> list[str]:
+    """A list of paths; one path alone (a str is not taken letter by letter) is a list of one."""
+    if isinstance(value, (str, os.PathLike)):
+        return [_path(name, value)]
+    if isinstance(value, (bytes, dict)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be a path or a list of paths, got {type(value).__name__}")
+    paths = [_path(f"{name}[{k}]", item) for k, item in enumerate(value)]
+    if not paths:
+        raise ValueError(f"{name}: no file given")
+    return paths
+
+
+def _options(value: Any) -> ConvertOptions:
+    if value is None:
+        return ConvertOptions()
+    if not isinstance(value, ConvertOptions):
+        raise TypeError(f"options must be a ConvertOptions or None, got {type(value).__name__}")
+    return value
+
+
+def _int(name: str, value: Any) -> Any:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise TypeError(f"{name} must be an int or None, got {type(value).__name__}")
+    return value
+
+
+def _jobs(name: str, value: Any) -> Any:
+    _int(name, value)
+    if value is not None and value < 1:
+        raise ValueError(f"{name} must be at least 1 (or None: one per CPU), got {value}")
+    return value
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def _callable(name: str, value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise TypeError(f"{name} must be callable or None, got {type(value).__name__}")
+    return value

@@ -19,6 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
+def shown(path: str) -> str:
+    """A path as a message shows it, on one line: bytes that are not UTF-8 (kept by Python as
+    surrogates) as ``\\xNN``, control characters (a newline in a name) as escapes."""
+    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
 class ConverterError(Exception):
     """Base class: a problem the user can fix, reported as one line."""
 
@@ -30,7 +39,7 @@ class _FileProblem(ConverterError):
     def __init__(self, path: str, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
-        super().__init__(f"{self.path}: {problem}" if self.path else problem)
+        super().__init__(f"{shown(self.path)}: {problem}" if self.path else problem)
 
 
 class TraceFormatError(_FileProblem):

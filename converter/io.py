@@ -14,6 +14,18 @@
   partial output nor damages an existing file.
 * ``SpillFile``: temporary data of a command, in an unnamed file the kernel frees on any exit.
 * ``open_log``: a log file, appended to, never truncated.
+* Side files named by an option: ``check_side_input(path, option)`` (the main input's checks:
+  missing, directory, FIFO, device), ``read_side_input(path, option, limit)`` (a small file read
+  whole, at most ``SIDE_INPUT_LIMIT`` bytes), ``check_side_output(path, option, *inputs,
+  regular=False)`` (``check_output`` whose messages name the option; ``regular`` refuses devices
+  and FIFOs, for a file read back later).
+* Several outputs replaced together: ``staging_directory(outdir)``, then ``commit_directory(staging,
+  outdir, names)`` (one step signals cannot cut, modes kept), ``remove_staging`` in a ``finally``.
+* What is committed: an output is re-checked at its rename (a FIFO or device that appeared is
+  refused, never replaced), keeps the replaced file's mode (and owner, as root), and is listed by
+  ``committed_outputs()``; ``hold_signals_after_commit(n)`` (the command line) keeps
+  SIGINT/SIGTERM/SIGHUP blocked from the n-th commit on, so the last commit and the report of
+  success are one step.
 
 Every ``OSError`` of writing (no such directory, permission, read-only file system, disk full,
 file too large) is an ``OutputError`` naming the file, raised where the bytes are written.
@@ -25,6 +37,8 @@ import errno
 import gzip
 import io
 import os
+import shutil
+import signal
 import stat
 import tempfile
 import zlib
@@ -43,6 +57,7 @@ _TMPFILE = getattr(os, "O_TMPFILE", 0)
 _PROC_FD = "/proc/self/fd"  # where an unnamed file can be given a name (linkat)
 #: Errors that mean "this path names no file" rather than "this file cannot be used".
 _MISSING = (errno.ENOENT, errno.ENOTDIR)
+_STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 # -- reading --------------------------------------------------------------------------------------
@@ -167,6 +182,59 @@ def _open_regular_file(path: str) -> int:
     return fd
 
 
+# -- side inputs: files named by an option ---------------------------------------------------------
+#: The most a side input (``--comm-groups``, a configuration) may hold: it is read whole.
+SIDE_INPUT_LIMIT = 64 << 20
+
+
+def check_side_input(path: str | os.PathLike[str], option: str) -> None:
+    """Raise a ``TraceFormatError`` naming ``option`` where ``path`` cannot be read as an input:
+    the same checks as the main input (missing, a directory, a FIFO or device, unreadable)."""
+    os.close(_open_side_input(os.fspath(path), option))
+
+
+def read_side_input(path: str | os.PathLike[str], option: str, limit: int = SIDE_INPUT_LIMIT) -> bytes:
+    """The whole content of a small input named by ``option`` (a regular file of at most ``limit``
+    bytes: a FIFO, a device or a huge file is refused, never waited on nor read without end)."""
+    path = os.fspath(path)
+    fd = _open_side_input(path, option)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise TraceFormatError(path, f"{option}: {size:,} bytes; more than the {limit:,} such a file may hold")
+        with open(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise TraceFormatError(path, f"{option}: cannot read: {_reason(exc)}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise TraceFormatError(path, f"{option}: more than the {limit:,} bytes such a file may hold")
+    return data
+
+
+def _open_side_input(path: str, option: str) -> int:
+    try:
+        return _open_regular_file(path)
+    except TraceFormatError as exc:
+        problem = exc.problem.replace(": save the trace to a file first", "")
+        raise TraceFormatError(exc.path, f"{option}: {problem}") from None
+
+
+def check_side_output(path: str | os.PathLike[str], option: str, *inputs: str | os.PathLike[str],
+                      regular: bool = False) -> OutputTarget:
+    """``check_output`` for a file named by ``option`` (its messages name the option); with
+    ``regular``, a device or FIFO is refused too (the file is read back after it is written)."""
+    try:
+        target = check_output(path, *inputs)
+    except OutputError as exc:
+        raise OutputError(exc.path, f"{option}: {exc.problem}") from None
+    if regular and target.write_through:
+        raise OutputError(target.path, f"{option}: a {_kind(os.stat(target.path).st_mode)} cannot hold it "
+                          "(it is read back after it is written); name a regular file")
+    return target
+
+
 # -- where an output goes -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class OutputTarget:
@@ -195,6 +263,8 @@ def check_output(path: str | os.PathLike[str], *inputs: str | os.PathLike[str]) 
     path = os.fspath(path)
     if not path:
         raise OutputError("", "the output path is empty")
+    if path.endswith(("/", os.sep)) or os.path.basename(path) in (".", ".."):
+        raise OutputError(path, "names a directory (it ends in '/'); name a file to write")
     found = _stat(path, path)
     if found is not None:
         _refuse_inputs(path, found, inputs)
@@ -207,7 +277,11 @@ def check_output(path: str | os.PathLike[str], *inputs: str | os.PathLike[str]) 
             raise OutputError(path, f"is a {_kind(mode)}, not a regular file; refusing to write to it")
         if not _user_may_write(path, mode):
             raise OutputError(path, "is read-only; make it writable or remove it to replace it")
-    final = os.path.realpath(path)
+    try:
+        final = os.path.realpath(path)
+    except OSError as exc:  # a relative path, and the working directory was removed
+        raise OutputError(path, f"cannot resolve the path ({_reason(exc)}: the working directory was "
+                          "removed?); give an absolute path") from None
     directory = os.path.dirname(final)
     _check_directory(path, directory, "output directory")
     _probe(path, directory)
@@ -421,16 +495,26 @@ def _name_unnamed(fd: int, name: str) -> None:
 
 
 def _publish(fd: int, temp: str, target: OutputTarget) -> None:
-    """Put the finished file in place of the target: name it if it has no name, then rename."""
+    """Put the finished file in place of the target: name it if it has no name, then rename.
+
+    The target is looked at again at this moment: a FIFO, device or directory that appeared
+    while the command ran is refused, never replaced; an existing file keeps its mode (and, for
+    root, its owner and group), as ``sed -i`` and editors do. The rename is one step signals
+    cannot cut (``_commit_step``)."""
     directory, name = os.path.split(target.final)
     named = ""
     try:
-        if temp:
-            os.chmod(temp, 0o666 & ~_umask())
-        else:
+        existing = _stat(target.final, target.path)
+        if existing is not None and not stat.S_ISREG(existing.st_mode):
+            raise OutputError(target.path, f"became a {_kind(existing.st_mode)} while the command ran; "
+                              "not replaced (nothing written)")
+        _keep_attributes(fd, existing)
+        if not temp:
             named = temp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
             _name_unnamed(fd, named)
-        os.replace(temp, target.final)
+        with _commit_step():
+            os.replace(temp, target.final)
+            _COMMITTED.append(target.path)
     except BaseException as exc:
         if named:
             with suppress(OSError):
@@ -440,21 +524,134 @@ def _publish(fd: int, temp: str, target: OutputTarget) -> None:
         raise
 
 
+def _keep_attributes(fd: int, existing: os.stat_result | None) -> None:
+    """The new file gets the replaced file's permission bits (and, where this process may set
+    them, its owner and group); a new output gets the usual ``0666 & ~umask``."""
+    if existing is None:
+        os.fchmod(fd, 0o666 & ~_umask())
+        return
+    if os.geteuid() == 0 and (existing.st_uid, existing.st_gid) != (os.geteuid(), os.getegid()):
+        with suppress(OSError):
+            os.fchown(fd, existing.st_uid, existing.st_gid)
+    os.fchmod(fd, stat.S_IMODE(existing.st_mode))
+
+
+#: Outputs committed (renamed into place) by this process, in order: once an output is in
+#: place, an interrupt can no longer undo it, so the command line reports it as written.
+_COMMITTED: list[str] = []
+_HOLD: dict[str, int] = {"after": 0, "pid": 0}
+
+
+def committed_outputs() -> list[str]:
+    """The outputs this process has put in place so far (see ``forget_committed``)."""
+    return list(_COMMITTED)
+
+
+def forget_committed() -> None:
+    """Start a new command: no output committed yet, no signal held."""
+    _COMMITTED.clear()
+    _HOLD.update(after=0, pid=0)
+
+
+def hold_signals_after_commit(after: int) -> None:
+    """The command line, whose last step is committing its ``after``-th output: from that
+    output's rename on, SIGINT/SIGTERM/SIGHUP stay blocked in this process (not in workers it
+    forks) until ``release_held_signals``, so the rename and the report of success are one step.
+    0: never held (a library caller keeps its signals)."""
+    _HOLD.update(after=after, pid=os.getpid())
+
+
+def release_held_signals() -> None:
+    """Unblock the termination signals held since the last commit."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
+@contextmanager
+def _commit_step() -> Iterator[None]:
+    """A rename (or several) with termination signals blocked, so it is never half done nor half
+    reported; they stay blocked afterwards when it was the command line's last commit."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        _run_pending_handlers()  # a signal that came just before the block is handled now, before the rename
+        yield
+    finally:
+        hold = _HOLD["after"] and _HOLD["pid"] == os.getpid() and len(_COMMITTED) >= _HOLD["after"]
+        if not hold:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def staging_directory(output_dir: str) -> str:
+    """A new hidden directory in ``output_dir`` where a command that writes several outputs puts
+    them until ``commit_directory`` moves them in together (remove it with ``remove_staging``)."""
+    try:
+        return tempfile.mkdtemp(dir=output_dir, prefix=".chakra-staging-")
+    except OSError as exc:
+        raise OutputError(output_dir, f"cannot write in it: {_reason(exc)}") from None
+
+
+def remove_staging(staging: str) -> None:
+    """Remove a staging directory and what is left in it (the outputs of a run that failed)."""
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _run_pending_handlers() -> None:
+    """Nothing: entering a Python function runs the handlers of signals already received."""
+
+
+def commit_directory(staging: str, output_dir: str, names: list[str], shown: str | None = None) -> None:
+    """Move the files ``names`` of ``staging`` into ``output_dir`` (same file system) together, in
+    one step that signals cannot cut: each replaced file keeps its mode (and owner, for root), and
+    nothing is moved if any destination is not a regular file (a FIFO, device or directory)."""
+    moves = []
+    for name in names:
+        destination = os.path.join(output_dir, name)
+        existing = _stat(destination, destination)
+        if existing is not None and not stat.S_ISREG(existing.st_mode):
+            raise OutputError(destination, f"is a {_kind(existing.st_mode)}; not replaced (nothing written)")
+        source = os.path.join(staging, name)
+        try:
+            fd = os.open(source, os.O_RDONLY | _CLOEXEC)
+            try:
+                _keep_attributes(fd, existing)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise OutputError(destination, f"cannot write: {_reason(exc)}") from None
+        moves.append((source, destination))
+    try:
+        with _commit_step():
+            for source, destination in moves:
+                os.replace(source, destination)
+            _COMMITTED.append(shown or output_dir)
+    except OSError as exc:
+        raise OutputError(output_dir, f"cannot write: {_reason(exc)}") from None
+
+
 def _open_in_place(target: OutputTarget) -> int:
     """A character device or FIFO opened for writing, neither created nor truncated."""
     try:
         # O_NONBLOCK: a FIFO nobody reads is an error (ENXIO), not a wait forever
         fd = os.open(target.path, os.O_WRONLY | _CLOEXEC | _NONBLOCK)
     except OSError as exc:
-        if exc.errno == errno.ENXIO:
-            raise OutputError(target.path, "is a FIFO that no process is reading") from None
-        raise OutputError(target.path, f"cannot open: {_reason(exc)}") from None
+        raise OutputError(target.path, _in_place_problem(target.path, exc)) from None
     mode = os.fstat(fd).st_mode
     if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):  # replaced since it was checked
         os.close(fd)
         raise OutputError(target.path, "changed while the command ran; run it again")
     os.set_blocking(fd, True)
     return fd
+
+
+def _in_place_problem(path: str, exc: OSError) -> str:
+    """Why a device or FIFO could not be opened for writing, in words that fit what it is."""
+    found = None
+    with suppress(OSError, ValueError):
+        found = os.stat(path)
+    if exc.errno == errno.ENXIO and found is not None and stat.S_ISFIFO(found.st_mode):
+        return "is a FIFO that no process is reading"
+    if exc.errno == errno.ENXIO:
+        return "is a device that is not there (a terminal that was closed?)"
+    return f"cannot open: {_reason(exc)}"
 
 
 def _umask() -> int:
@@ -533,4 +730,4 @@ def open_log(path: str) -> IO[str]:
         raise OutputError(path, f"cannot open the log file: {_reason(exc)}") from None
     os.set_blocking(fd, True)
     return io.TextIOWrapper(io.BufferedWriter(_Sink(fd, path, what="the log file")), encoding="utf-8",
-                            line_buffering=True)
+                            errors="backslashreplace", line_buffering=True)

@@ -27,6 +27,7 @@ import io
 import json
 import os
 import re
+import sys
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -235,6 +236,9 @@ class JsonObjectStream:
             except RecursionError:  # the scanner recurses once per level of nesting
                 raise self._fail(self._at("JSON nested too deeply to read (arrays or objects inside "
                                           "each other, hundreds of levels)")) from None
+            except ValueError:  # int(): Python's limit on the digits of a number it converts
+                raise self._fail(self._at("a number too long to read (an integer of more than "
+                                          f"{sys.get_int_max_str_digits():,} digits)")) from None
             if end > len(self._buf) - _CUT_MARGIN and not self._eof:  # a number may go on ("1" of "1e+5")
                 self._fill()
                 continue

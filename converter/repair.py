@@ -20,6 +20,7 @@ from __future__ import annotations
 import codecs
 import os
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -28,6 +29,11 @@ from .io import TraceFile, atomic_text_output, check_input, check_output, open_t
 from .jsonstream import JsonObjectStream
 
 _CHUNK = 1 << 20
+#: The complete objects kept as candidates (the last ones: the kept object is the last that
+#: reads as a trace), and listed in the summary (the first ones): memory and the message stay
+#: bounded however many objects a file holds.
+_CANDIDATES = 1024
+_SHOWN = 5
 _OUTSIDE = rb"[ \t\n\r\[\],:0-9+\-.aefilnrstuyEIN]"  # what JSON allows outside strings but braces
 _PLAIN = rb'[^"\\\x00-\x1f]'  # in a string: anything but its end, an escape, a control character
 #: What lies between braces: JSON's characters and whole, well-formed strings. Written so that
@@ -56,15 +62,22 @@ class RepairResult:
     input_path: str
     output_path: str
     kept: Span
-    dropped: list[Span] = field(default_factory=list)  # complete objects before the kept one
+    dropped: list[Span] = field(default_factory=list)  # the first few complete objects before the kept one
     trailing_bytes: int = 0  # an incomplete object (or garbage) after the kept one
     malformed: int = 0  # balanced objects skipped because they are not JSON traces
+    dropped_count: int = -1  # how many complete objects precede the kept one (-1: len(dropped))
+
+    @property
+    def dropped_objects(self) -> int:
+        return len(self.dropped) if self.dropped_count < 0 else self.dropped_count
 
     def describe(self) -> str:
-        parts = [f"kept object {len(self.dropped) + 1} ({self.kept.size} bytes)"]
-        if self.dropped:
-            sizes = ", ".join(f"{s.size} bytes at {s.start}" for s in self.dropped)
-            parts.append(f"dropped {len(self.dropped)} earlier complete object(s) ({sizes})")
+        count = self.dropped_objects
+        parts = [f"kept object {count + 1} ({self.kept.size} bytes)"]
+        if count:
+            sizes = ", ".join(f"{s.size} bytes at {s.start}" for s in self.dropped[:_SHOWN])
+            more = f", and {count - _SHOWN:,} more" if count > _SHOWN else ""
+            parts.append(f"dropped {count:,} earlier complete object(s) ({sizes}{more})")
         if self.trailing_bytes:
             parts.append(f"dropped {self.trailing_bytes} trailing bytes of an incomplete object")
         if self.malformed:
@@ -81,17 +94,21 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
     with open_trace(source) as stream:
         while chunk := stream.read(_CHUNK):
             scanner.feed(chunk)
-    candidates, malformed = scanner.spans, scanner.malformed
+    candidates, malformed = list(scanner.spans), scanner.malformed
+    before = scanner.count - len(candidates)  # complete objects no longer listed (only counted)
     while candidates and not _is_trace(source, candidates[-1]):
         candidates.pop()
         malformed += 1
     if not candidates:
-        raise TraceFormatError(source, "holds no complete JSON object to keep "
+        where = f" among the last {_CANDIDATES:,} objects" if before else ""
+        raise TraceFormatError(source, f"holds no complete JSON object to keep{where} "
                                        "(a trace: an object with a 'nodes' or 'traceEvents' array)")
     kept = candidates[-1]
     with open_trace(source) as stream, atomic_text_output(target) as out:
         _copy_range(stream, out, kept)
-    return RepairResult(source, target.path, kept, candidates[:-1], scanner.last_content - kept.end, malformed)
+    shown = scanner.first[:_SHOWN] if before else candidates[:-1][:_SHOWN]
+    return RepairResult(source, target.path, kept, shown, scanner.last_content - kept.end, malformed,
+                        before + len(candidates) - 1)
 
 
 def _is_trace(path: str, span: Span) -> bool:
@@ -115,7 +132,9 @@ class _Scanner:
     chunks' boundaries (a string, an escape, an object may be cut anywhere)."""
 
     def __init__(self) -> None:
-        self.spans: list[Span] = []  # complete, well-formed objects
+        self.spans: deque[Span] = deque(maxlen=_CANDIDATES)  # the last complete, well-formed objects
+        self.first: list[Span] = []  # the first few of them (for the summary)
+        self.count = 0  # how many there were
         self.malformed = 0
         self.last_content = 0  # where non-blank content ends
         self._base = 0  # offset of the current chunk
@@ -168,7 +187,11 @@ class _Scanner:
             self._depth -= 1
             if self._depth == 0:
                 if self._well_formed:
-                    self.spans.append(Span(self._start, self._base + pos + 1))
+                    span = Span(self._start, self._base + pos + 1)
+                    self.spans.append(span)
+                    self.count += 1
+                    if len(self.first) < _SHOWN:
+                        self.first.append(span)
                 else:
                     self.malformed += 1
         else:  # not JSON text (or a stray '}' between objects)

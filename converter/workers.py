@@ -10,6 +10,7 @@ reaches it before its own handlers are in place.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -28,7 +29,8 @@ Task = TypeVar("Task")
 #: The signals a worker handles itself, held while one starts.
 _SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 _WATCH_SECONDS = 0.2  # how often a worker checks that its parent lives
-_GRACE_SECONDS = 5.0  # after asking itself to stop, how long a worker waits before it just exits
+_GRACE_SECONDS = 0.5  # after asking itself to stop, how long a worker waits before it just exits
+_PR_SET_PDEATHSIG = 1  # prctl(2): a signal this process gets when its parent dies
 _STOP_SECONDS = 5.0  # how long ``Worker.stop`` waits for SIGTERM before it sends SIGKILL
 
 
@@ -106,18 +108,34 @@ def run_all(
 @contextmanager
 def signals_held() -> Iterator[None]:
     """Termination signals wait (in this thread) until the block ends; a child forked inside
-    starts with them held too, and releases them once its own handlers are set."""
+    starts with them held too, and releases them once its own handlers are set. The child also
+    starts with stderr on /dev/null: what Python prints on its own in a worker (a failure of
+    multiprocessing's start-up under a memory limit) never lands between the command's messages;
+    the parent reports a worker that died."""
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    saved = -1
     try:
+        with suppress(OSError):
+            saved = os.dup(2)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+            os.close(devnull)
         yield
     finally:
+        if saved >= 0:
+            with suppress(OSError):
+                os.dup2(saved, 2)
+            os.close(saved)
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _run(parent: int, receiver: Connection, sender: Connection, function: Callable[..., Any],
          args: tuple[Any, ...]) -> None:
     """The worker's body: its signal handling and parent watch, the call, the result sent back."""
-    become_worker(parent)
+    try:
+        become_worker(parent)
+    except Exception:  # no thread or memory left: the parent sees this worker die, and says so
+        os._exit(1)
     receiver.close()  # the parent's end: holding it, a send to a dead parent would wait forever
     try:
         outcome = function(*args)
@@ -134,8 +152,30 @@ def become_worker(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _exit_on_signal)
+    _signal_on_parent_death()
+    _quiet_stderr()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+    if not _exists(parent):  # gone before the line above took effect
+        raise SystemExit(128 + signal.SIGTERM)
     threading.Thread(target=_watch_parent, args=(parent, os.getppid()), name="parent-watch", daemon=True).start()
+
+
+def _quiet_stderr() -> None:
+    """A worker says nothing itself: its outcome (or its death) is reported by the parent, in the
+    command's one line. What Python would print on its own (a failure under a memory limit in a
+    queue's thread, at exit) goes to /dev/null, not between the command's messages."""
+    with suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+
+def _signal_on_parent_death() -> None:
+    """Linux: SIGTERM as soon as the parent dies (the watch thread is the portable fallback, and
+    ends the worker if SIGTERM does not)."""
+    with suppress(OSError, AttributeError, TypeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
-from contextlib import suppress
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,10 +36,10 @@ class Hang(AssertionError):
 
 
 def run_cli(*args: str | Path, timeout: float = 120, preexec_fn: Callable[[], None] | None = None,
-            cwd: Path | None = None) -> Done:
+            cwd: Path | None = None, env: dict[str, str] | None = None) -> Done:
     with subprocess.Popen(
         [*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True, preexec_fn=preexec_fn, cwd=cwd,
+        start_new_session=True, preexec_fn=preexec_fn, cwd=cwd, env=env, errors="backslashreplace",
     ) as process:
         try:
             out, err = process.communicate(timeout=timeout)
@@ -89,3 +91,32 @@ def obey_file_modes() -> Callable[[], None] | None:
                 raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
     return drop
+
+
+NOBODY = 65534
+
+
+def as_nobody() -> Callable[[], None] | None:
+    """A ``preexec_fn`` running the command as the unprivileged user ``nobody`` where the tests run
+    as root (None otherwise: the tests' user is unprivileged already)."""
+    if os.geteuid() != 0:
+        return None
+
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+
+    return drop
+
+
+@contextmanager
+def shared_directory() -> Iterator[Path]:
+    """A fresh directory under /tmp that ``nobody`` may use too (the tests' temporary directories
+    are private to their user), removed afterwards."""
+    shared = Path(tempfile.mkdtemp(prefix="chakra-hostile-", dir="/tmp"))
+    shared.chmod(0o777)
+    try:
+        yield shared
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import socket
 import subprocess
-import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from chakra_convert_fast.converter import api
+from chakra_convert_fast.converter.errors import ConverterError
+
+from .clirun import CLI, ERROR_PREFIX, assert_one_error, run_cli
 from .conftest import REAL_TRACES_DIR
 from .linkcases import edge_case_pair
 from .tracebuild import cyclic_nodes, op, trace, two_threads
@@ -67,11 +73,6 @@ CASES: dict[str, tuple[Callable[[Path], None] | None, str]] = {
     "dependency on a missing node": (_json(_missing_dependency()), "depends on node 777, which is not in the trace"),
     "cycle": (_json(trace(cyclic_nodes())), "dependency cycle"),
 }
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chakra_convert_fast.converter", *args],
-        capture_output=True, text=True, check=False)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -186,3 +187,150 @@ def test_a_malformed_host_node_is_refused_by_link_and_convert(
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert str(host) in done.stderr and "node #5" in done.stderr and problem in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+# -- round two: side inputs, closed streams, names, the API ------------------------------------------
+@pytest.fixture
+def et_file(tmp_path: Path) -> Path:
+    (tmp_path / "in.json").write_text(json.dumps(GOOD))
+    done = run_cli("convert", tmp_path / "in.json", tmp_path / "t.0.et")
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "t.0.et"
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (_fifo, "--comm-groups: is a FIFO, not a regular file"),
+        (lambda path: Path("/dev/zero"), "--comm-groups: is a character device, not a regular file"),
+        (lambda path: path.parent, "--comm-groups: is a directory"),
+        (lambda path: path, "--comm-groups: no such file"),
+    ],
+    ids=["FIFO without a writer", "/dev/zero", "a directory", "missing"],
+)
+def test_comm_groups_is_an_input_like_any_other(make: Callable[[Path], Path], expected: str, et_file: Path) -> None:
+    """A FIFO with no writer used to block forever, /dev/zero to be read until memory ran out."""
+    groups = make(et_file.parent / "groups.json")
+    assert_one_error(run_cli("check", et_file, "--comm-groups", groups, timeout=30), expected)
+
+
+def test_a_huge_comm_groups_file_is_refused_unread(et_file: Path) -> None:
+    huge = et_file.parent / "huge.json"
+    with open(huge, "wb") as fh:
+        fh.truncate(65 << 20)  # sparse: no disk used
+    assert_one_error(run_cli("check", et_file, "--comm-groups", huge), "--comm-groups: 68,157,440 bytes")
+
+
+def _close_stderr() -> None:
+    os.close(2)
+
+
+def test_a_command_with_stderr_closed_works(et_file: Path) -> None:
+    """``2>&-``: every command used to exit 1 without doing anything."""
+    out = et_file.parent / "again.et"
+    done = run_cli("convert", et_file.parent / "in.json", out, preexec_fn=_close_stderr)
+    assert done.returncode == 0 and out.read_bytes() == et_file.read_bytes()
+    failed = run_cli("convert", et_file.parent / "missing.json", out, preexec_fn=_close_stderr)
+    assert failed.returncode == 1 and failed.stderr == ""
+
+
+def test_a_name_that_is_not_utf8_is_shown_escaped(tmp_path: Path) -> None:
+    """With ``--log-filename``, such a name turned a success into exit 1 (UnicodeEncodeError)."""
+    source = os.fsencode(tmp_path) + b"/in\xff.json"
+    with open(source, "w") as fh:
+        fh.write(json.dumps(GOOD))
+    name = os.fsdecode(source)
+    output = os.fsdecode(os.fsencode(tmp_path) + b"/o\xff.et")
+    done = run_cli("--log-filename", tmp_path / "log", "convert", name, output)
+    assert done.returncode == 0, done.stderr
+    assert "o\\xff.et" in (tmp_path / "log").read_text() and "o\\xff.et" in done.stderr
+    line = assert_one_error(run_cli("convert", name, f"{tmp_path}/o.et/"), "names a directory")
+    failed = run_cli("convert", os.fsdecode(os.fsencode(tmp_path) + b"/gone\xff.json"), tmp_path / "o2.et")
+    assert "gone\\xff.json: no such file" in assert_one_error(failed), line
+
+
+def test_a_newline_in_a_name_keeps_the_error_on_one_line(tmp_path: Path) -> None:
+    line = assert_one_error(run_cli("convert", tmp_path / "two\nlines.json", tmp_path / "o.et"), "no such file")
+    assert "two\\nlines.json" in line
+
+
+def test_a_full_stdout_is_one_error(et_file: Path) -> None:
+    with open("/dev/full", "w") as full:
+        process = subprocess.run([*CLI, "check", str(et_file), "--json"], stdout=full, stderr=subprocess.PIPE,
+                                 text=True, timeout=60)
+    assert "Traceback" not in process.stderr and "Exception ignored" not in process.stderr, process.stderr
+    assert process.returncode == 1
+    assert ERROR_PREFIX + "cannot write to standard output: No space left on device" in process.stderr.splitlines()
+
+
+def test_a_relative_output_after_the_working_directory_is_gone(tmp_path: Path) -> None:
+    (tmp_path / "in.json").write_text(json.dumps(GOOD))
+    (tmp_path / "gone").mkdir()
+    done = run_cli("convert", tmp_path / "in.json", "o.et", cwd=tmp_path / "gone",
+                   preexec_fn=lambda: os.rmdir(os.getcwd()))
+    assert_one_error(done, "o.et: cannot resolve the path", "give an absolute path")
+    assert sorted(os.listdir(tmp_path)) == ["in.json"]
+
+
+def test_convert_usage_shows_one_input_and_one_output() -> None:
+    done = run_cli("convert")
+    assert done.returncode == 2
+    usage = done.stderr.split("error:")[0]
+    assert "OUTPUT ..." not in usage and "[[INPUT]" not in usage, usage
+    assert "INPUT OUTPUT" in usage and "--host HOST --device DEVICE OUTPUT" in usage
+
+
+def test_an_unreachable_ray_address_from_the_environment_fails_in_seconds(tmp_path: Path) -> None:
+    """``--ray`` without an address follows ray.init(): RAY_ADDRESS first; it gets the same
+    connection check as an explicit address (it used to wait ~10 minutes printing Ray's logs)."""
+    edge_case_pair(tmp_path / "job", layers=3, rank=0, world=1)
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    started = time.monotonic()
+    done = run_cli("convert-all", tmp_path / "job", tmp_path / "out", "--ray", timeout=120,
+                   env={**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}"})
+    assert_one_error(done, f"cannot connect to the Ray cluster at 127.0.0.1:{port} (RAY_ADDRESS)")
+    assert time.monotonic() - started < 60
+    assert not (tmp_path / "out").exists()
+
+
+# -- the Python API: arguments checked at the entry points ----------------------------------------------
+@pytest.mark.parametrize(
+    ("call", "error", "text"),
+    [
+        (lambda p: api.convert(1, p / "o.et"), TypeError, "input_path must be a path"),
+        (lambda p: api.convert(p / "in.json", p / "o.et", options="fast"), TypeError, "options must be"),
+        (lambda p: api.convert(p / "in.json", p / "o.et", progress=3), TypeError, "progress must be callable"),
+        (lambda p: api.convert(b"in.json", p / "o.et"), TypeError, "input_path must be a path"),
+        (lambda p: api.ConvertOptions(jobs=0), ValueError, "jobs must be at least 1"),
+        (lambda p: api.ConvertOptions(simulate="yes"), TypeError, "simulate must be a bool"),
+        (lambda p: api.ConvertOptions(rank=True), TypeError, "rank must be an int"),
+        (lambda p: api.convert_all(p, p / "out", jobs=0), ValueError, "jobs must be at least 1"),
+        (lambda p: api.convert_all(p, p / "out", prefix=None), TypeError, "prefix must be a str"),
+        (lambda p: api.convert_pair(p / "h", p / "d", p / "o", rank="0"), TypeError, "rank must be an int"),
+        (lambda p: api.link(p / "h", p / "d", None, allow_mismatch=1), TypeError, "allow_mismatch must be a bool"),
+        (lambda p: api.repair(None, p / "o"), TypeError, "input_path must be a path"),
+        (lambda p: api.check([]), ValueError, "no file given"),
+        (lambda p: api.check(5), TypeError, "paths must be a path or a list of paths"),
+        (lambda p: api.check([p / "t.0.et", 5]), TypeError, r"paths\[1\] must be a path"),
+        (lambda p: api.write_comm_groups(p / "d", p / "o"), OSError, "no such file"),
+    ],
+)
+def test_the_api_checks_its_arguments(call: Callable[[Path], object], error: type[Exception], text: str,
+                                      et_file: Path) -> None:
+    """Wrong types used to end in AttributeErrors deep inside; jobs=0 was accepted."""
+    expected = ConverterError if error is OSError else error
+    with pytest.raises(expected, match=text):
+        call(et_file.parent)
+
+
+def test_check_takes_one_path_as_a_list_of_one(et_file: Path) -> None:
+    """A single path used to be iterated letter by letter."""
+    assert [f.path for f in api.check(et_file).files] == [str(et_file)]
+    assert [f.path for f in api.check(str(et_file)).files] == [str(et_file)]

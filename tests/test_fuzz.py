@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,8 +54,9 @@ from chakra_convert_fast.converter.convert import parallel
 from chakra_convert_fast.converter.errors import ConverterError
 from chakra_convert_fast.fixtures.reference import reference_convert
 
-from .clirun import ERROR_PREFIX, run_cli
+from .clirun import ERROR_PREFIX, as_nobody, run_cli, shared_directory
 from .conftest import REAL_TRACES_DIR, load_trace, reference_link
+from .linkcases import edge_case_pair
 
 _COMMON = {
     "deadline": None,
@@ -480,3 +483,222 @@ def test_fuzz_convert_all(which: str, data: st.DataObject) -> None:
                 assert (folder / "out" / f"trace.{rank}.et").read_bytes() == single.read_bytes()
             else:
                 assert f"trace.{rank}.et" not in outputs
+
+
+# -- round two: the hostile campaign's classes ---------------------------------------------------------
+_LONG_INT = "7" * 5_000  # more digits than Python converts (4,300)
+_WORKER_PATHS = """
+import sys
+from chakra_convert_fast.converter import cli
+from chakra_convert_fast.converter.convert import feed, parallel
+from chakra_convert_fast.converter.link import pipeline
+parallel.MIN_SPLIT_BYTES, parallel.MIN_RANGE_BYTES = 1 << 16, 1 << 15  # small inputs take the worker paths
+feed.MIN_FEED_BYTES = 1 << 12
+pipeline._MIN_PARALLEL_BYTES = 1 << 12
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def _with_long_int(text: str) -> str:
+    """The trace with its first node id written with 5,000 digits."""
+    at = text.index('"id":') + len('"id":')
+    end = min(text.index(",", at), text.index("}", at))
+    return f"{text[:at]} {_LONG_INT}{text[end:]}"
+
+
+def _run_paths(*args: str | Path, preexec_fn: Callable[[], None] | None = None) -> Any:
+    """The command line with the worker paths taken for small inputs (byte ranges, gzip feed, the
+    linker's second process)."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", _WORKER_PATHS, *map(str, args)], capture_output=True, text=True,
+                          timeout=300, preexec_fn=preexec_fn)
+
+
+def _assert_outcome(done: Any, *expected: str) -> None:
+    """Success (the command's own summary), or the failure contract: exactly one line, exit
+    1, no traceback (a worker's own output, Python's included, never reaches stderr)."""
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    if done.returncode == 0:
+        assert not any(line.startswith(ERROR_PREFIX) for line in lines), done.stderr
+        return
+    errors = [line for line in lines if line.startswith(ERROR_PREFIX)]
+    assert done.returncode == 1 and len(errors) == 1 and len(lines) == 1, done.stderr
+    for text in expected:
+        assert text in errors[0], errors[0]
+
+
+@pytest.fixture(scope="module")
+def long_int_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("long-int")
+    merged = json.dumps(seed(sorted(TRACES)[0]))
+    bad = _with_long_int(merged) + " " * 70_000  # past the (lowered) size where byte ranges start
+    paths = {"plain": folder / "m.json", "gzip": folder / "m.json.gz"}
+    paths["plain"].write_text(bad)
+    with gzip.open(paths["gzip"], "wt") as fh:
+        fh.write(bad)
+    host, device = edge_case_pair(folder, layers=300, rank=0, world=1, gz=False)
+    host.write_text(_with_long_int(host.read_text()))
+    paths["host"], paths["device"] = host, device
+    return paths
+
+
+@pytest.mark.parametrize("path", ["one process", "byte ranges", "gzip feed", "PyTorch form", "link",
+                                  "convert --host/--device", "repair"])
+def test_a_number_of_5000_digits_is_one_line_on_every_read_path(path: str, long_int_traces: dict[str, Path],
+                                                                 tmp_path: Path) -> None:
+    t = long_int_traces
+    args: list[str | Path] = {
+        "one process": ["convert", t["plain"], tmp_path / "o.et", "--jobs", "1"],
+        "byte ranges": ["convert", t["plain"], tmp_path / "o.et", "--jobs", "2"],
+        "gzip feed": ["convert", t["gzip"], tmp_path / "o.et", "--jobs", "2"],
+        "PyTorch form": ["PyTorch", "--input", t["gzip"], "--output", tmp_path / "o.et"],
+        "link": ["link", "--host", t["host"], "--device", t["device"], tmp_path / "m.json"],
+        "convert --host/--device": ["convert", "--host", t["host"], "--device", t["device"], tmp_path / "o.et"],
+        "repair": ["repair", t["host"], tmp_path / "r.json"],
+    }[path]
+    done = _run_paths(*args)
+    if path == "repair":  # the only object is not a trace that reads: nothing to keep
+        _assert_outcome(done, "holds no complete JSON object to keep")
+    else:
+        _assert_outcome(done, "a number too long to read (an integer of more than 4,300 digits)")
+    assert done.returncode == 1
+    assert os.listdir(tmp_path) == []
+
+
+def _et_seed(folder: Path) -> bytes:
+    source = folder / "in.json"
+    source.write_text(json.dumps(seed(sorted(TRACES)[0])))
+    api.convert(source, folder / "seed.et", api.ConvertOptions(astra_sim=True))
+    return (folder / "seed.et").read_bytes()
+
+
+@cache
+def _et_bytes() -> bytes:
+    with tempfile.TemporaryDirectory() as folder:
+        return _et_seed(Path(folder))
+
+
+@st.composite
+def mutated_et(draw: st.DrawFn) -> bytes:
+    """A .et file with bytes flipped, inserted (over-long varints among them) or cut."""
+    data = bytearray(_et_bytes())
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(data) - 1))
+        kind = draw(st.sampled_from(["flip", "insert", "varint", "cut", "wire"]))
+        if kind == "flip":
+            data[at] = draw(st.integers(0, 255))
+        elif kind == "insert":
+            data[at:at] = draw(st.binary(min_size=1, max_size=16))
+        elif kind == "varint":
+            data[at:at] = b"\xff" * draw(st.integers(9, 12)) + b"\x01"
+        elif kind == "wire":  # the same field number, another wire type
+            data[at] = (data[at] & ~7) | draw(st.sampled_from([1, 2, 5]))
+        else:
+            del data[at : at + draw(st.integers(1, 32))]
+    return bytes(data)
+
+
+@examples(300)
+@given(mutated_et())
+def test_fuzz_check_decodes_any_bytes(data: bytes) -> None:
+    """``check`` reads any byte string: a report, or one of the package's errors (an over-long
+    varint, a wrong wire type on ctrl_deps/data_deps/attr used to raise TypeError/OverflowError)."""
+    with workdir() as folder:
+        (folder / "x.0.et").write_bytes(data)
+        try:
+            report = api.check([folder / "x.0.et"])
+        except ConverterError as exc:
+            assert "\n" not in str(exc)
+        else:
+            assert len(report.files) == 1
+
+
+def test_check_of_a_5000_digit_pg_name_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    """Written with the real schema (mlc-chakra's protobuf classes): a collective whose group name
+    has 5,000 digits used to end ``check`` in Python's digit-limit ValueError."""
+    from chakra.schema.protobuf import et_def_pb2 as pb
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    node = pb.Node(id=1, name="all_reduce", type=pb.COMM_COLL_NODE)
+    node.attr.add(name="comm_type", int64_val=pb.ALL_REDUCE)
+    node.attr.add(name="comm_size", int64_val=1024)
+    node.attr.add(name="pg_name", string_val="7" * 5_000)
+    with open(tmp_path / "a.0.et", "wb") as fh:
+        for message in (pb.GlobalMetadata(version="0.0.4"), node):
+            data = message.SerializeToString()
+            fh.write(_VarintBytes(len(data)) + data)
+    report = api.check(tmp_path / "a.0.et")
+    assert not report.ok
+    assert any("is not a decimal group id" in problem.line() for problem in report.problems)
+    done = run_cli("check", tmp_path / "a.0.et")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_repair_of_millions_of_objects_is_bounded(tmp_path: Path) -> None:
+    """8 million tiny objects took 2.2 GB and printed a 177 MB line: now a count and the first few."""
+    count = 400_000
+    source = tmp_path / "many.json"
+    with open(source, "w") as fh:
+        fh.write('{"a":1}' * count)
+        fh.write(json.dumps(seed(sorted(TRACES)[0])))
+    limit = 400 << 20  # the list of every object took ~100 bytes each: 8 million, 2.2 GB
+    done = run_cli("repair", source, tmp_path / "r.json", preexec_fn=lambda: resource.setrlimit(
+        resource.RLIMIT_AS, (limit, limit)))
+    assert done.returncode == 0, done.stderr
+    line = done.stderr.strip()
+    assert len(line) < 500 and f"dropped {count:,} earlier complete object(s)" in line, line
+
+
+@pytest.mark.parametrize("limit", [
+    ("RLIMIT_AS", 40 << 20), ("RLIMIT_AS", 48 << 20), ("RLIMIT_AS", 56 << 20),
+    ("RLIMIT_AS", 64 << 20), ("RLIMIT_AS", 80 << 20), ("RLIMIT_AS", 100 << 20),
+    ("RLIMIT_NOFILE", 8), ("RLIMIT_NOFILE", 12), ("RLIMIT_NOFILE", 24),
+], ids=lambda limit: f"{limit[0]}={limit[1]}")
+@pytest.mark.parametrize("path", ["gzip feed", "byte ranges", "link"])
+def test_resource_limits_give_one_line(path: str, limit: tuple[str, int], long_int_traces: dict[str, Path],
+                                       tmp_path: Path) -> None:
+    """MemoryError, EMFILE and threads that cannot start (a stack that does not fit) on the worker
+    paths: success or one line, never a traceback (MemoryError and EMFILE used to be tracebacks)."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(seed(sorted(TRACES)[0])) + " " * 70_000)
+    packed = tmp_path / "good.json.gz"
+    with gzip.open(packed, "wt") as fh:
+        fh.write(good.read_text())
+    host, device = edge_case_pair(tmp_path / "pair", layers=300, rank=0, world=1, gz=False)
+    args: list[str | Path] = {
+        "gzip feed": ["convert", packed, tmp_path / "o.et", "--jobs", "2"],
+        "byte ranges": ["convert", good, tmp_path / "o.et", "--jobs", "2"],
+        "link": ["link", "--host", host, "--device", device, tmp_path / "m.json"],
+    }[path]
+    name, value = limit
+
+    def restrict() -> None:
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+    _assert_outcome(_run_paths(*args, preexec_fn=restrict))
+
+
+def test_a_process_limit_as_nobody_gives_one_line(tmp_path: Path) -> None:
+    """RLIMIT_NPROC binds an unprivileged user (root ignores it): worker processes and threads
+    that cannot start are one line (or the command does the work in one process), and the
+    workers that did start print nothing."""
+    with shared_directory() as shared:
+        good = shared / "good.json.gz"
+        with gzip.open(good, "wt") as fh:
+            fh.write(json.dumps(seed(sorted(TRACES)[0])) + " " * 70_000)
+        good.chmod(0o644)
+        drop = as_nobody()
+
+        def limited() -> None:
+            if drop is not None:
+                drop()
+            resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
+
+        for jobs in ("2", "4"):
+            done = _run_paths("convert", good, shared / "o.et", "--jobs", jobs, preexec_fn=limited)
+            _assert_outcome(done)
+            if done.returncode == 0:
+                assert done.stderr.count("\n") <= 1, done.stderr

@@ -11,9 +11,11 @@ system calls fail with those errors.
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import os
 import resource
+import shutil
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -22,12 +24,18 @@ from pathlib import Path
 import pytest
 
 from chakra_convert_fast.converter import api
+from chakra_convert_fast.converter import io as io_module
+from chakra_convert_fast.converter.convert import pipeline as pipeline_module
 from chakra_convert_fast.converter.errors import OutputError
+from chakra_convert_fast.converter.link import pipeline as link_module
+from chakra_convert_fast.converter.ranks import pair as pair_module
 
-from .clirun import assert_one_error, listing, obey_file_modes, run_cli
+from .clirun import NOBODY, as_nobody, assert_one_error, listing, obey_file_modes, run_cli, shared_directory
 from .linkcases import edge_case_pair
 from .tracebuild import trace, two_threads
 
+#: The module (the package exports a function of the same name).
+repair_module = importlib.import_module("chakra_convert_fast.converter.repair")
 COMMANDS = ("convert", "pair", "link", "repair")
 
 
@@ -297,3 +305,131 @@ def test_a_missing_input_is_reported_before_the_output_is_touched(command: str, 
     done = run_cli(*command_line(command, inputs, tmp_path / "locked" / "out"), preexec_fn=obey_file_modes())
     assert_one_error(done, "no such file")
     assert listing(tmp_path / "locked") == []
+
+
+# -- round two: no user file changed -----------------------------------------------------------------
+def _state(path: Path) -> tuple[bytes, int, int, int]:
+    """What must not change about a user's file: content, mode, owner, group."""
+    found = os.lstat(path)
+    return path.read_bytes(), stat.S_IMODE(found.st_mode), found.st_uid, found.st_gid
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_path_ending_in_slash_names_a_directory(command: str, inputs: dict[str, Path], tmp_path: Path) -> None:
+    """``convert IN x.et/`` used to write (replace) the file ``x.et``."""
+    work = tmp_path / "work"
+    (work / "x.et").write_bytes(b"keep me")
+    before = _snapshot(work)
+    done = run_cli(*command_line(command, inputs, f"{work / 'x.et'}/"))
+    assert_one_error(done, "names a directory (it ends in '/')")
+    assert _snapshot(work) == before
+
+
+def test_keep_merged_on_a_device_names_the_option(inputs: dict[str, Path], tmp_path: Path) -> None:
+    done = run_cli("convert", "--host", inputs["host"], "--device", inputs["device"], tmp_path / "work" / "o.et",
+                   "--keep-merged", "/dev/null")
+    assert_one_error(done, "/dev/null: --keep-merged: a character device cannot hold it")
+    assert listing(tmp_path / "work") == []
+
+
+def test_a_terminal_that_is_not_there_is_not_called_a_fifo(inputs: dict[str, Path]) -> None:
+    """``run_cli`` starts a new session, so the command has no controlling terminal: /dev/tty
+    cannot be opened (ENXIO, which for a FIFO means "no reader")."""
+    line = assert_one_error(run_cli("convert", inputs["merged"], "/dev/tty"), "/dev/tty: ")
+    assert "FIFO" not in line
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_fifo_that_appears_while_the_command_runs_is_not_replaced(
+    command: str, inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The output is looked at again when it is committed: a FIFO (or device) put there after the
+    checks is refused, never renamed over."""
+    out = tmp_path / "work" / "out"
+    real_check = io_module.check_output
+
+    def check_then_fifo(path: str | os.PathLike[str], *others: str | os.PathLike[str]) -> io_module.OutputTarget:
+        target = real_check(path, *others)
+        if os.fspath(path) == str(out):
+            os.mkfifo(out)  # appears between the checks and the commit
+        return target
+
+    for module in (pipeline_module, pair_module, link_module, repair_module):
+        monkeypatch.setattr(module, "check_output", check_then_fifo)
+    with pytest.raises(OutputError, match="became a FIFO while the command ran; not replaced"):
+        _call(command, inputs, out)
+    assert stat.S_ISFIFO(os.lstat(out).st_mode)
+    assert listing(tmp_path / "work") == ["out"]
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_replacing_an_output_keeps_its_mode_and_owner(command: str, user: str, inputs: dict[str, Path]) -> None:
+    """As ``sed -i`` and editors do: a 0600 file of another user stays a 0600 file of that user
+    (root), a 0640 file stays 0640 (anyone)."""
+    if user == "root" and os.geteuid() != 0:
+        pytest.skip("only root can replace another user's file")
+    with shared_directory() as shared:
+        for path in inputs.values():
+            shutil.copy(path, shared / path.name)
+        moved = {key: shared / path.name for key, path in inputs.items()}
+        out = shared / "out"
+        out.write_bytes(b"previous")
+        if user == "root":
+            os.chown(out, NOBODY, NOBODY)
+            out.chmod(0o600)
+            preexec = None
+        else:
+            out.chmod(0o640)
+            if os.geteuid() == 0:
+                os.chown(out, NOBODY, NOBODY)
+            preexec = as_nobody()
+        _, mode, uid, gid = _state(out)
+        done = run_cli(*command_line(command, moved, out), preexec_fn=preexec)
+        assert done.returncode == 0, done.stderr
+        content, *attributes = _state(out)
+        assert content != b"previous"
+        assert attributes == [mode, uid, gid]
+
+
+# -- convert-all: a run's outputs replace the previous run's together, or not at all ---------------
+def _previous_run(out: Path) -> dict[str, tuple[bytes, int, int, int]]:
+    out.mkdir()
+    for name in ("trace.0.et", "trace.1.et", "comm_group.json"):
+        (out / name).write_bytes(f"previous run: {name}".encode())
+        (out / name).chmod(0o640)
+    return {name: _state(out / name) for name in listing(out)}
+
+
+def test_an_interrupted_convert_all_leaves_outdir_as_it_was(job: Path, tmp_path: Path) -> None:
+    """Interrupted after rank 0 finished: rank 0's new file used to replace its old one beside
+    rank 1's old one (and the old comm_group.json), under "no output written"."""
+    out = tmp_path / "out"
+    before = _previous_run(out)
+
+    def interrupt(outcome: api.RankOutcome) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        api.convert_all(job, out, jobs=1, on_rank_done=interrupt)
+    assert {name: _state(out / name) for name in listing(out)} == before
+
+
+def test_an_interrupted_convert_all_leaves_a_fresh_outdir_empty(job: Path, tmp_path: Path) -> None:
+    def interrupt(outcome: api.RankOutcome) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        api.convert_all(job, tmp_path / "out", jobs=1, on_rank_done=interrupt)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_complete_convert_all_replaces_every_file_keeping_modes(job: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    before = _previous_run(out)
+    done = run_cli("convert-all", job, out, "--jobs", "1")
+    assert done.returncode == 0, done.stderr
+    assert listing(out) == sorted(before)
+    for name, (content, *attributes) in before.items():
+        now, *now_attributes = _state(out / name)
+        assert now != content and now_attributes == attributes, name

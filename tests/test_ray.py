@@ -67,3 +67,37 @@ def test_no_cluster_there_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
                      f"127.0.0.1:{free_port()}"])
     err = capsys.readouterr().err
     assert code == 1 and "cannot connect to the Ray cluster" in err and err.count("\n") == 1, err
+
+
+def test_a_signal_while_connecting_ends_the_command_within_a_second(ray_cluster: str, tmp_path: Path) -> None:
+    """SIGINT once the driver has opened its connection to the cluster (ray.init under way): one
+    line, 130, within a second (Ray's own exit handler used to hold it ~30 s)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    from .clirun import CLI, ERROR_PREFIX, kill_session
+
+    make_job(tmp_path / "job")
+    port = int(ray_cluster.rsplit(":", 1)[1])
+    process = subprocess.Popen([*CLI, "convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "--ray",
+                                ray_cluster], stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(c.raddr and c.raddr.port == port for c in psutil.Process(process.pid).net_connections()):
+            assert process.poll() is None and time.monotonic() < deadline, "never connected"
+            time.sleep(0.005)
+        sent = time.monotonic()
+        os.kill(process.pid, signal.SIGINT)
+        stderr = process.communicate(timeout=60)[1]
+        took = time.monotonic() - sent
+    finally:
+        kill_session(process.pid)
+        process.communicate()
+    assert process.returncode == 130, stderr
+    assert stderr.splitlines() == [f"{ERROR_PREFIX}interrupted; no output written"], stderr
+    assert took < 1.0, took
+    assert not (tmp_path / "out").exists()

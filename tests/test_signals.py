@@ -9,7 +9,10 @@ signal is sent, and they are resumed, so the timing of the machine does not matt
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +26,7 @@ import pytest
 
 from .clirun import CLI, ERROR_PREFIX, kill_session, listing
 from .linkcases import edge_case_pair
+from .tracebuild import trace, two_threads
 
 #: A plain-JSON trace this large is read by two processes (``parallel.MIN_SPLIT_BYTES``: 48 MB).
 SPLIT_NODES = 50_000
@@ -221,3 +225,186 @@ def test_convert_all_stops_its_ranks(tmp_path: Path) -> None:
     assert_stopped_cleanly(process, stderr, signal.SIGTERM)
     assert_no_live_child(group)
     assert not out.exists() or listing(out) == []
+
+
+# -- round two: start-up, the moment after the commit, workers of every read path ---------------------
+def _catches(pid: int, signum: int) -> bool:
+    """Whether ``pid`` has a handler for ``signum`` (``SigCgt`` of /proc/PID/status)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
+def _maps(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/maps") as maps:
+            return maps.read()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_while_python_imports_the_package_is_one_line(signum: int, tmp_path: Path) -> None:
+    """The handler is in place before the package's heavy imports (msgspec, the converter): caught
+    there, the signal ends the command with its one line, not a ``KeyboardInterrupt`` traceback
+    from the middle of an import (Python's default until ``main`` ran)."""
+    (tmp_path / "in.json").write_text("{}")
+    process = subprocess.Popen([*CLI, "convert", str(tmp_path / "in.json"), str(tmp_path / "o.et")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _STARTED.append((process, [psutil.Process(process.pid)]))
+    deadline = time.monotonic() + 60
+    while not _catches(process.pid, signal.SIGTERM):  # Python itself never catches SIGTERM
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1]
+        time.sleep(0.0002)
+    os.kill(process.pid, signal.SIGSTOP)
+    importing = "msgspec" not in _maps(process.pid)
+    os.kill(process.pid, signum)
+    os.kill(process.pid, signal.SIGCONT)
+    stderr = process.communicate(timeout=60)[1]
+    assert importing, "the handler came only after the package's imports"
+    assert_stopped_cleanly(process, stderr, signum)
+    assert listing(tmp_path) == ["in.json"]
+
+
+def test_an_interrupt_after_the_commit_is_not_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the summary is printed, the output already in place: the command used to say
+    "interrupted; no output written" (130) over a replaced output. The commit and its report are
+    one step: the signal waits, and is dropped when the command is over."""
+    from chakra_convert_fast.converter import cli
+    from chakra_convert_fast.converter.cli import report
+
+    (tmp_path / "in.json").write_text(json.dumps(trace(two_threads())))
+    (tmp_path / "o.et").write_bytes(b"previous")
+    sent: list[bool] = []
+    real_info = report.Reporter.info
+
+    def interrupt_once(self: report.Reporter, message: str) -> None:
+        if not sent and (tmp_path / "o.et").read_bytes() != b"previous":
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # a signal that is not held is handled here
+        real_info(self, message)
+
+    monkeypatch.setattr(report.Reporter, "info", interrupt_once)
+    assert cli.main(["convert", str(tmp_path / "in.json"), str(tmp_path / "o.et")]) == 0
+    assert sent and (tmp_path / "o.et").read_bytes() != b"previous"
+
+
+_DRIVER = """
+import sys
+from chakra_convert_fast.converter import cli
+from chakra_convert_fast.converter.convert import feed, parallel
+from chakra_convert_fast.converter.link import pipeline
+parallel.MIN_SPLIT_BYTES, parallel.MIN_RANGE_BYTES = 1 << 20, 1 << 19  # small inputs take the worker paths
+feed.MIN_FEED_BYTES = 1 << 16
+pipeline._MIN_PARALLEL_BYTES = 1 << 16
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture(scope="module")
+def mid_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("mid") / "mid.json"
+    subprocess.run([sys.executable, "-m", "chakra_convert_fast.fixtures.generate", "--nodes", "8000",
+                    "--compact", "-o", str(path)], check=True, capture_output=True)
+    gz = path.with_suffix(".json.gz")
+    with open(path, "rb") as plain, gzip.open(gz, "wb", compresslevel=1) as packed:
+        shutil.copyfileobj(plain, packed)
+    return path
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """Two ranks' pairs in one directory; rank 0's host and device traces."""
+    folder = tmp_path_factory.mktemp("job")
+    host, device = edge_case_pair(folder, layers=3000, rank=0, world=2, gz=False)
+    edge_case_pair(folder, layers=3000, rank=1, world=2, gz=False)
+    return folder, host, device
+
+
+def _settled(children: list[psutil.Process], path: str) -> bool:
+    """Workers run; a gzip-feed worker has answered once (its queue's thread runs: a signal may
+    go to that thread while the main one waits for the next chunk, which is what held it ~5 s)."""
+    if path != "gzip feed":
+        return bool(children)
+    with suppress(psutil.Error):
+        return any(child.num_threads() >= 3 for child in children)
+    return False
+
+
+@pytest.mark.parametrize("path", ["byte ranges", "gzip feed", "link", "convert-all"])
+def test_every_worker_is_gone_within_a_second_of_its_parent_s_death(path: str, mid_trace: Path,
+                                                                     job: tuple[Path, Path, Path],
+                                                                     tmp_path: Path) -> None:
+    folder, host, device = job
+    args: list[str | Path] = {
+        "byte ranges": ["convert", mid_trace, tmp_path / "o.et", "--jobs", "2"],
+        "gzip feed": ["convert", mid_trace.with_suffix(".json.gz"), tmp_path / "o.et", "--jobs", "2"],
+        "link": ["link", "--host", host, "--device", device, tmp_path / "m.json"],
+        "convert-all": ["convert-all", folder, tmp_path / "out", "--jobs", "2"],
+    }[path]
+    process = subprocess.Popen([sys.executable, "-c", _DRIVER, *map(str, args)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    main = psutil.Process(process.pid)
+    _STARTED.append((process, [main]))
+    deadline = time.monotonic() + 60
+    while not _settled(main.children(), path):
+        assert process.poll() is None, f"ended before a worker started: {process.communicate()[1]}"
+        assert time.monotonic() < deadline, "no worker started"
+        time.sleep(0.002)
+    group = [main, *main.children(recursive=True)]
+    _STARTED[-1] = (process, group)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=60)
+    killed = time.monotonic()
+    assert_no_live_child(group, within=1.0)
+    assert time.monotonic() - killed <= 1.0
+
+
+def test_an_interrupt_between_two_outputs_says_which_was_written(
+    pair: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``convert --keep-merged``: interrupted once the merged trace is in place, before the .et is,
+    the command says so instead of "no output written"."""
+    import importlib
+
+    from chakra_convert_fast.converter import cli
+
+    pair_module = importlib.import_module("chakra_convert_fast.converter.ranks.pair")
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pair_module, "convert_file", interrupted)
+    host, device = pair
+    merged, out = tmp_path / "merged.json", tmp_path / "out.et"
+    status = cli.main(["convert", "--host", str(host), "--device", str(device), str(out), "--keep-merged", str(merged)])
+    assert status == 130
+    assert capsys.readouterr().err.splitlines() == [
+        f"{ERROR_PREFIX}interrupted after {merged} was written; nothing else written"]
+    assert merged.exists() and not out.exists()
+
+
+def test_a_signal_handled_inside_a_finalizer_still_ends_the_command() -> None:
+    """Python drops an exception raised in ``__del__`` ("Exception ignored in ..."): a SIGTERM whose
+    handler ran in a Connection's finalizer let a conversion run to its end (exit 0). The handler
+    delivers it again outside the finalizer."""
+    from chakra_convert_fast.converter.cli.signals import Terminated, install_signal_handlers, restore
+
+    class Finalized:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            sum(range(1000))  # the handler runs here, inside the finalizer
+
+    previous = install_signal_handlers()
+    try:
+        with pytest.raises(Terminated):
+            Finalized()  # dropped at once: __del__ runs
+            time.sleep(2)
+    finally:
+        restore(previous)

@@ -12,7 +12,7 @@ from .common import (
     add_output_options,
     subcommand,
 )
-from .report import Reporter
+from .report import Reporter, write_stdout
 
 COMMANDS = ('check',)
 
@@ -40,10 +40,9 @@ def _add_check(commands: Any) -> None:
 def _run_check(args: argparse.Namespace, reporter: Reporter) -> int:
     report = api.check(args.files, args.comm_groups)
     if args.json:
-        print(json.dumps(_report_json(report), indent=2))
+        write_stdout(json.dumps(_report_json(report), indent=2) + "\n")
     else:
-        for line in _report_lines(report):
-            print(line)
+        write_stdout("".join(f"{line}\n" for line in _report_lines(report)))
     for problem in report.problems:
         (reporter.error if problem.fatal else reporter.warning)(problem.line())
     return 0 if report.ok else 1

@@ -31,6 +31,8 @@ def _add_convert(commands: Any) -> None:
         f"  {PROG} convert merged.json.gz out.et --break-cycles\n"
         f"  {PROG} convert --host rank0_host.json --device rank0_device.json out.0.et\n",
     )
+    parser.usage = ("%(prog)s [options] INPUT OUTPUT\n"
+                    "       %(prog)s [options] --host HOST --device DEVICE OUTPUT")
     parser.add_argument("paths", nargs="+", metavar="[INPUT] OUTPUT",
                         help="INPUT OUTPUT, or only OUTPUT with --host and --device")
     add_pair_options(parser, required=False)

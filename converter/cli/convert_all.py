@@ -34,8 +34,9 @@ def _add_convert_all(commands: Any) -> None:
     parser.add_argument("outdir", metavar="OUTDIR", help="where <prefix>.<rank>.et files go (created if missing)")
     parser.add_argument("-j", "--jobs", type=positive, help="ranks converted at once (default: CPU count)")
     parser.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
-                        help="run each rank as a task on this Ray cluster (default: the one this machine is "
-                             "part of) instead of local processes; paths must be the same on every node")
+                        help="run each rank as a task on this Ray cluster instead of local processes; without "
+                             "ADDRESS, ray.init()'s rule: RAY_ADDRESS, else the cluster running on this "
+                             "machine, else a new local one; paths must be the same on every node")
     parser.add_argument("--prefix", default="trace", help="output name prefix (default: trace)")
     parser.add_argument("--allow-mismatch", action="store_true", help="link pairs even if they look like two runs")
     add_conversion_options(parser)
@@ -48,6 +49,8 @@ def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
         result = api.convert_all(args.directory, args.outdir, conversion_options(args), jobs=args.jobs,
                                  prefix=args.prefix, allow_mismatch=args.allow_mismatch, on_rank_done=bars.rank_done,
                                  ray_address=args.ray)
+    if result.ray_cluster is not None:
+        reporter.info(f"ran on {result.ray_cluster}")
     reporter.info(f"{'rank':>4}  {'status':6}  {'nodes':>9}  {'seconds':>7}  output / problem")
     for o in result.outcomes:
         status, detail = ("ok", o.output or "") if o.ok else ("FAILED", o.message)

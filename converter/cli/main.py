@@ -7,12 +7,13 @@ import argparse
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 
 from .. import api
 from ..errors import ConverterError
 from . import check, compact, convert, convert_all, generate, jsonize, link, repair, scale, simulate, text, visualize
 from .common import PROG
-from .report import Reporter
+from .report import Reporter, describe_failure, flush_stdout, standard_streams
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
 #: Every command module, in the order ``--help`` lists them.
@@ -66,6 +67,8 @@ def _with_default_command(argv: list[str], commands: Sequence[str]) -> list[str]
 
 def main(argv: Sequence[str] | None = None) -> int:
     previous_handlers = install_signal_handlers()
+    standard_streams()
+    api.forget_committed()
     reporter: Reporter | None = None
     try:
         parser = build_parser()
@@ -73,25 +76,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         run: Callable[[argparse.Namespace, Reporter], int] = args.run
         reporter = Reporter(args.log_level or ("WARNING" if args.quiet else "INFO"))
         reporter.open_log(args.log_filename, _log_conflict(args, args.log_filename))
+        api.hold_signals_after_commit(_commits(args))
         status = run(args, reporter)
-        return 1 if reporter.log_failed else status
+        flush_stdout()
+        return status
     except ConverterError as exc:
         return _fail(reporter, str(exc), 1)
     except KeyboardInterrupt:
-        return _fail(reporter, "interrupted; no output written", 130)
+        return _interrupted(reporter, "interrupted", 130)
     except Terminated as exc:
-        return _fail(reporter, f"terminated by {signal.Signals(exc.signum).name}; no output written",
-                     128 + exc.signum)
+        return _interrupted(reporter, f"terminated by {signal.Signals(exc.signum).name}", 128 + exc.signum)
+    except Exception as exc:
+        return _fail(reporter, describe_failure(exc), 1)
     finally:
         ignore_stop_signals()  # the command is over: nothing left to clean up
+        api.release_held_signals()  # held since the last output's commit: now ignored
         if reporter is not None:
             reporter.close()
         restore(previous_handlers)
 
 
+def _commits(args: argparse.Namespace) -> int:
+    """How many outputs the command commits (its last commit and its report are one step); 0
+    where work follows the last commit (``--simulate``), which a signal must still be able to
+    stop: it then says the output was written."""
+    if getattr(args, "simulate", False):
+        return 0
+    if args.command in ("convert", "PyTorch"):
+        return 2 if getattr(args, "keep_merged", None) else 1
+    return 1 if args.command in ("link", "repair", "convert-all") else 0
+
+
+def _interrupted(reporter: Reporter | None, what: str, status: int) -> int:
+    """A signal ended the command: say what was written before it (nothing, mostly)."""
+    written = api.committed_outputs()
+    if not written:
+        return _fail(reporter, f"{what}; no output written", status)
+    shown = ", ".join(api.shown(path) for path in written)
+    return _fail(reporter, f"{what} after {shown} was written; nothing else written", status)
+
+
 def _fail(reporter: Reporter | None, message: str, status: int) -> int:
     if reporter is None:  # before the options were read: plain stderr
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+        with suppress(OSError, ValueError, AttributeError):
+            print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
     else:
         reporter.error(message)
     return status

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import sys
 from contextlib import suppress
 from typing import IO, Any
@@ -13,6 +15,74 @@ from .. import api
 from ..errors import ConverterError
 from ..jsonstream import C_SCANNER
 from .common import PROG
+
+
+def standard_streams() -> None:
+    """``sys.stdin/stdout/stderr`` usable whatever the caller closed: a closed descriptor is opened
+    on /dev/null (``2>&-`` then works and exits by its result), names that are not UTF-8 are
+    written escaped."""
+    api.standard_descriptors()
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        if getattr(sys, name) is None:
+            with suppress(OSError, ValueError):
+                setattr(sys, name, open(fd, "w", buffering=1, encoding="utf-8",  # noqa: SIM115
+                                        errors="backslashreplace", closefd=False))
+
+
+def write_stdout(text: str) -> None:
+    """A command's data on stdout; a failure to write it is the command's error (one line)."""
+    try:
+        sys.stdout.write(text)
+    except (OSError, ValueError) as exc:
+        _stdout_failed(exc)
+    flush_stdout()
+
+
+def flush_stdout() -> None:
+    """Flush the data written on stdout; a failure (a full device, a closed pipe) is an error of
+    the command, and what is left is dropped so that exiting does not fail again."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError) as exc:
+        _stdout_failed(exc)
+
+
+def _stdout_failed(exc: BaseException) -> None:
+    with suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    raise ConverterError(f"cannot write to standard output: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for what the system refused the command (memory, processes, files, a number too
+    long to convert) or, last resort, for a bug: never a traceback."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, MemoryError):
+        return "out of memory (a memory limit such as ulimit -v?)"
+    if isinstance(exc, RecursionError):
+        return "data nested too deeply to process"
+    if isinstance(exc, ValueError) and "integer string conversion" in text:
+        return "an integer literal of more than 4,300 digits (Python's limit on converting numbers)"
+    if isinstance(exc, OSError):
+        reason = exc.strerror or text or type(exc).__name__
+        if exc.errno == errno.EMFILE or exc.errno == errno.ENFILE:
+            reason += " (a limit on open files such as ulimit -n?)"
+        elif exc.errno == errno.EAGAIN:
+            reason += " (a limit on processes or threads such as ulimit -u?)"
+        return f"{api.shown(exc.filename)}: {reason}" if isinstance(exc.filename, str) else reason
+    if isinstance(exc, RuntimeError) and "thread" in text:
+        return f"{text} (a limit on processes or threads such as ulimit -u?)"
+    return f"internal error: {type(exc).__name__}: {api.shown(text)}"
+
+
+class _Console(logging.StreamHandler):  # type: ignore[type-arg]
+    """stderr: a message that cannot be written there (closed, full) is dropped without logging's
+    own traceback."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
 
 
 class _HumanFormatter(logging.Formatter):
@@ -49,11 +119,12 @@ class Reporter:
         self._logger.handlers.clear()
         self._logger.propagate = False
         self._logger.setLevel(level)
-        console = logging.StreamHandler(sys.stderr)
+        console = _Console(sys.stderr)
         console.setFormatter(_HumanFormatter())
         self._logger.addHandler(console)
         self._log_file: _LogFile | None = None
-        #: The log file could not be written (said once on stderr): the command then exits 1.
+        #: The log file could not be written (said once, as a warning, on stderr). The log is a copy
+        #: of the messages: the command's exit status stays that of its work.
         self.log_failed = False
 
     @property
@@ -88,6 +159,8 @@ class Reporter:
         self._log(logging.ERROR, message)
 
     def _log(self, level: int, message: str) -> None:
+        # names that are not UTF-8 (surrogates) as \xNN, the way errors show them
+        message = message.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         self._logger.log(level, message)
         log_file = self._log_file
         if log_file is not None and log_file.failure is not None:  # the log cannot be written: say so once
@@ -95,7 +168,7 @@ class Reporter:
             log_file.close_stream()
             self._log_file = None
             self.log_failed = True
-            self._logger.error(str(log_file.failure))
+            self._logger.warning(f"{log_file.failure}; messages go to stderr only")
 
     def warn_slow_scanner(self) -> None:
         if not C_SCANNER:

@@ -1,11 +1,20 @@
 """How signals end a command: SIGINT, SIGTERM and SIGHUP unwind it (outputs removed, workers
-stopped) like an exception; SIGXFSZ turns a file-size limit into a write error."""
+stopped) like an exception; SIGXFSZ turns a file-size limit into a write error.
+
+Before ``main`` runs, while Python imports the package, ``converter/_early.py`` has already put a
+handler in place that ends the command with the same one line (nothing is open yet); the only
+window left with Python's default handling is the interpreter's own start (see README).
+"""
 
 from __future__ import annotations
 
+import os
 import signal
+import threading
 from types import FrameType
 from typing import Any
+
+from .._early import early_handler
 
 
 class Terminated(BaseException):
@@ -17,9 +26,17 @@ class Terminated(BaseException):
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_AGAIN_SECONDS = 0.01
 
 
-def _on_signal(signum: int, _frame: FrameType | None) -> None:
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if frame is not None and frame.f_code.co_name == "__del__":
+        # Python drops an exception raised in a finalizer (it would only print "Exception ignored"
+        # and go on): the signal is delivered again in a moment, outside the finalizer
+        timer = threading.Timer(_AGAIN_SECONDS, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+        return
     ignore_stop_signals()  # a second signal must not cut the clean-up of the first short
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
@@ -43,5 +60,8 @@ def install_signal_handlers() -> dict[int, Any]:
 
 
 def restore(previous: dict[int, Any]) -> None:
+    """Put back the handlers ``install_signal_handlers`` replaced; the start-up handler of the
+    command line (which says "no output written") is not put back: the command is over, so a
+    signal now is ignored while the process exits."""
     for signum, handler in previous.items():
-        signal.signal(signum, handler)
+        signal.signal(signum, signal.SIG_IGN if handler is early_handler else handler)

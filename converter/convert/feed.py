@@ -78,6 +78,11 @@ class ChunkWorkers:
                 spill = SpillFile(spill_dir)  # unnamed, inherited: nothing is left on disk, however it ends
                 process = context.Process(target=_work, daemon=True, args=(
                     os.getpid(), inbox, outbox, path, spill, keep_simulation_fields, astra_sim))
+                # a message that cannot be sent (no memory to pickle it) is not a traceback from the
+                # queue's thread: the worker that cannot answer dies (its chunk is read here); a
+                # chunk that cannot reach its worker ends the worker too
+                outbox._on_queue_feeder_error = _worker_cannot_answer  # type: ignore[attr-defined]
+                inbox._on_queue_feeder_error = _stop_worker(process)  # type: ignore[attr-defined]
                 self._workers.append((process, inbox, outbox, spill))
                 with signals_held():
                     process.start()
@@ -132,11 +137,31 @@ class ChunkWorkers:
                 spill.close()
 
 
+def _worker_cannot_answer(_error: BaseException, _message: object) -> None:
+    os._exit(1)
+
+
+def _stop_worker(process: multiprocessing.process.BaseProcess) -> Callable[[BaseException, object], None]:
+    def stop(_error: BaseException, _message: object) -> None:
+        with suppress(OSError, ValueError, AttributeError):
+            process.kill()
+
+    return stop
+
+
 def _work(parent: int, inbox: Any, outbox: Any, path: str, spill_file: SpillFile, keep_simulation_fields: bool,
           astra_sim: bool) -> None:
     """Worker body: read each chunk received as whole nodes; send a ChunkResult, or None when
     the chunk is not made of whole nodes or one of them has an error (this process then reads
     that part itself and reports the error with node numbers)."""
+    try:
+        _work_loop(parent, inbox, outbox, path, spill_file, keep_simulation_fields, astra_sim)
+    except Exception:  # no memory, thread or file left: the parent sees this worker die and says so
+        os._exit(1)
+
+
+def _work_loop(parent: int, inbox: Any, outbox: Any, path: str, spill_file: SpillFile, keep_simulation_fields: bool,
+               astra_sim: bool) -> None:
     become_worker(parent)  # quiet under signals, gone with its parent
     gc.disable()  # as in the first process: millions of short-lived acyclic objects
     spill = TailSpill(spill_file)

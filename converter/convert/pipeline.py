@@ -57,13 +57,24 @@ class ConvertOptions:
     target: str = "captured"  # "accelerator": compute nodes written as non-CPU ops (needs roofline)
 
     def __post_init__(self) -> None:
-        if self.compact and not self.astra_sim:
-            object.__setattr__(self, "astra_sim", True)
+        """The values the command line accepts, no others: a wrong type is a ``TypeError``, a
+        value out of range a ``ValueError``, each naming the option."""
+        for name in ("simulate", "break_cycles", "allow_missing_parents", "astra_sim", "compact", "roofline"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"ConvertOptions.{name} must be a bool, got {type(getattr(self, name)).__name__}")
+        for name in ("rank", "jobs"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise TypeError(f"ConvertOptions.{name} must be an int or None, got {type(value).__name__}")
+        if self.jobs is not None and self.jobs < 1:
+            raise ValueError(f"ConvertOptions.jobs must be at least 1 (or None: one per CPU), got {self.jobs}")
         if self.target not in TARGETS:
-            raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
+            raise ValueError(f"ConvertOptions.target must be one of {', '.join(TARGETS)}, got {self.target!r}")
         if self.target == "accelerator" and not self.roofline:
-            raise ValueError("target 'accelerator' needs roofline: an accelerator op without num_ops and "
-                             "tensor_size stops ASTRA-sim")
+            raise ValueError("ConvertOptions.target 'accelerator' needs roofline: an accelerator op without num_ops "
+                             "and tensor_size stops ASTRA-sim")
+        if self.compact and not self.astra_sim:  # compact implies astra_sim
+            object.__setattr__(self, "astra_sim", True)
 
 
 @dataclass(frozen=True)

@@ -205,6 +205,8 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
+            if result >> 64:
+                raise _Malformed("a varint larger than 64 bits")
             return result, pos
         shift += 7
         if shift > 63:
@@ -214,6 +216,8 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 def _fields(data: bytes, spans: bool = False) -> Iterator[Any]:
     """(field number, wire type, value) of a message: an int, or bytes for length-delimited fields;
     with ``spans``, (field number, start, end, value) instead."""
+    if not isinstance(data, bytes):
+        raise _Malformed("a message field has the wrong wire type (not length-delimited)")
     pos, end = 0, len(data)
     while pos < end:
         start = pos
@@ -254,6 +258,8 @@ def _text(value: Any) -> str:
 def _packed(value: Any) -> list[int]:
     if isinstance(value, int):  # an unpacked repeated element
         return [value]
+    if not isinstance(value, bytes):
+        raise _Malformed("a list of ids is neither varints nor packed varints (wrong wire type)")
     if value.isascii():  # every byte below 0x80: every value one byte
         return list(value)
     out, pos, end = [], 0, len(value)

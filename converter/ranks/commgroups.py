@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TraceFormatError
-from ..io import OutputTarget, atomic_text_output, check_output
+from ..io import OutputTarget, atomic_text_output, check_output, read_side_input
 from ..jsonstream import JsonObjectStream
 from ..schema.astra import ALL_RANKS_GROUPS, group_id
 from .discover import distributed_info
@@ -47,15 +47,14 @@ def find(prefix: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def read(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read(path: str | os.PathLike[str], option: str = "communicator group file") -> dict[str, Any]:
     """A communicator group file as it is (``{"<id>": [ranks]}`` expected; the caller checks the
-    entries); raises ``TraceFormatError`` if it cannot be read or is not a JSON object."""
+    entries), read as a side input (``io.read_side_input``: a FIFO, device, directory or a file
+    over its size bound is refused naming ``option``); raises ``TraceFormatError`` if it cannot be
+    read or is not a JSON object."""
     path = os.fspath(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            groups = json.load(fh)
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+        groups = json.loads(read_side_input(path, option))
     except (ValueError, RecursionError) as exc:
         raise TraceFormatError(path, f"not a JSON communicator group file: {exc}") from None
     if not isinstance(groups, dict):

@@ -3,7 +3,9 @@
 
 Writes ``OUTDIR/<prefix>.<rank>.et`` (the names ASTRA-sim's workload loader expects) and
 ``OUTDIR/<prefix>.comm_group.json``, ASTRA-sim's ``--comm-group-configuration`` (``ranks/commgroups.py``),
-unless every rank failed (then nothing is written).
+unless every rank failed (then nothing is written). The ranks write into a hidden staging
+directory in OUTDIR; the files move into OUTDIR together, in one step signals cannot cut, once
+every rank has ended: an interrupted run leaves OUTDIR as it was.
 One rank failing does not stop the others; each outcome is a row of the summary.
 """
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from ..convert.pipeline import ConversionResult, ConvertOptions, convert_file
 from ..errors import ConverterError
-from ..io import check_output, output_directory, same_file
+from ..io import check_output, commit_directory, output_directory, remove_staging, same_file, staging_directory
 from ..workers import run_all
 from . import commgroups
 from .commgroups import CommGroups
@@ -42,6 +44,7 @@ class MultiRankResult:
     outcomes: list[RankOutcome]
     comm_group_path: str | None  # None when every rank failed: nothing written
     comm_groups: CommGroups = field(default_factory=CommGroups)
+    ray_cluster: str | None = None  # with --ray: which cluster ran the ranks, and how it was chosen
 
     @property
     def failed(self) -> int:
@@ -96,16 +99,32 @@ def _convert_all(
             commgroups.host_process_groups(paths[0]) for paths in found.hosts.values() if len(paths) == 1)
     group_target = check_output(commgroups.path_for(os.path.join(output_dir, prefix)))
     options = replace(options, jobs=1)  # ranks run side by side: one process each
-    tasks, outcomes = _plan(found, output_dir, prefix, options, allow_mismatch)
-    for outcome in _run(tasks, jobs, ray_address):
-        outcomes.append(outcome)
-        if on_rank_done is not None:
-            on_rank_done(outcome)
-    outcomes.sort(key=lambda o: o.rank)
-    if not any(o.ok for o in outcomes):
-        return MultiRankResult(outcomes, None, groups)
-    commgroups.write(groups, group_target)
-    return MultiRankResult(outcomes, group_target.path, groups)
+    staging = staging_directory(output_dir)
+    cluster: list[str] = []
+    try:
+        tasks, outcomes = _plan(found, output_dir, staging, prefix, options, allow_mismatch)
+        for outcome in _run(tasks, jobs, ray_address, cluster.append):
+            outcome = _in_place(outcome, output_dir)
+            outcomes.append(outcome)
+            if on_rank_done is not None:
+                on_rank_done(outcome)
+        outcomes.sort(key=lambda o: o.rank)
+        if not any(o.ok for o in outcomes):
+            return MultiRankResult(outcomes, None, groups, next(iter(cluster), None))
+        group_name = os.path.basename(group_target.final)
+        commgroups.write(groups, os.path.join(staging, group_name))
+        names = [os.path.basename(o.output) for o in outcomes if o.ok and o.output]
+        commit_directory(staging, output_dir, [*names, group_name])
+    finally:
+        remove_staging(staging)
+    return MultiRankResult(outcomes, group_target.path, groups, next(iter(cluster), None))
+
+
+def _in_place(outcome: RankOutcome, output_dir: str) -> RankOutcome:
+    """A rank's outcome naming its output where it will be, not in the staging directory."""
+    if outcome.output is None:
+        return outcome
+    return replace(outcome, output=os.path.join(output_dir, os.path.basename(outcome.output)))
 
 
 def uses_file(path: str, directory: str, output_dir: str, prefix: str) -> bool:
@@ -126,13 +145,14 @@ def _check_prefix(prefix: str) -> None:
         raise ConverterError(f"output prefix {prefix!r}: must be a plain file name (not empty, no '/')")
 
 
-def _run(tasks: list[_Task], jobs: int | None, ray_address: str | None) -> Iterator[RankOutcome]:
+def _run(tasks: list[_Task], jobs: int | None, ray_address: str | None,
+         on_connect: Callable[[str], None]) -> Iterator[RankOutcome]:
     """Each task's outcome as it finishes: on the Ray cluster at ``ray_address``, else in local
     worker processes, ``jobs`` at a time (a worker that dies is a failed rank)."""
     if not tasks:
         return
     if ray_address is not None:
-        yield from run_on_ray(ray_address, _convert_rank, tasks, (), _lost)
+        yield from run_on_ray(ray_address, _convert_rank, tasks, (), _lost, on_connect)
         return
     workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
     with closing(run_all(_convert_rank, tasks, workers)) as finished:
@@ -144,18 +164,25 @@ def _lost(task: _Task, reason: str) -> RankOutcome:
     return RankOutcome(task.rank, task.host, task.device, None, False, reason)
 
 
-def _plan(found: FoundTraces, out_dir: str, prefix: str, options: ConvertOptions,
+def _plan(found: FoundTraces, out_dir: str, staging: str, prefix: str, options: ConvertOptions,
           allow_mismatch: bool) -> tuple[list[_Task], list[RankOutcome]]:
+    """A task per rank whose pair is complete (its output written into ``staging``, its place in
+    ``out_dir`` checked first), a failed outcome for every other rank."""
     tasks, failures = [], []
     for rank in found.ranks():
         hosts, devices = found.hosts.get(rank, []), found.devices.get(rank, [])
         problem = _pair_problem(rank, hosts, devices if found.devices else [""])
         if problem and rank in found.unreadable:
             problem = "; ".join([problem, *found.unreadable[rank]])
+        if not problem:
+            try:
+                check_output(os.path.join(out_dir, f"{prefix}.{rank}.et"), *hosts, *devices)
+            except ConverterError as exc:
+                problem = str(exc)
         if problem:
             failures.append(RankOutcome(rank, _one(hosts), _one(devices), None, False, problem))
         else:
-            output = os.path.join(out_dir, f"{prefix}.{rank}.et")
+            output = os.path.join(staging, f"{prefix}.{rank}.et")
             tasks.append(_Task(rank, hosts[0], devices[0] if devices else None, output, options, allow_mismatch))
     return tasks, failures
 

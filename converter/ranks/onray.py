@@ -10,8 +10,10 @@ must see them at the same place (a shared file system, or an object store mounte
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
+import os
 import socket
 from collections.abc import Callable, Iterator
 from types import ModuleType
@@ -19,7 +21,7 @@ from typing import Any, TypeVar
 
 from ..errors import ConverterError
 
-_CONNECT_SECONDS = 10
+_CONNECT_SECONDS = 3
 Task = TypeVar("Task")
 Outcome = TypeVar("Outcome")
 
@@ -32,31 +34,59 @@ def ray_module() -> ModuleType:
         raise ConverterError("--ray needs Ray: pip install 'chakra-convert-fast[ray]'") from None
 
 
-def _reachable(address: str) -> None:
-    """Fail at once where nothing listens at ``host:port`` (Ray would retry for many minutes)."""
-    host, _, port = address.rpartition(":")
-    if address == "auto" or not port.isdigit():
-        return  # Ray finds the local cluster, or says there is none, by itself
+def resolve_address(ray: ModuleType, address: str | None) -> tuple[str, str]:
+    """The address to connect to and how it was chosen. ``address`` None or "auto": ``ray.init()``'s
+    own rule (RAY_ADDRESS, else the cluster running on this machine, else a new local one,
+    "local"); any other value is used as given."""
+    if address not in (None, "auto"):
+        return address, f"the Ray cluster at {address}"
+    environment = os.environ.get("RAY_ADDRESS", "")
+    if environment and environment != "auto":
+        return environment, f"the Ray cluster at {environment} (RAY_ADDRESS)"
     try:
-        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=_CONNECT_SECONDS).close()
+        found = ray._private.services.get_ray_address_from_environment(None, None)
+    except (AttributeError, ImportError, ConnectionError, OSError):
+        found = None
+    if found:
+        return str(found), f"the Ray cluster running on this machine ({found})"
+    return "local", "a new local Ray cluster (RAY_ADDRESS is unset and none runs on this machine)"
+
+
+def check_reachable(address: str, source: str) -> None:
+    """Fail within seconds where nothing listens at ``[ray://]host:port`` (Ray itself would retry
+    for many minutes, printing its own log lines)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not port.isdigit() or not host:
+        if address in ("local", "auto"):
+            return
+        raise ConverterError(f"cannot connect to {source}: not a HOST:PORT address")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_SECONDS).close()
     except OSError as exc:
-        raise ConverterError(f"cannot connect to the Ray cluster at {address}: {exc.strerror or exc}") from None
+        raise ConverterError(f"cannot connect to {source}: {exc.strerror or exc}") from None
 
 
 def run_on_ray(
     address: str, function: Callable[..., Outcome], tasks: list[Task], args: tuple[Any, ...],
-    lost: Callable[[Task, str], Outcome],
+    lost: Callable[[Task, str], Outcome], on_connect: Callable[[str], None] | None = None,
 ) -> Iterator[Outcome]:
     """``function(task, *args)`` for every task, each a one-CPU Ray task on the cluster at
-    ``address`` ("auto": the one this machine is part of); yields outcomes as tasks finish
+    ``address`` (None or "auto": ``ray.init()``'s rule, see ``resolve_address``; ``on_connect``
+is told which cluster that is); yields outcomes as tasks finish
     (``lost(task, reason)`` for a task Ray could not run to its end)."""
     ray = ray_module()
-    _reachable(address)
+    address, source = resolve_address(ray, address)
+    check_reachable(address, source)
+    if on_connect is not None:
+        on_connect(source)
     try:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
                  include_dashboard=False, configure_logging=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise ConverterError(f"cannot connect to the Ray cluster at {address}: {exc}") from None
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+        raise ConverterError(f"cannot connect to {source}: {' '.join(str(exc).split())}") from None
+    except BaseException:  # a signal while connecting: end now, not after Ray's exit handler (~30 s);
+        atexit.unregister(ray.shutdown)  # what Ray started for this driver is stopped by its reaper
+        raise
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(function)
         pending = {remote.remote(task, *args): task for task in tasks}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from ..convert.pipeline import ConversionResult, ConvertOptions, convert_document, convert_file
 from ..convert.writer import Progress
 from ..errors import OutputError
-from ..io import check_input, check_output
+from ..io import check_input, check_output, check_side_output
 from ..link.pipeline import LinkResult, link, link_document
 
 
@@ -34,7 +34,7 @@ def convert_pair(
     check_input(device_path)
     target = check_output(output_path, host_path, device_path)
     if keep_merged is not None:
-        merged = check_output(keep_merged, host_path, device_path)
+        merged = check_side_output(keep_merged, "--keep-merged", host_path, device_path, regular=True)
         if merged.final == target.final:
             raise OutputError(keep_merged, "the merged trace and the output would be the same file")
         linked = link(host_path, device_path, keep_merged, rank=rank, allow_mismatch=allow_mismatch)

@@ -41,7 +41,7 @@ def group_id(pg_name: str) -> int | None:
     parse it."""
     if pg_name == "":
         return 0
-    if not pg_name.isdecimal() or not pg_name.isascii():
+    if not pg_name.isdecimal() or not pg_name.isascii() or len(pg_name) > len(str(MAX_GROUP_ID)):
         return None
     value = int(pg_name)
     return value if value <= MAX_GROUP_ID else None

@@ -10,11 +10,9 @@ first, and indexes its NPUs with the second).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import ConverterError, TraceFormatError
 from ..et.decode import count_nodes
@@ -82,17 +80,7 @@ def find_job(prefix: str, comm_groups: str | None = None) -> Job:
 
 def read_groups(path: str, ranks: int) -> dict[str, list[int]]:
     """A communicator group file, checked against a job of ``ranks`` ranks."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data: Any = json.load(fh)
-    except FileNotFoundError:
-        raise TraceFormatError(path, "no such file") from None
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
-    except (ValueError, RecursionError) as exc:
-        raise TraceFormatError(path, f"not a JSON communicator group file: {exc}") from None
-    if not isinstance(data, dict):
-        raise TraceFormatError(path, 'not a communicator group file: expected {"<id>": [ranks], ...}')
+    data = commgroups.read(path)
     groups: dict[str, list[int]] = {}
     for key, members in data.items():
         if not (isinstance(key, str) and key.isdigit() and int(key) > 0):
