@@ -296,14 +296,16 @@ def simulate(prefix: PathArg, options: SimulateOptions | None = None, *, timelin
 def simulate_sweep(prefix: PathArg, ranks: Sequence[int], topologies: Sequence[str],
                    options: SimulateOptions | None = None, *, out_prefix: PathArg | None = None,
                    work_dir: PathArg | None = None, on_point: Callable[[SweepPoint], None] | None = None,
-                   progress: Callable[[SimulationProgress], None] | None = None) -> SweepResult:
-    """Scale the job ``PREFIX.<rank>.et`` to each rank count (``scale``) and simulate each on each
-    topology; writes ``OUT.md`` (table), ``OUT.png`` (plot: needs the ``plot`` extra) and
-    ``OUT.json`` (``out_prefix`` defaults to ``PREFIX.sweep``)."""
+                   progress: Callable[[SimulationProgress], None] | None = None,
+                   compact: bool = False) -> SweepResult:
+    """Scale the job ``PREFIX.<rank>.et`` to each rank count (``scale``, with ``compact``: each rank
+    compacted) and simulate each on each topology; writes ``OUT.md`` (table), ``OUT.png`` (plot:
+    needs the ``plot`` extra) and ``OUT.json`` (``out_prefix`` defaults to ``PREFIX.sweep``)."""
     return _sweep(os.fspath(prefix), list(ranks), list(topologies), options or SimulateOptions(),
-                  scale=lambda source, target, count: scale(source, target, count),
+                  scale=lambda source, target, count: scale(source, target, count, compact=_bool("compact", compact)),
                   out_prefix=None if out_prefix is None else os.fspath(out_prefix),
-                  work_dir=None if work_dir is None else os.fspath(work_dir), on_point=on_point, progress=progress)
+                  work_dir=None if work_dir is None else os.fspath(work_dir), on_point=on_point, progress=progress,
+                  scale_capture=compact)
 
 
 # -- text workloads (chakra_converter Text) --

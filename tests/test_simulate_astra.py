@@ -143,6 +143,28 @@ def test_sweep_scales_and_simulates_each_point(simulator: Path, tmp_path: Path) 
         ["job.0.et", "job.1.et", "job.comm_group.json", "sweep.md", "sweep.png", "sweep.json"])
 
 
+def test_sweep_compact_simulates_the_same_steps_with_fewer_nodes(simulator: Path, tmp_path: Path) -> None:
+    """--sweep --compact scales each point compacted: every point's step and communication are
+    the uncompacted sweep's (a real GPT-2 capture, 2 and 4 ranks), and the scaled files are smaller."""
+    converted = run_cli("convert-all", REAL_TRACES_DIR / "cpu_gpt2_ddp2", tmp_path / "et", "--astra-sim")
+    assert converted.returncode == 0, converted.stderr
+    results = {}
+    for name, extra in (("plain", ()), ("compact", ("--compact",))):
+        work = tmp_path / f"work-{name}"
+        work.mkdir()
+        done = run_cli("simulate", tmp_path / "et" / "trace", "--sweep", "ranks=2,4", "--out", tmp_path / name,
+                       "--work-dir", work, *extra)
+        assert done.returncode == 0, done.stderr
+        results[name] = json.loads((tmp_path / f"{name}.json").read_text())["points"]
+    assert [(p["ranks"], p["step_ns"], p["comm_busy_ns"]) for p in results["compact"]] == \
+        [(p["ranks"], p["step_ns"], p["comm_busy_ns"]) for p in results["plain"]]
+    assert all(p["step_ns"] > 0 for p in results["plain"])
+    assert all(c["nodes_per_rank"] * 10 < p["nodes_per_rank"] for c, p in zip(results["compact"], results["plain"], strict=True))
+    assert "--compact" in run_cli("simulate", "--help").stdout
+    refused = run_cli("simulate", tmp_path / "et" / "trace", "--compact")
+    assert refused.returncode == 2 and "are for --sweep" in refused.stderr
+
+
 def test_sweep_without_matplotlib_fails_before_simulating(simulator: Path, tmp_path: Path) -> None:
     prefix = write_job(tmp_path / "job", 2)
     blocker = tmp_path / "block"

@@ -27,7 +27,8 @@ def add(commands: Any) -> None:
         f"  {PROG} simulate et/trace --topology Ring,Switch --npus-per-dim 4,* --bandwidth 200,50 "
         "--timeline run.json\n"
         f"  {PROG} simulate outputs/gpt2_small_np2 --accelerator H100 --json result.json\n"
-        f"  {PROG} simulate outputs/gpt2_small_np2 --sweep ranks=2,8,64,256 --topology Ring --topology Switch\n",
+        f"  {PROG} simulate outputs/gpt2_small_np2 --sweep ranks=2,8,64,256 --topology Ring --topology Switch\n"
+        f"  {PROG} simulate outputs/gpt2_small_np2 --sweep ranks=2,64,1024 --compact\n",
     )
     parser.add_argument("prefix", metavar="PREFIX", help="the job: PREFIX.0.et ... PREFIX.<N-1>.et")
     net = parser.add_argument_group("network (ASTRA-sim's analytical backend)")
@@ -62,6 +63,8 @@ def add(commands: Any) -> None:
                        "(default: PREFIX.sweep)")
     sweep.add_argument("--work-dir", metavar="DIR", help="where scaled jobs are written while they are simulated "
                        "(default: the system's temporary directory)")
+    sweep.add_argument("--compact", action="store_true", help="scale each point with --compact: the same "
+                       "simulated step with far fewer nodes (see README, compact graphs)")
     add_output_options(parser)
     parser.set_defaults(run=_run)
 
@@ -80,8 +83,8 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
         return _run_sweep(args, reporter, topologies)
     if len(topologies) > 1:
         args.usage_error("several --topology are for --sweep; simulate one network at a time")
-    if args.out or args.work_dir:
-        args.usage_error("--out and --work-dir are for --sweep")
+    if args.out or args.work_dir or args.compact:
+        args.usage_error("--out, --work-dir and --compact are for --sweep (compact one job with the compact command)")
     bar = _Bar(reporter.shows_progress)
     try:
         result = api.simulate(args.prefix, _options(args, topologies[0]), timeline=args.timeline,
@@ -113,7 +116,8 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
     try:
         sweep = api.simulate_sweep(
             args.prefix, points, topologies, _options(args, topologies[0]), out_prefix=args.out,
-            work_dir=args.work_dir, on_point=lambda p: _point_done(reporter, bar, p), progress=bar.progress)
+            work_dir=args.work_dir, on_point=lambda p: _point_done(reporter, bar, p), progress=bar.progress,
+            compact=args.compact)
     finally:
         bar.close()
     if args.json == "-":

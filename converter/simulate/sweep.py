@@ -76,7 +76,9 @@ class SweepResult:
 def sweep(prefix: str, points: Sequence[int], topologies: Sequence[str], options: SimulateOptions, *,
           scale: Scale, out_prefix: str | None = None, work_dir: str | None = None,
           on_point: Callable[[SweepPoint], None] | None = None,
-          progress: Callable[[Progress], None] | None = None) -> SweepResult:
+          progress: Callable[[Progress], None] | None = None, scale_capture: bool = False) -> SweepResult:
+    """Each point's job is ``scale(prefix, scratch, count)``, except the capture's own rank count,
+    simulated as captured unless ``scale_capture`` (a ``scale`` that rewrites ranks: ``--compact``)."""
     if not points or any(n < 1 for n in points):
         raise ConverterError("--sweep ranks=...: rank counts are at least 1")
     if options.backend not in BINARIES:
@@ -101,7 +103,7 @@ def sweep(prefix: str, points: Sequence[int], topologies: Sequence[str], options
         scratch = make_workdir("chakra-sweep-", parent)
         try:
             started = time.monotonic()
-            if count == job.ranks:
+            if count == job.ranks and not scale_capture:
                 point_job, scaled = job, 0.0
             else:
                 scaled_prefix = os.path.join(scratch, os.path.basename(prefix))
