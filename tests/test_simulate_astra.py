@@ -159,7 +159,8 @@ def test_sweep_compact_simulates_the_same_steps_with_fewer_nodes(simulator: Path
     assert [(p["ranks"], p["step_ns"], p["comm_busy_ns"]) for p in results["compact"]] == \
         [(p["ranks"], p["step_ns"], p["comm_busy_ns"]) for p in results["plain"]]
     assert all(p["step_ns"] > 0 for p in results["plain"])
-    assert all(c["nodes_per_rank"] * 10 < p["nodes_per_rank"] for c, p in zip(results["compact"], results["plain"], strict=True))
+    pairs = zip(results["compact"], results["plain"], strict=True)
+    assert all(c["nodes_per_rank"] * 10 < p["nodes_per_rank"] for c, p in pairs)
     assert "--compact" in run_cli("simulate", "--help").stdout
     refused = run_cli("simulate", tmp_path / "et" / "trace", "--compact")
     assert refused.returncode == 2 and "are for --sweep" in refused.stderr
