@@ -84,8 +84,18 @@ def resolve_shape(model: str, size: str, overrides: dict[str, int | None]) -> Sh
     return shape
 
 
-def embedding_rows(shape: Shape, tokenizer_size: int) -> int:
-    """The model's vocabulary: every token id must fit, and ``base`` keeps the real model's size."""
+#: A vocabulary trained here is padded to a multiple of this (as Megatron-LM's
+#: ``--make-vocab-size-divisible-by``): the WordPiece trainer breaks ties differently from one
+#: process to the next (1,660 or 1,662 pieces on the shipped sample), and a capture's shapes, so
+#: its gradient all-reduce bytes, must not depend on that.
+TRAINED_VOCAB_MULTIPLE = 64
+
+
+def embedding_rows(shape: Shape, tokenizer_size: int, *, trained: bool = False) -> int:
+    """The model's vocabulary: every token id must fit, and ``base`` keeps the real model's size;
+    a vocabulary ``trained`` for this run is padded to a multiple of ``TRAINED_VOCAB_MULTIPLE``."""
+    if trained:
+        tokenizer_size = -(-tokenizer_size // TRAINED_VOCAB_MULTIPLE) * TRAINED_VOCAB_MULTIPLE
     return max(shape.vocab_size, tokenizer_size)
 
 

@@ -252,7 +252,7 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
         special = {"bos": tokenizer.bos_token_id or 0, "eos": tokenizer.eos_token_id or 0,
                    "pad": tokenizer.pad_token_id or 0}
         torch.manual_seed(args.seed)
-        vocab_size = models.embedding_rows(shape, len(tokenizer))
+        vocab_size = models.embedding_rows(shape, len(tokenizer), trained=args.model == "bert" and not args.tokenizer)
         model = models.build_model(args.model, shape, vocab_size, special).to(where.device)
         meta = build_meta(args, where, size, shape, models.count_parameters(model), vocab_size, name)
         log.info("%s %s: %s, %d parameters, %d rank(s) on %s/%s", args.model, size, shape,

@@ -58,6 +58,11 @@ def test_base_presets_have_the_real_sizes(model: str, tokenizer_size: int, param
 def test_small_presets_follow_the_tokenizer() -> None:
     assert models.embedding_rows(models.resolve_shape("bert", "small", {}), 1660) == 1660
     assert models.embedding_rows(models.resolve_shape("bert", "small", {"vocab_size": 4096}), 1660) == 4096
+    # a WordPiece vocabulary trained for the run: 1,660 or 1,662 pieces from run to run, the same rows
+    small = models.resolve_shape("bert", "small", {})
+    assert {models.embedding_rows(small, n, trained=True) for n in (1660, 1662)} == {1664}
+    assert models.embedding_rows(small, 1664, trained=True) == 1664
+    assert models.embedding_rows(small, 1665, trained=True) == 1728
 
 
 @pytest.mark.parametrize("model", models.MODELS)
