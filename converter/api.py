@@ -340,7 +340,8 @@ def compact(input_path: PathArg, output_path: PathArg, *, progress: Progress | N
 
 def compact_ranks(in_prefix: PathArg, out_prefix: PathArg, *,
                   on_rank_done: Callable[[CompactResult], None] | None = None) -> list[CompactResult]:
-    """``compact`` of every rank ``<in_prefix>.<r>.et`` into ``<out_prefix>.<r>.et``, one at a time."""
+    """``compact`` of every rank ``<in_prefix>.<r>.et`` into ``<out_prefix>.<r>.et``, all written
+    or none (``on_rank_done`` is called for each once they all are)."""
     return _compact_ranks(os.fspath(in_prefix), os.fspath(out_prefix), on_rank_done)
 
 

@@ -239,6 +239,20 @@ def test_compact_command_on_every_rank_of_a_prefix(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.glob("small.*.et")) == ["small.0.et", "small.1.et", "small.2.et"]
 
 
+def test_compacting_ranks_is_all_or_nothing(tmp_path: Path) -> None:
+    """A rank that cannot be compacted leaves every old output as it was (and nothing hidden)."""
+    specs = CASES["a collective is never merged, nor merged across"][0]
+    for rank in range(3):
+        write(tmp_path / f"trace.{rank}.et", specs)
+        (tmp_path / f"small.{rank}.et").write_bytes(b"old")
+    (tmp_path / "trace.2.et").write_bytes(b"\x05not a trace")
+    done = cli("compact", tmp_path / "trace", tmp_path / "small")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and "trace.2.et" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".", "small"))) == [
+        "small.0.et", "small.1.et", "small.2.et"]
+    assert all((tmp_path / f"small.{rank}.et").read_bytes() == b"old" for rank in range(3))
+
+
 def test_compact_command_errors_are_one_line(tmp_path: Path) -> None:
     done = cli("compact", tmp_path / "none", tmp_path / "out")
     assert done.returncode == 1

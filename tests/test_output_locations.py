@@ -395,7 +395,7 @@ def test_replacing_an_output_keeps_its_mode_and_owner(command: str, user: str, i
 # -- convert-all: a run's outputs replace the previous run's together, or not at all ---------------
 def _previous_run(out: Path) -> dict[str, tuple[bytes, int, int, int]]:
     out.mkdir()
-    for name in ("trace.0.et", "trace.1.et", "comm_group.json"):
+    for name in ("trace.0.et", "trace.1.et", "trace.comm_group.json"):  # the job's group file
         (out / name).write_bytes(f"previous run: {name}".encode())
         (out / name).chmod(0o640)
     return {name: _state(out / name) for name in listing(out)}
@@ -433,3 +433,65 @@ def test_a_complete_convert_all_replaces_every_file_keeping_modes(job: Path, tmp
     for name, (content, *attributes) in before.items():
         now, *now_attributes = _state(out / name)
         assert now != content and now_attributes == attributes, name
+
+
+# -- io.OutputSet: the one implementation of many outputs, all or nothing ---------------------------
+def _output_set_targets(out: Path) -> list[io_module.OutputTarget]:
+    out.mkdir()
+    (out / "b").write_bytes(b"old b")
+    (out / "b").chmod(0o640)
+    (out / "d").write_bytes(b"old d")
+    return [io_module.check_output(out / name) for name in ("a", "b", "c", "d")]
+
+
+@pytest.mark.parametrize("unnamed", [False, True])
+def test_output_set_commits_every_file_keeping_modes(tmp_path: Path, unnamed: bool) -> None:
+    targets = _output_set_targets(tmp_path / "out")
+    with io_module.OutputSet(unnamed=unnamed, shown="the set") as files:
+        files.write(targets[0], [b"new ", b"a"])
+        for target in targets[1:]:
+            with files.open(target) as out:
+                out.write(b"new " + os.path.basename(target.final).encode())
+        assert not any((tmp_path / "out" / n).read_bytes().startswith(b"new") for n in ("b", "d"))
+        files.commit()
+    assert listing(tmp_path / "out") == ["a", "b", "c", "d"]
+    assert all((tmp_path / "out" / n).read_bytes() == f"new {n}".encode() for n in "abcd")
+    assert stat.S_IMODE(os.stat(tmp_path / "out" / "b").st_mode) == 0o640
+    assert io_module.committed_outputs()[-1] == "the set"
+
+
+def test_output_set_puts_back_what_it_replaced_when_a_rename_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    targets = _output_set_targets(tmp_path / "out")
+    real_replace = os.replace
+
+    def replace(source: str, destination: str) -> None:
+        if destination == targets[2].final:  # "c": after "a" (new) and "b" (replaced)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_replace(source, destination)
+
+    committed = io_module.committed_outputs()
+    with io_module.OutputSet(unnamed=True) as files:
+        for target in targets:
+            files.write(target, b"new")
+        monkeypatch.setattr(os, "replace", replace)
+        with pytest.raises(OutputError, match="c: cannot write: No space left on device; nothing written"):
+            files.commit()
+    assert listing(tmp_path / "out") == ["b", "d"]
+    assert (tmp_path / "out" / "b").read_bytes() == b"old b" and (tmp_path / "out" / "d").read_bytes() == b"old d"
+    assert io_module.committed_outputs() == committed
+
+
+def test_output_set_refuses_a_fifo_that_appeared_and_replaces_nothing(tmp_path: Path) -> None:
+    targets = _output_set_targets(tmp_path / "out")
+    with io_module.OutputSet(unnamed=True) as files:
+        for target in targets:
+            with files.open(target) as out:
+                out.write(b"new")
+        os.unlink(targets[3].final)
+        os.mkfifo(targets[3].final)  # "d" replaced by a FIFO after the checks
+        with pytest.raises(OutputError, match="d: became a FIFO while the command ran; not replaced"):
+            files.commit()
+    assert listing(tmp_path / "out") == ["b", "d"]
+    assert (tmp_path / "out" / "b").read_bytes() == b"old b" and stat.S_ISFIFO(os.lstat(targets[3].final).st_mode)

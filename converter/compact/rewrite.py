@@ -25,7 +25,7 @@ from ..errors import OutputError, TraceContentError, TraceFormatError
 from ..et import encode, wire
 from ..et.decode import EtTrace, field_spans, iter_records, read_et
 from ..et.records import Malformed, attribute
-from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
+from ..io import OutputSet, OutputTarget, SpillFile, atomic_output, check_input, check_output
 from ..schema.chakra import ATTRIBUTE_FIELDS, NODE_FIELDS, WIRE_VARINT
 from .plan import SUMMED, Plan, plan
 
@@ -239,19 +239,25 @@ def rank_files(prefix: str) -> list[str]:
 
 def compact_ranks(in_prefix: str, out_prefix: str, on_rank_done: Callable[[CompactResult], None] | None = None
                   ) -> list[CompactResult]:
-    """Every rank ``<in_prefix>.<r>.et`` compacted into ``<out_prefix>.<r>.et``, one at a time."""
+    """Every rank ``<in_prefix>.<r>.et`` compacted into ``<out_prefix>.<r>.et``, read one at a time
+    and written all or nothing (``io.OutputSet``: a failure leaves every old file as it was)."""
     inputs = rank_files(in_prefix)
     if not inputs and os.path.isdir(in_prefix):
         raise TraceFormatError(in_prefix, "is a directory: name a .et file, or the PREFIX of PREFIX.<rank>.et files")
     if not inputs:
         raise TraceFormatError(f"{in_prefix}.0.et", "no such file: no rank to compact under this prefix")
-    targets = [f"{out_prefix}.{rank}.et" for rank in range(len(inputs))]
-    for source, output in zip(inputs, targets, strict=True):  # every output checked before any work
-        if os.path.realpath(source) != os.path.realpath(output):
-            check_output(output, source)
+    targets = []
+    for rank, source in enumerate(inputs):  # every output checked before any work
+        output = f"{out_prefix}.{rank}.et"
+        in_place = os.path.realpath(source) == os.path.realpath(output)
+        targets.append(check_output(output) if in_place else check_output(output, source))
     results = []
-    for source, output in zip(inputs, targets, strict=True):
-        results.append(compact_file(source, output))
-        if on_rank_done is not None:
-            on_rank_done(results[-1])
+    with OutputSet(unnamed=True, shown=f"{out_prefix}.*") as files:  # every rank replaced, or none
+        for source, target in zip(inputs, targets, strict=True):
+            with files.open(target) as out:
+                results.append(_compact_into(source, out, target.path, None))
+        files.commit()
+    if on_rank_done is not None:  # once written: the report says so
+        for result in results:
+            on_rank_done(result)
     return results

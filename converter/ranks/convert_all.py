@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from ..convert.pipeline import ConversionResult, ConvertOptions, convert_file
 from ..errors import ConverterError
-from ..io import check_output, commit_directory, output_directory, remove_staging, same_file, staging_directory
+from ..io import OutputSet, OutputTarget, check_output, output_directory, same_file
 from ..workers import run_all
 from . import commgroups
 from .commgroups import CommGroups
@@ -99,10 +99,9 @@ def _convert_all(
             commgroups.host_process_groups(paths[0]) for paths in found.hosts.values() if len(paths) == 1)
     group_target = check_output(commgroups.path_for(os.path.join(output_dir, prefix)))
     options = replace(options, jobs=1)  # ranks run side by side: one process each
-    staging = staging_directory(output_dir)
     cluster: list[str] = []
-    try:
-        tasks, outcomes = _plan(found, output_dir, staging, prefix, options, allow_mismatch)
+    with OutputSet(shown=output_dir) as files:
+        tasks, outcomes, targets = _plan(found, output_dir, files, prefix, options, allow_mismatch)
         for outcome in _run(tasks, jobs, ray_address, cluster.append):
             outcome = _in_place(outcome, output_dir)
             outcomes.append(outcome)
@@ -111,12 +110,8 @@ def _convert_all(
         outcomes.sort(key=lambda o: o.rank)
         if not any(o.ok for o in outcomes):
             return MultiRankResult(outcomes, None, groups, next(iter(cluster), None))
-        group_name = os.path.basename(group_target.final)
-        commgroups.write(groups, os.path.join(staging, group_name))
-        names = [os.path.basename(o.output) for o in outcomes if o.ok and o.output]
-        commit_directory(staging, output_dir, [*names, group_name])
-    finally:
-        remove_staging(staging)
+        commgroups.write(groups, files.staged(group_target))
+        files.commit([*(targets[o.rank] for o in outcomes if o.ok and o.output), group_target])
     return MultiRankResult(outcomes, group_target.path, groups, next(iter(cluster), None))
 
 
@@ -164,11 +159,14 @@ def _lost(task: _Task, reason: str) -> RankOutcome:
     return RankOutcome(task.rank, task.host, task.device, None, False, reason)
 
 
-def _plan(found: FoundTraces, out_dir: str, staging: str, prefix: str, options: ConvertOptions,
-          allow_mismatch: bool) -> tuple[list[_Task], list[RankOutcome]]:
-    """A task per rank whose pair is complete (its output written into ``staging``, its place in
-    ``out_dir`` checked first), a failed outcome for every other rank."""
+def _plan(found: FoundTraces, out_dir: str, files: OutputSet, prefix: str, options: ConvertOptions,
+          allow_mismatch: bool) -> tuple[list[_Task], list[RankOutcome], dict[int, OutputTarget]]:
+    """A task per rank whose pair is complete (its output written where ``files`` stages it, its
+    place in ``out_dir`` checked first), a failed outcome for every other rank, and each task's
+    output by rank."""
     tasks, failures = [], []
+    targets: dict[int, OutputTarget] = {}
+    output = ""
     for rank in found.ranks():
         hosts, devices = found.hosts.get(rank, []), found.devices.get(rank, [])
         problem = _pair_problem(rank, hosts, devices if found.devices else [""])
@@ -176,15 +174,16 @@ def _plan(found: FoundTraces, out_dir: str, staging: str, prefix: str, options: 
             problem = "; ".join([problem, *found.unreadable[rank]])
         if not problem:
             try:
-                check_output(os.path.join(out_dir, f"{prefix}.{rank}.et"), *hosts, *devices)
+                target = check_output(os.path.join(out_dir, f"{prefix}.{rank}.et"), *hosts, *devices)
+                output = files.staged(target)  # a device or FIFO there is this rank's problem
+                targets[rank] = target
             except ConverterError as exc:
                 problem = str(exc)
         if problem:
             failures.append(RankOutcome(rank, _one(hosts), _one(devices), None, False, problem))
         else:
-            output = os.path.join(staging, f"{prefix}.{rank}.et")
             tasks.append(_Task(rank, hosts[0], devices[0] if devices else None, output, options, allow_mismatch))
-    return tasks, failures
+    return tasks, failures, targets
 
 
 def _one(paths: list[str]) -> str | None:

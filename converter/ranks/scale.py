@@ -21,7 +21,7 @@ survive). Rules:
 
 Each captured rank is read once (``read_et`` keeping the raw records) and written for each of
 its replicas before the next is read; every output lands at the end, together, or none does
-(``outputs.StagedOutputs``).
+(``io.OutputSet``).
 """
 
 from __future__ import annotations
@@ -40,11 +40,10 @@ from ..compact.rewrite import compacted_copy
 from ..errors import ConverterError, OutputError, TraceContentError, TraceFormatError
 from ..et import wire
 from ..et.decode import EtTrace, attribute_spans, read_et
-from ..io import OutputTarget, check_output, output_directory, same_file
+from ..io import OutputSet, OutputTarget, check_output, output_directory, same_file
 from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
 from . import commgroups
-from .outputs import StagedOutputs
 
 #: ``progress(stage, done, total)``: "ranks" written so far of the N.
 Progress = Callable[[str, int, int], None]
@@ -119,10 +118,9 @@ def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | N
     new_groups = _new_groups(groups, captured, ranks)
     out_dir = os.path.dirname(out_prefix) or "."
     created = output_directory(out_dir)
-    staged: StagedOutputs | None = None
+    staged = OutputSet(shown=f"{out_prefix}.*")
     try:
         targets = _targets(out_prefix, ranks, [*inputs, *([group_file] if group_file else [])])
-        staged = StagedOutputs(targets)
         job = _Job(groups, captured, group_file)
         written = rewritten = done = 0
         nodes: list[int] = []
@@ -141,17 +139,16 @@ def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | N
             same = b"".join(plain) if not rewrites else b""  # every replica's bytes, when none changes
             for r in range(k, ranks, captured):
                 data = _with_groups(plain, records, rewrites, groups, r // captured) if rewrites else same
-                written += staged.write(r, data)
+                written += staged.write(targets[r], data)
                 rewritten += len(rewrites)
                 done += 1
                 if progress is not None:
                     progress("ranks", done, ranks)
             del records, plain, same
-        written += staged.write(ranks, (json.dumps(new_groups, indent=2) + "\n").encode("utf-8"))
+        written += staged.write(targets[ranks], (json.dumps(new_groups, indent=2) + "\n").encode("utf-8"))
         staged.commit()
     finally:
-        if staged is not None:
-            staged.discard()
+        staged.discard()
         if created:
             with suppress(OSError):  # only succeeds if nothing was written there
                 os.rmdir(out_dir)

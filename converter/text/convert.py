@@ -9,13 +9,12 @@ import time
 from dataclasses import dataclass
 
 from ..convert.writer import Progress
-from ..errors import ConverterError, TraceContentError
+from ..errors import ConverterError, OutputError, TraceContentError
 from ..et import wire
-from ..io import check_input
+from ..io import OutputSet, OutputTarget, check_input, check_output
 from ..schema.chakra import GLOBAL_METADATA_FIELDS
 from .groups import Groups
 from .layout import LAYOUTS, Emitter
-from .outputs import output_set, targets
 from .replay import Recorded, Replay
 from .workload import REFERENCE_TYPES, Workload, read_workload
 
@@ -62,9 +61,9 @@ def convert_text(input_path: str, prefix: str, npus: int, passes: int, *, first_
     same_files = workload.kind in REFERENCE_TYPES or workload.kind == "DISTRIBUTED_INFERENCE"  # no group by rank
     recorded: list[Recorded] | None = [] if same_files else None
     replay: Replay | None = None
-    with output_set() as files:
+    with OutputSet(unnamed=True, shown=f"{prefix}.*") as files:
         for rank, target in enumerate(found[:-1]):
-            with files.write(target) as out:
+            with files.open(target) as out:
                 out.write(metadata)
                 rendered = None if replay is None else replay.render(next_id)
                 if rendered is not None:
@@ -84,11 +83,24 @@ def convert_text(input_path: str, prefix: str, npus: int, passes: int, *, first_
                 progress("ranks", rank + 1, npus)
         members = groups.members()
         if members:
-            with files.write(found[-1]) as out:
+            with files.open(found[-1]) as out:
                 out.write(json.dumps(members).encode())
         files.commit()
     return TextResult(input_path, workload.kind, len(workload.layers), npus, passes, outputs,
                       group_path if members else None, per_npu, written, time.perf_counter() - started)
+
+
+def targets(paths: list[str], *inputs: str) -> list[OutputTarget]:
+    """``check_output`` of each path (checked before any work), refusing a path named twice."""
+    found: list[OutputTarget] = []
+    seen: set[str] = set()
+    for path in paths:
+        target = check_output(path, *inputs)
+        if target.final in seen:
+            raise OutputError(path, "named twice among the outputs")
+        seen.add(target.final)
+        found.append(target)
+    return found
 
 
 def global_metadata(text: str) -> bytes:
