@@ -9,11 +9,13 @@ line on stderr that starts with the program's name, no traceback.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -38,7 +40,7 @@ class Hang(AssertionError):
 def run_cli(*args: str | Path, timeout: float = 120, preexec_fn: Callable[[], None] | None = None,
             cwd: Path | None = None, env: dict[str, str] | None = None) -> Done:
     with subprocess.Popen(
-        [*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*cli_for(preexec_fn), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True, preexec_fn=preexec_fn, cwd=cwd, env=env, errors="backslashreplace",
     ) as process:
         try:
@@ -98,7 +100,8 @@ NOBODY = 65534
 
 def as_nobody() -> Callable[[], None] | None:
     """A ``preexec_fn`` running the command as the unprivileged user ``nobody`` where the tests run
-    as root (None otherwise: the tests' user is unprivileged already)."""
+    as root (None otherwise: the tests' user is unprivileged already). ``run_cli`` then starts the
+    command with ``python_for_nobody()``."""
     if os.geteuid() != 0:
         return None
 
@@ -107,7 +110,38 @@ def as_nobody() -> Callable[[], None] | None:
         os.setgid(NOBODY)
         os.setuid(NOBODY)
 
+    drop.nobody = True  # type: ignore[attr-defined]
     return drop
+
+
+@functools.cache
+def python_for_nobody() -> tuple[str, str]:
+    """(interpreter, code to run first) with which ``nobody`` runs this environment's Python: this
+    interpreter where nobody may run it; else, where it lives in a folder closed to others (pyenv
+    under /root), the system's interpreter of the same version with this environment's
+    site-packages added (the same packages, the editable install included)."""
+    drop = as_nobody()
+    if drop is None:
+        return sys.executable, ""
+    with suppress(OSError, subprocess.SubprocessError):
+        if subprocess.run([sys.executable, "-c", "0"], preexec_fn=drop, capture_output=True,
+                          timeout=60).returncode == 0:
+            return sys.executable, ""
+    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    if not os.access(system, os.X_OK):
+        raise AssertionError(f"nobody cannot run {sys.executable}, and there is no {system}")
+    return system, f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n"
+
+
+def cli_for(preexec_fn: Callable[[], None] | None) -> list[str]:
+    """The command line's interpreter and module for a command started with ``preexec_fn``."""
+    if not getattr(preexec_fn, "nobody", False):
+        return CLI
+    python, prelude = python_for_nobody()
+    if not prelude:
+        return CLI
+    return [python, "-c", prelude + "import runpy; runpy.run_module('chakra_convert_fast.converter', "
+            "run_name='__main__', alter_sys=True)"]
 
 
 @contextmanager

@@ -54,7 +54,7 @@ from chakra_convert_fast.converter.convert import parallel
 from chakra_convert_fast.converter.errors import ConverterError
 from chakra_convert_fast.fixtures.reference import reference_convert
 
-from .clirun import ERROR_PREFIX, as_nobody, run_cli, shared_directory
+from .clirun import ERROR_PREFIX, as_nobody, python_for_nobody, run_cli, shared_directory
 from .conftest import REAL_TRACES_DIR, load_trace, reference_link
 from .linkcases import edge_case_pair
 
@@ -512,7 +512,8 @@ def _run_paths(*args: str | Path, preexec_fn: Callable[[], None] | None = None) 
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-c", _WORKER_PATHS, *map(str, args)], capture_output=True, text=True,
+    python, prelude = python_for_nobody() if getattr(preexec_fn, "nobody", False) else (sys.executable, "")
+    return subprocess.run([python, "-c", prelude + _WORKER_PATHS, *map(str, args)], capture_output=True, text=True,
                           timeout=300, preexec_fn=preexec_fn)
 
 
@@ -697,6 +698,7 @@ def test_a_process_limit_as_nobody_gives_one_line(tmp_path: Path) -> None:
                 drop()
             resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
 
+        limited.nobody = drop is not None  # type: ignore[attr-defined]
         for jobs in ("2", "4"):
             done = _run_paths("convert", good, shared / "o.et", "--jobs", jobs, preexec_fn=limited)
             _assert_outcome(done)

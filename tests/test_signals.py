@@ -24,7 +24,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from chakra_convert_fast.converter import api, cli
+
 from .clirun import CLI, ERROR_PREFIX, kill_session, listing
+from .conftest import ROOT
 from .linkcases import edge_case_pair
 from .tracebuild import trace, two_threads
 
@@ -408,3 +411,15 @@ def test_a_signal_handled_inside_a_finalizer_still_ends_the_command() -> None:
             time.sleep(2)
     finally:
         restore(previous)
+
+
+
+def test_main_in_this_process_leaves_no_signal_blocked(tmp_path: Path) -> None:
+    """``main()`` holds the termination signals from its last commit to its end; afterwards the
+    calling process (and what it starts) gets them again, also after a later library commit."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    merged = ROOT / "fixtures" / "data" / "gpt2_ddp2_rank0_merged.json.gz"
+    assert cli.main([str(merged), str(tmp_path / "a.et"), "-q"]) == 0
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == blocked
+    api.convert(merged, tmp_path / "b.et")  # a library commit after main(): nothing held
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == blocked

@@ -90,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(reporter, describe_failure(exc), 1)
     finally:
         ignore_stop_signals()  # the command is over: nothing left to clean up
+        api.hold_signals_after_commit(0)  # a caller of main() in this process keeps its signals
         api.release_held_signals()  # held since the last output's commit: now ignored
         if reporter is not None:
             reporter.close()
