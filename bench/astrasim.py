@@ -71,7 +71,7 @@ def simulate(
                      {k: v for k, v in (("collective", r.collectives), ("send", r.sends), ("recv", r.recvs)) if v},
                      r.comm_ns)
              for r in result.ranks]
-    return Simulation(0, ranks, "", workdir)
+    return Simulation(0, ranks, "\n".join(result.warnings), workdir)
 
 
 def _roofline(overrides: dict[str, object] | None) -> configs.Accelerator | None:

@@ -265,6 +265,19 @@ sys.exit(134)
 import os, signal
 os.kill(os.getpid(), signal.SIGKILL)
 """,
+    "abort_at_exit": f"""
+import os, re, signal, sys
+config = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--logging-configuration="))
+target = re.search(r'filename = "(.*)"', open(config).read()).group(1)
+with open(target, "w") as out:
+    out.write(open({str(DATA / "tiny.events.log")!r}).read())
+sys.stderr.write("free(): corrupted unsorted chunks\\n")
+os.kill(os.getpid(), signal.SIGABRT)
+""",
+    "abort_early": """
+import os, signal
+os.kill(os.getpid(), signal.SIGABRT)
+""",
     "hang": """
 import os, sys, time
 workdir = os.path.dirname(next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--logging-configuration=")))
@@ -317,6 +330,7 @@ def test_command_reads_the_simulators_log(tmp_path: Path) -> None:
                 "'Optimizer.step'"),
     ("crash", "failed with exit status 134: Comm node should not be on CPU"),
     ("killed", "was killed by SIGKILL"),
+    ("abort_early", "was killed by SIGABRT"),
 ])
 def test_simulator_failures_are_one_line_and_write_nothing(tmp_path: Path, kind: str, expected: str,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
@@ -358,7 +372,7 @@ def test_missing_simulator_says_how_to_get_it(tmp_path: Path, monkeypatch: pytes
     (("--topology", "Torus"), "unknown topology 'Torus'"),
     (("--accelerator", "TPU9"), "--accelerator TPU9: unknown"),
     (("--backend", "aware"), "aborts on a Ring of 2"),
-    (("--comm-groups", "missing.json"), "missing.json: no such file"),
+    (("--comm-groups", "missing.json"), "missing.json: --comm-groups: no such file"),
 ])
 def test_bad_options_are_one_line(tmp_path: Path, args: tuple[str, ...], expected: str) -> None:
     prefix = _copy_job(tmp_path)
@@ -408,3 +422,16 @@ def test_the_log_file_cannot_be_an_output(tmp_path: Path) -> None:
                        "--log-filename", tmp_path / "out")
         assert_one_error(done, "the log file would overwrite")
         assert not (tmp_path / "out").exists()
+
+
+def test_a_crash_at_exit_after_every_rank_finished_keeps_the_result(tmp_path: Path) -> None:
+    """ASTRA-sim 518bd51 can abort in its closing statistics after every rank logged ``finished``
+    (collectives over sub-groups): the result is read from the log, with one warning."""
+    prefix = _copy_job(tmp_path)
+    done = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "abort_at_exit"),
+                   "--json", tmp_path / "r.json")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("warning:") == 1 and "died of SIGABRT after every rank had finished" in done.stderr
+    finished = _finished(TINY_LOG)
+    assert [r["step_ns"] for r in json.loads((tmp_path / "r.json").read_text())["per_rank"]] == \
+        [finished[0][0], finished[1][0]]

@@ -96,6 +96,8 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
     else:
         for line in result_lines(result):
             print(line)
+    for warning in result.warnings:
+        reporter.warning(warning)
     if args.timeline:
         reporter.info(f"wrote {args.timeline}: {result.timeline_events:,} nodes on {len(result.ranks)} rank(s) "
                       "(open it in https://ui.perfetto.dev or chrome://tracing)")

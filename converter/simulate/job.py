@@ -74,13 +74,14 @@ def find_job(prefix: str, comm_groups: str | None = None) -> Job:
             raise TraceFormatError(path, "cannot open: Permission denied")
     count = ranks[-1] + 1
     groups_path = comm_groups if comm_groups is not None else commgroups.find(prefix)
-    groups = {} if groups_path is None else read_groups(groups_path, count)
+    option = "--comm-groups" if comm_groups is not None else "communicator group file"
+    groups = {} if groups_path is None else read_groups(groups_path, count, option)
     return Job(prefix, count, groups_path, groups)
 
 
-def read_groups(path: str, ranks: int) -> dict[str, list[int]]:
-    """A communicator group file, checked against a job of ``ranks`` ranks."""
-    data = commgroups.read(path)
+def read_groups(path: str, ranks: int, option: str = "communicator group file") -> dict[str, list[int]]:
+    """A communicator group file (named by ``option`` in messages), checked against a job of ``ranks`` ranks."""
+    data = commgroups.read(path, option)
     groups: dict[str, list[int]] = {}
     for key, members in data.items():
         if not (isinstance(key, str) and key.isdigit() and int(key) > 0):
