@@ -45,6 +45,7 @@ from .io import (  # the log file of the command line: appended to, never trunca
     open_log,
     release_held_signals,
     same_file,
+    signal_deferred,
 )
 from .link.pipeline import LinkResult
 from .link.pipeline import link as _link
@@ -138,6 +139,7 @@ __all__ = [
     "scale",
     "scale_uses",
     "shown",
+    "signal_deferred",
     "simulate",
     "simulate_sweep",
     "standard_descriptors",

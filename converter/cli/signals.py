@@ -14,6 +14,7 @@ import threading
 from types import FrameType
 from typing import Any
 
+from .. import api
 from .._early import early_handler
 
 
@@ -30,6 +31,8 @@ _AGAIN_SECONDS = 0.01
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if api.signal_deferred(signum):  # during a commit (acted on after it), or after the last one (dropped)
+        return
     if frame is not None and frame.f_code.co_name == "__del__":
         # Python drops an exception raised in a finalizer (it would only print "Exception ignored"
         # and go on): the signal is delivered again in a moment, outside the finalizer
