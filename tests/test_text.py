@@ -251,14 +251,16 @@ def test_astra_sim_finishes_every_rank(name: str, npus: int, first_dim: int | No
     groups = None if result.comm_group_path is None else Path(result.comm_group_path)
     run = astrasim.simulate(tmp_path / "w", npus, backend=backend, comm_groups=groups, workdir=tmp_path / "sim")
     assert run.all_finished, [r.rank for r in run.ranks if not r.finished]
-    if groups is not None and run.returncode != 0:
-        # ASTRA-sim (518bd51) corrupts its heap on collectives over sub-groups and dies once every rank
-        # finished, in its closing statistics or at exit (README: a two-group sequence reproduces it)
-        assert run.returncode in (-6, -11), run.output[-3000:]  # SIGABRT, SIGSEGV
-    else:
-        assert run.returncode == 0, run.output[-3000:]
+    assert run.returncode == 0, run.output[-3000:]
     collectives = [sum(1 for n in read_et(tmp_path / f"w.{r}.et")[1] if n.type == 7) for r in range(npus)]
-    assert [r.comm_done.get("collective", 0) for r in run.ranks] == collectives
+    simulated = [r.comm_done.get("collective", 0) for r in run.ranks]
+    if groups is not None and "died of SIG" in run.output:
+        # ASTRA-sim (518bd51) corrupts its heap on collectives over sub-groups and dies once every rank
+        # finished, in its closing statistics or at exit (README: a two-group sequence reproduces it):
+        # simulate keeps the result with a warning, and its log file's last buffered lines are lost
+        assert all(0 < s <= c for s, c in zip(simulated, collectives, strict=True)), (simulated, collectives)
+    else:
+        assert simulated == collectives
 
 
 @pytest.mark.parametrize("first", [0, 1, 100, 16_000, 2_097_000, 2**40])

@@ -208,10 +208,13 @@ REMOTE_MEMORY: dict[str, Any] = {"memory-type": "NO_MEMORY_EXPANSION"}
 def logging_config(events_path: str) -> str:
     """ASTRA-sim's ``--logging-configuration`` (spdlog_setup TOML): the workload's and the system's
     messages into one unrotated file (its default log rotates at 10 x 10 MB, losing the beginning
-    of a large run's per-node lines)."""
+    of a large run's per-node lines), and the workload's info lines on stdout as well."""
     return (
         f'[[sink]]\nname = "events"\ntype = "basic_file_sink_mt"\nfilename = {json.dumps(events_path)}\n'
         'truncate = true\nlevel = "debug"\n\n'
-        '[[logger]]\nname = "workload"\nsinks = ["events"]\nlevel = "debug"\n\n'
+        # the workload's info lines (each rank's ``finished``) on stdout too, flushed line by line: a
+        # run that aborts at exit loses the file sink's buffer, not these
+        '[[sink]]\nname = "console"\ntype = "stdout_sink_mt"\nlevel = "info"\n\n'
+        '[[logger]]\nname = "workload"\nsinks = ["events", "console"]\nlevel = "debug"\n\n'
         '[[logger]]\nname = "system"\nsinks = ["events"]\nlevel = "info"\n'
     )

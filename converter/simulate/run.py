@@ -203,6 +203,11 @@ def _run(job: Job, network: Network, backend: str, roofline: Accelerator | None,
     finally:
         os.close(fifo)
     reader.close()
+    if process.returncode != 0:  # an abort loses the log file's buffer: the finished lines are on stdout too
+        with open(os.path.join(workdir, "stdout.txt"), encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if "finished," in line:
+                    reader.line(line.rstrip("\n"))
     with open(os.path.join(workdir, "stderr.txt"), encoding="utf-8", errors="replace") as fh:
         stderr = fh.read()[-20000:]
     return process.returncode, stderr
@@ -291,7 +296,8 @@ def _check(returncode: int, stderr: str, reader: LogReader, job: Job, simulator:
     finished = not reader.unknown_ranks and all(r.finished for r in reader.ranks)
     if returncode in tuple(-s for s in _CRASHES_AT_EXIT) and finished:
         return [f"ASTRA-sim ({name}) died of {_signal_name(-returncode)} after every rank had finished "
-                "(a known ASTRA-sim bug with communicator sub-groups); the result is read from its log"]
+                "(a known ASTRA-sim bug with communicator sub-groups); the steps are read from its log, whose last "
+                "per-node lines may be lost (node and communication counts can fall short)"]
     if returncode < 0:
         said = _reason(stderr, reader, "")
         raise SimulatorError(f"ASTRA-sim ({name}) was killed by {_signal_name(-returncode)}"
