@@ -97,7 +97,9 @@ def test_a_signal_while_connecting_ends_the_command_within_a_second(ray_cluster:
     finally:
         kill_session(process.pid)
         process.communicate()
-    assert process.returncode == 130, stderr
+    # 130, or death by SIGINT once the line is out (a Ray thread can take the signal; a shell shows
+    # 130 for both): one line, no traceback, within a second
+    assert process.returncode in (130, -signal.SIGINT), stderr
     assert stderr.splitlines() == [f"{ERROR_PREFIX}interrupted; no output written"], stderr
     assert took < 1.0, took
     assert not (tmp_path / "out").exists()
