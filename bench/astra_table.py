@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from bench import astrasim
+from bench.report import emit_table
 
 JOBS = [("gpt2", 2), ("bert", 2), ("gpt2", 4), ("bert", 4)]
 
@@ -69,11 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         for model, ranks in JOBS:
             lines += run_job(model, ranks, args.size, Path(tmp))
             print(lines[-1], file=sys.stderr)
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out:
-        args.out.write_text(text)
-    return 0
+    return emit_table(lines, args.out)
 
 
 if __name__ == "__main__":

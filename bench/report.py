@@ -261,3 +261,12 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def emit_table(lines: list[str], out: Path | None) -> int:
+    """Print a table the bench scripts made (and write it to ``out`` if given); the exit status."""
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if out:
+        out.write_text(text)
+    return 0

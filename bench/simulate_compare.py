@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.report import emit_table
 from chakra_convert_fast.converter import api
 
 
@@ -66,11 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         for model in args.models.split(","):
             lines.append(row(args.captures, model, Path(tmp)))
             print(lines[-1], file=sys.stderr)
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out:
-        args.out.write_text(text)
-    return 0
+    return emit_table(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from bench.measure import Run, measure
+from bench.report import emit_table
 from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 
 OURS = [sys.executable, "-m", "chakra_convert_fast.converter"]
@@ -161,11 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         if "generate" in only:
             lines += generate_rows(tmp)
             print(lines[-1], file=sys.stderr)
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out:
-        args.out.write_text(text)
-    return 0
+    return emit_table(lines, args.out)
 
 
 if __name__ == "__main__":
