@@ -13,7 +13,10 @@ class it is each node's ``max(num_ops / peak, tensor_size / bandwidth)`` in whol
 times it (their sum is checked against ASTRA-sim's figure). Measured: the same nodes' durations
 from the trace (compute nodes; the collectives and the gloo work the network simulates are left
 out), summed per class; the ``no work`` class is the views, allocations and wrappers, which the
-roofline gives no time.
+roofline gives no time. The measured durations include the tracing's own cost; two more rows
+take it out: at least what the tracing adds to each recorded op (``profiler_us_per_op`` of
+``bench.roofline_machine``) times the nodes, at most the traced step's excess over the untraced
+one (``chakra-profile``'s summary). The notes name the nodes the roofline misses most.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from bench import astrasim
 from chakra_convert_fast.converter.schema.opcost import op_class
 
 NO_WORK = "no work (views, wrappers)"
+GAPS = 5  # the nodes (rank 0) whose measured time the roofline misses most
 
 
 def et_nodes(path: Path) -> list[Any]:
@@ -48,8 +52,11 @@ def et_nodes(path: Path) -> list[Any]:
         out.append(node)
 
 
-def node_times(path: Path, peak: float, bandwidth: float) -> dict[str, list[float]]:
-    """class -> [nodes, measured us, roofline ns] over the compute nodes of a ``--roofline`` .et."""
+def node_times(path: Path, peak: float, bandwidth: float,
+               gaps: list[tuple[float, str, float, float, int, int]] | None = None) -> dict[str, list[float]]:
+    """class -> [nodes, measured us, roofline ns] over the compute nodes of a ``--roofline`` .et;
+    with ``gaps``, each node that does work is added to it as (measured - roofline in ms, name,
+    measured ms, roofline ms, FLOPs, bytes)."""
     by: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
     for node in et_nodes(path):
         attrs = {a.name: a for a in node.attr}
@@ -62,7 +69,11 @@ def node_times(path: Path, peak: float, bandwidth: float) -> dict[str, list[floa
         entry[0] += 1
         entry[1] += node.duration_micros
         if work:
-            entry[2] += int(flops / min(bandwidth * flops / size, peak) * 1e9)
+            roofline = int(flops / min(bandwidth * flops / size, peak) * 1e9)
+            entry[2] += roofline
+            if gaps is not None:
+                gaps.append((node.duration_micros / 1e3 - roofline / 1e6, node.name, node.duration_micros / 1e3,
+                             roofline / 1e6, flops, size))
     return by
 
 
@@ -86,8 +97,9 @@ def check(capture: Path, machine: dict[str, Any], workdir: Path) -> tuple[list[s
     if not sim.all_finished:
         raise RuntimeError(f"{name}: not every rank finished:\n{sim.output[-2000:]}")
     totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    gaps: list[tuple[float, str, float, float, int, int]] = []
     for rank in range(ranks):
-        by = node_times(workdir / f"{name}.{rank}.et", peak, bandwidth)
+        by = node_times(workdir / f"{name}.{rank}.et", peak, bandwidth, gaps if rank == 0 else None)
         simulated = sim.ranks[rank].cycles - sim.ranks[rank].exposed_communication
         predicted = sum(v[2] for v in by.values())
         if abs(simulated - predicted) > 1e-3 * predicted + by[NO_WORK][0] + 10:  # each CPU no-work node: 1 ns
@@ -99,14 +111,25 @@ def check(capture: Path, machine: dict[str, Any], workdir: Path) -> tuple[list[s
             entry[1] += measured
             entry[2] += roofline
     rows = []
-    label = f"{summary['model']} {summary['size']}, {ranks} ranks"
+    label = f"{summary['model']} {summary['size']}, {ranks} ranks (`{capture}`)"
     for cls, (nodes, measured, roofline) in sorted(totals.items(), key=lambda kv: -kv[1][1]):
         rows.append(_row(label, cls, nodes / ranks, measured / ranks / 1e3, roofline / ranks / 1e6))
     nodes = sum(v[0] for v in totals.values())
     measured = sum(v[1] for v in totals.values())
     roofline = sum(v[2] for v in totals.values())
     rows.append(_row(label, "**total**", nodes / ranks, measured / ranks / 1e3, roofline / ranks / 1e6))
-    facts = {"name": name, "ranks": ranks, "measured_ms": measured / ranks / 1e3,
+    # The tracing's own cost, inside the measured durations: at least what it adds to each recorded op
+    # (bench.roofline_machine's microbenchmark), at most the traced step's excess over the untraced one.
+    per_op_us = machine.get("profiler_us_per_op")
+    if per_op_us is not None:
+        rows.append(_row(label, f"total less the tracing's cost, at least ({per_op_us:.1f} us an op)", nodes / ranks,
+                         (measured - nodes * per_op_us) / ranks / 1e3, roofline / ranks / 1e6))
+    step = summary["step_time_s"]
+    excess_ms = max(0.0, step["traced_median"] - step["untraced_median"]) * 1e3
+    rows.append(_row(label, f"total less the tracing's cost, at most (the traced step's excess, {excess_ms:,.0f} ms)",
+                     nodes / ranks, measured / ranks / 1e3 - excess_ms, roofline / ranks / 1e6))
+    facts = {"gaps": sorted(gaps, reverse=True)[:GAPS],
+             "name": name, "ranks": ranks, "measured_ms": measured / ranks / 1e3,
              "simulated_ms": roofline / ranks / 1e6, "step": summary["step_time_s"],
              "astra_sim_compute_ms": [(r.cycles - r.exposed_communication) / 1e6 for r in sim.ranks],
              "astra_sim_step_ms": [r.cycles / 1e6 for r in sim.ranks]}
@@ -133,10 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     machines = [json.loads(path.read_text()) for path in args.machine]
     prefix = "wall_" if args.figures == "wall" else ""
     machine = {key: statistics.mean(m[prefix + key] for m in machines) for key in ("peak_tflops", "mem_bandwidth_gbs")}
+    if all("profiler_us_per_op" in m for m in machines):
+        machine["profiler_us_per_op"] = statistics.mean(statistics.mean(m["profiler_us_per_op"].values())
+                                                        for m in machines)
     loads = ", ".join(f"{m['load_average'][0]:.1f}" for m in machines)
     lines = [f"Roofline: peak {machine['peak_tflops'] * 1e3:.1f} GFLOP/s, bandwidth {machine['mem_bandwidth_gbs']:.1f} "
              f"GB/s ({args.figures} time; mean of {', '.join(f'`{p}`' for p in args.machine)}, measured "
-             f"{', '.join(m['measured_at'] for m in machines)}, load average {loads}).", "",
+             f"{', '.join(m['measured_at'] for m in machines)}, load average {loads})."
+             + (f" The tracing adds {machine['profiler_us_per_op']:.1f} us to each op it records."
+                if "profiler_us_per_op" in machine else ""), "",
              "| capture | operator class | nodes per rank | measured per rank (ms) | simulated per rank (ms) | "
              "simulated / measured |", "|---|---|---:|---:|---:|---:|"]
     notes = []
@@ -149,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
                          f"{step['untraced_median'] * 1e3:.0f} / {step['traced_median'] * 1e3:.0f} ms;"
                          f" ASTRA-sim's roofline compute per rank "
                          f"{' / '.join(f'{v:.1f}' for v in facts['astra_sim_compute_ms'])} ms, simulated step "
-                         f"{' / '.join(f'{v:.1f}' for v in facts['astra_sim_step_ms'])} ms")
+                         f"{' / '.join(f'{v:.1f}' for v in facts['astra_sim_step_ms'])} ms; the largest gaps "
+                         "(rank 0, measured / roofline): " + "; ".join(
+                             f"{gap_name} {measured:,.1f} / {roofline:,.1f} ms ({flops / measured / 1e6:,.1f} "
+                             f"GFLOP/s, {size / measured / 1e6:,.1f} GB/s measured)"
+                             for _, gap_name, measured, roofline, flops, size in facts["gaps"]))
             print("\n".join(rows), file=sys.stderr)
     text = "\n".join(lines + [""] + [f"- {note}" for note in notes]) + "\n"
     print(text, end="")
