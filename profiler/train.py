@@ -202,8 +202,28 @@ def build_meta(args: argparse.Namespace, where: Placement, size: str, shape: mod
         "batch_size": args.batch_size, "steps": args.steps, "tracing": args.enable_tracing,
         "schedule": {"wait": args.wait, "warmup": args.warmup, "active": args.active},
         "data": args.data or data.SAMPLE,
-        "torch": torch.__version__, "transformers": transformers.__version__,
+        "torch": torch.__version__, "transformers": transformers.__version__, "malloc": malloc_in_use(),
     }
+
+
+#: Allocators that replace glibc's malloc when preloaded (``LD_PRELOAD``), as their libraries are named.
+_MALLOCS = ("tcmalloc", "jemalloc", "mimalloc")
+
+
+def malloc_in_use(maps: Path = Path("/proc/self/maps")) -> str:
+    """The C allocator this process runs on: the preloaded one's library name, else ``glibc``
+    (``unknown`` without ``/proc``). It changes the measured step on CPU: glibc maps every
+    allocation over 32 MiB afresh and the first touch of each page is a fault (GPT-2's 103 MB
+    logits), where a caching allocator reuses its memory."""
+    try:
+        text = maps.read_text()
+    except OSError:
+        return "unknown"
+    for line in text.splitlines():
+        library = line.rsplit("/", 1)[-1]
+        if any(name in library for name in _MALLOCS):
+            return library
+    return "glibc"
 
 
 def prepare_batches(args: argparse.Namespace, where: Placement, seq_len: int) -> tuple[Any, Iterator[Any]]:

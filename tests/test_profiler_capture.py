@@ -17,7 +17,7 @@ import transformers  # noqa: F401
 
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.fixtures.reference import reference_convert
-from chakra_convert_fast.profiler import convert
+from chakra_convert_fast.profiler import convert, train
 
 from .captures import RUNS, Done, Run
 from .conftest import load_trace, reference_link
@@ -64,6 +64,7 @@ def test_summary_reports_steps_and_sizes(done: Done) -> None:
     summary = done.summary()
     assert summary["model"] == done.run.model
     assert (summary["world_size"], summary["threads"]) == (done.run.nproc, 1)
+    assert summary["malloc"] == train.malloc_in_use()  # the ranks inherit this process's allocator
     assert [r["rank"] for r in summary["ranks"]] == list(range(done.run.nproc))
     for rank in summary["ranks"]:
         assert rank["phases"].count("active") == done.run.active
@@ -125,3 +126,18 @@ def test_model_and_tokenizer_saved_only_when_asked(done: Done) -> None:
         assert not save.exists()
         return
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in save.iterdir()}
+
+
+@pytest.mark.parametrize(("maps", "expected"), [
+    ("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n", "glibc"),
+    ("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+     "7f02-7f03 r-xp 0 08:01 2 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.10\n",
+     "libtcmalloc_minimal.so.4.5.10"),
+    ("7f02-7f03 r-xp 0 08:01 2 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n", "libjemalloc.so.2"),
+    (None, "unknown"),
+])
+def test_summary_names_the_allocator(tmp_path: Path, maps: str | None, expected: str) -> None:
+    path = tmp_path / "maps"
+    if maps is not None:
+        path.write_text(maps)
+    assert train.malloc_in_use(path) == expected
