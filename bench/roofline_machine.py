@@ -11,8 +11,8 @@ median of timed repeats after a warm-up, in the thread's CPU time (``peak_tflops
 ``mem_bandwidth_gbs``: what a core does, also on a shared machine) and in wall time (``wall_*``:
 what it did while sharing the cores with whatever else ran). And what the capture's tracing adds
 to each op's recorded duration (``profiler_us_per_op``: a small ``aten::add`` and an ``aten::view``
-timed with and without it), for ``bench.roofline_check`` to take the profiler's cost out of the
-measured compute.
+timed with and without it; ``untraced_us_per_op``: their time without it), for
+``bench.roofline_check`` to take the profiler's cost out of the measured compute.
 """
 
 from __future__ import annotations
@@ -83,13 +83,14 @@ def measure(seconds: float = 1.0) -> dict[str, Any]:
     _together()
     copy_wall, copy_cpu = _timed(lambda: dst.copy_(src), seconds)
     _together()
-    profiler_us = profiler_cost()
+    profiler_us, untraced_us = profiler_cost()
     return {
         "peak_tflops": max(cpu for _, cpu in rates.values()) / 1e12,
         "mem_bandwidth_gbs": 2 * COPY_BYTES / copy_cpu / 1e9,
         "wall_peak_tflops": max(wall for wall, _ in rates.values()) / 1e12,
         "wall_mem_bandwidth_gbs": 2 * COPY_BYTES / copy_wall / 1e9,
         "profiler_us_per_op": {name: round(us, 2) for name, us in profiler_us.items()},
+        "untraced_us_per_op": {name: round(us, 2) for name, us in untraced_us.items()},
         "matmul_gflops_by_shape": {shape: round(cpu / 1e9, 2) for shape, (_, cpu) in rates.items()},
         "copy_bytes": COPY_BYTES,
         "threads": torch.get_num_threads(),
@@ -101,11 +102,11 @@ def measure(seconds: float = 1.0) -> dict[str, Any]:
     }
 
 
-def profiler_cost(ops: int = 2000) -> dict[str, float]:
+def profiler_cost(ops: int = 2000) -> tuple[dict[str, float], dict[str, float]]:
     """What ``chakra-profile``'s tracing (Kineto with shapes, and the execution trace observer, as
     ``profiler/tracing.py`` sets them up) adds to the duration it records for an op: per op name
     (a 1,024-element ``aten::add`` and an ``aten::view``), the mean recorded duration less the
-    same op's mean time untraced, in microseconds."""
+    same op's mean time untraced, and that untraced time, in microseconds."""
     import torch
     from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
 
@@ -129,7 +130,8 @@ def profiler_cost(ops: int = 2000) -> dict[str, float]:
         for event in prof.events():
             if event.name in recorded:
                 recorded[event.name].append(event.cpu_time_total)  # us, the op's recorded span
-    return {name: statistics.mean(recorded[name]) - untraced[name] for name in runs if recorded[name]}
+    added = {name: statistics.mean(recorded[name]) - untraced[name] for name in runs if recorded[name]}
+    return added, untraced
 
 
 def measure_in_processes(procs: int, seconds: float) -> dict[str, Any]:
@@ -144,8 +146,8 @@ def measure_in_processes(procs: int, seconds: float) -> dict[str, Any]:
     merged = dict(results[0])
     for key in ("peak_tflops", "mem_bandwidth_gbs", "wall_peak_tflops", "wall_mem_bandwidth_gbs"):
         merged[key] = statistics.median(r[key] for r in results)
-    merged["profiler_us_per_op"] = {name: round(statistics.median(r["profiler_us_per_op"][name] for r in results), 2)
-                                    for name in results[0]["profiler_us_per_op"]}
+    for key in ("profiler_us_per_op", "untraced_us_per_op"):
+        merged[key] = {name: round(statistics.median(r[key][name] for r in results), 2) for name in results[0][key]}
     merged["processes"] = procs
     merged["load_average"] = os.getloadavg()
     return merged
