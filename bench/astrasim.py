@@ -29,6 +29,7 @@ class RankRun:
     nodes_done: int = 0
     comm_done: dict[str, int] = field(default_factory=dict)  # "collective"/"send"/"recv" -> count
     comm_cycles: int = 0  # sum over communication nodes of callback tick - issue tick
+    exposed_comm_ns: int = 0  # ours: communication in flight and no compute or memory node running
 
 
 @dataclass
@@ -69,7 +70,7 @@ def simulate(
         return Simulation(1, [RankRun(r) for r in range(npus)], str(exc), workdir)
     ranks = [RankRun(r.rank, True, r.step_ns, r.astra_exposed_ns, r.nodes,
                      {k: v for k, v in (("collective", r.collectives), ("send", r.sends), ("recv", r.recvs)) if v},
-                     r.comm_ns)
+                     r.comm_ns, r.exposed_comm_ns)
              for r in result.ranks]
     return Simulation(0, ranks, "\n".join(result.warnings), workdir)
 

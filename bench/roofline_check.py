@@ -88,16 +88,23 @@ def check(capture: Path, machine: dict[str, Any], workdir: Path) -> tuple[list[s
     summary = json.loads(next(capture.glob("*_summary.json")).read_text())
     name, ranks = summary["name"], summary["world_size"]
     peak, bandwidth = machine["peak_tflops"] * 1e12, machine["mem_bandwidth_gbs"] * 1e9
+    roofline_system = {"roofline-enabled": 1, "peak-perf": machine["peak_tflops"],
+                       "local-mem-bw": machine["mem_bandwidth_gbs"]}
     for rank in range(ranks):
         convert(capture, name, rank, workdir / f"{name}.{rank}.et")
         convert(capture, name, rank, workdir / f"{name}-acc.{rank}.et", "--target", "accelerator")
+        convert(capture, name, rank, workdir / f"{name}-host.{rank}.et", "--target", "accelerator",
+                "--host-time", "captured")
     sim = astrasim.simulate(workdir / f"{name}-acc", ranks, workdir=workdir / f"{name}-sim",
-                            system_overrides={"roofline-enabled": 1, "peak-perf": machine["peak_tflops"],
-                                              "local-mem-bw": machine["mem_bandwidth_gbs"]})
-    if not sim.all_finished:
-        raise RuntimeError(f"{name}: not every rank finished:\n{sim.output[-2000:]}")
+                            system_overrides=roofline_system)
+    host_sim = astrasim.simulate(workdir / f"{name}-host", ranks, workdir=workdir / f"{name}-host-sim",
+                                 system_overrides=roofline_system)
+    for run in (sim, host_sim):
+        if not run.all_finished:
+            raise RuntimeError(f"{name}: not every rank finished:\n{run.output[-2000:]}")
     totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
     gaps: list[tuple[float, str, float, float, int, int]] = []
+    host_total = 0.0
     for rank in range(ranks):
         by = node_times(workdir / f"{name}.{rank}.et", peak, bandwidth, gaps if rank == 0 else None)
         simulated = sim.ranks[rank].cycles - sim.ranks[rank].exposed_communication
@@ -105,6 +112,12 @@ def check(capture: Path, machine: dict[str, Any], workdir: Path) -> tuple[list[s
         if abs(simulated - predicted) > 1e-3 * predicted + by[NO_WORK][0] + 10:  # each CPU no-work node: 1 ns
             raise RuntimeError(f"{name} rank {rank}: ASTRA-sim's compute {simulated} ns is not the roofline's "
                                f"{predicted:.0f} ns")
+        host_simulated = host_sim.ranks[rank].cycles - host_sim.ranks[rank].exposed_comm_ns
+        host_predicted = predicted + by[NO_WORK][1] * 1e3  # the no-work nodes' captured durations, replayed
+        if abs(host_simulated - host_predicted) > 1e-3 * host_predicted + 10:
+            raise RuntimeError(f"{name} rank {rank}: ASTRA-sim's compute with the host replayed, {host_simulated} ns, "
+                               f"is not the roofline's plus the host's {host_predicted:.0f} ns")
+        host_total += host_simulated
         for cls, (nodes, measured, roofline) in by.items():
             entry = totals[cls]
             entry[0] += nodes
@@ -131,6 +144,8 @@ def check(capture: Path, machine: dict[str, Any], workdir: Path) -> tuple[list[s
     most_ms = max(least_ms, (step["traced_median"] - step["untraced_median"]) * 1e3)
     rows.append(_row(label, f"total less the tracing's cost, at most (the traced step's excess, {most_ms:,.0f} ms)",
                      nodes / ranks, measured / ranks / 1e3 - most_ms, roofline / ranks / 1e6))
+    rows.append(_row(label, "total, the host's work replayed (`--host-time captured`, ASTRA-sim)", nodes / ranks,
+                     measured / ranks / 1e3, host_total / ranks / 1e6))
     facts = {"gaps": sorted(gaps, reverse=True)[:GAPS],
              "name": name, "ranks": ranks, "measured_ms": measured / ranks / 1e3,
              "simulated_ms": roofline / ranks / 1e6, "step": summary["step_time_s"],

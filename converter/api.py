@@ -31,7 +31,7 @@ from .check.rules import check as _check
 from .compact.rewrite import CompactResult
 from .compact.rewrite import compact_file as _compact_file
 from .compact.rewrite import compact_ranks as _compact_ranks
-from .convert.pipeline import ConversionResult, ConvertOptions, RemovedEdge, convert_file
+from .convert.pipeline import HOST_TIMES, TARGETS, ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.roofline import RooflineSummary
 from .convert.writer import Progress
 from .errors import shown
@@ -84,6 +84,8 @@ PathArg = str | os.PathLike[str]
 __all__ = [
     "ACCELERATORS",
     "GENERATED_BENCHMARKS",
+    "HOST_TIMES",
+    "TARGETS",
     "Accelerator",
     "CheckReport",
     "CommGroups",

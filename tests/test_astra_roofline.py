@@ -70,3 +70,34 @@ def test_cpu_capture_keeps_replaying_without_the_target(simulator: Path, tmp_pat
     plain = run(tmp_path / "plain", 2, 0.1, tmp_path / "sim-plain")
     costed = run(tmp_path / "costed", 2, 0.1, tmp_path / "sim-costed")
     assert [r.cycles for r in plain] == [r.cycles for r in costed]
+
+
+def cpu_ns(path: Path) -> int:
+    """ASTRA-sim's time for the CPU compute nodes of a file: their durations (us) as ns."""
+    return sum(node.duration_micros * 1000 for node in read_et(path)[1]
+               if node.type == 4 and {a.name: a for a in node.attr}["is_cpu_op"].bool_val)
+
+
+def test_host_time_captured_replays_the_host_between_the_roofline_ops(simulator: Path,  # noqa: F811
+                                                                     tmp_path: Path) -> None:
+    """--host-time captured: the roofline ops take the same time (ASTRA-sim's GPU time), and each
+    rank's step grows by its CPU ops' captured durations (they sit in the dependency chain between
+    the roofline ops), plus at most the longer wait at the collectives (the ranks' host work differs)."""
+    steps = {}
+    for host_time in ("none", "captured"):
+        for rank in range(2):
+            api.convert_pair(GPT2 / f"rank{rank}_host.json.gz", GPT2 / f"rank{rank}_device.json.gz",
+                             tmp_path / f"{host_time}.{rank}.et",
+                             ConvertOptions(astra_sim=True, roofline=True, target="accelerator", host_time=host_time),
+                             rank=rank)
+        steps[host_time] = run(tmp_path / host_time, 2, 0.1, tmp_path / f"sim-{host_time}")
+    for without, with_host in zip(steps["none"], steps["captured"], strict=True):
+        path = tmp_path / f"captured.{with_host.rank}.et"
+        roofline = roofline_ns(path, 0.1, BANDWIDTH_GBS)
+        assert with_host.cycles - with_host.exposed_communication == roofline  # the GPU time, unchanged
+        assert without.cycles - without.exposed_communication == roofline
+        host = cpu_ns(path)
+        assert host > 10_000_000  # this capture's views and wrappers: tens of milliseconds
+        assert cpu_ns(tmp_path / f"none.{with_host.rank}.et") == 0
+        assert host <= with_host.cycles - without.cycles <= host + with_host.comm_cycles
+        assert with_host.comm_done == {"collective": 2}

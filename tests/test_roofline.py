@@ -156,7 +156,9 @@ def gpt2_outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for label, options in (("astra", ConvertOptions(astra_sim=True, rank=0)),
                            ("roofline", ConvertOptions(astra_sim=True, rank=0, roofline=True)),
                            ("accelerator", ConvertOptions(astra_sim=True, rank=0, roofline=True,
-                                                          target="accelerator"))):
+                                                          target="accelerator")),
+                           ("host", ConvertOptions(astra_sim=True, rank=0, roofline=True, target="accelerator",
+                                                   host_time="captured"))):
         outputs[label] = tmp / f"{label}.0.et"
         result = api.convert_pair(GPT2 / "rank0_host.json.gz", GPT2 / "rank0_device.json.gz", outputs[label],
                                   options, rank=0)
@@ -227,6 +229,21 @@ def test_accelerator_target(gpt2_outputs: dict[str, Path]) -> None:
     assert accelerated > 300
 
 
+def test_host_time_captured_keeps_the_no_work_nodes_durations(gpt2_outputs: dict[str, Path]) -> None:
+    """--host-time captured: the accelerator target's file, but the CPU ops keep their durations."""
+    _, nodes = read_et(gpt2_outputs["host"])
+    _, accelerated = read_et(gpt2_outputs["accelerator"])
+    _, costed = read_et(gpt2_outputs["roofline"])
+    kept = 0
+    for node, other, before in zip(nodes, accelerated, costed, strict=True):
+        if node.type == COMP and attrs(node)["is_cpu_op"].bool_val:
+            assert values(node) == (1, 1) and node.duration_micros == before.duration_micros
+            kept += node.duration_micros > 0
+            other.duration_micros = node.duration_micros
+        assert node == other  # nothing else differs
+    assert kept > 1000
+
+
 def test_gpu_kernels_share_their_launchers_cost(tmp_path: Path) -> None:
     """ResNet (GPU kernels under their CPU ops): each launcher's cost is split between its kernels
     by their durations; the launcher keeps the minimum."""
@@ -285,3 +302,17 @@ def test_target_accelerator_needs_roofline(tmp_path: Path) -> None:
     done = run_cli("convert", GPT2 / "rank0_merged_by_chakra_trace_link.json.gz", tmp_path / "y.et",
                    "--roofline", "--target", "accelerator")
     assert done.returncode == 0 and "--roofline:" in done.stderr and "accelerator" in done.stderr
+
+
+def test_host_time_needs_the_accelerator_target(tmp_path: Path) -> None:
+    done = run_cli("convert", GPT2 / "rank0_merged_by_chakra_trace_link.json.gz", tmp_path / "x.et",
+                   "--roofline", "--host-time", "captured")
+    assert done.returncode == 2 and "--host-time captured needs --target accelerator" in done.stderr
+    assert not (tmp_path / "x.et").exists()
+    with pytest.raises(ValueError, match="host_time 'captured' needs target 'accelerator'"):
+        ConvertOptions(roofline=True, host_time="captured")
+    with pytest.raises(ValueError, match="host_time must be one of none, captured"):
+        ConvertOptions(roofline=True, target="accelerator", host_time="measured")
+    done = run_cli("convert", GPT2 / "rank0_merged_by_chakra_trace_link.json.gz", tmp_path / "y.et",
+                   "--roofline", "--target", "accelerator", "--host-time", "captured")
+    assert done.returncode == 0 and "as CPU ops with their captured duration" in done.stderr, done.stderr

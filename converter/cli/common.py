@@ -9,7 +9,6 @@ from typing import Any
 from .. import api
 
 PROG = "chakra-convert-fast"
-TARGETS = ("captured", "accelerator")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -53,10 +52,14 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--roofline", action="store_true",
                        help="write num_ops (FLOPs) and tensor_size (bytes) on every compute node, from the "
                             "ops' shapes and dtypes, for ASTRA-sim's roofline compute model (see README)")
-    group.add_argument("--target", choices=TARGETS, default="captured",
+    group.add_argument("--target", choices=api.TARGETS, default="captured",
                        help="accelerator: write every compute node as a non-CPU op, so that ASTRA-sim times "
                             "a CPU capture's compute with its roofline (needs --roofline); captured (default): "
                             "as recorded")
+    group.add_argument("--host-time", choices=api.HOST_TIMES, default="none",
+                       help="with --target accelerator, the nodes that do no arithmetic (views, wrappers, "
+                            "launchers) stay CPU ops: none (default) without their duration (no host overhead), "
+                            "captured with it (the host's work replayed between the accelerator ops)"),
 
 
 def add_pair_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -91,8 +94,12 @@ def conversion_options(args: argparse.Namespace) -> api.ConvertOptions:
     if args.target == "accelerator" and not args.roofline:
         args.usage_error("--target accelerator needs --roofline (an accelerator op without num_ops and "
                          "tensor_size stops ASTRA-sim)")
+    if args.host_time == "captured" and args.target != "accelerator":
+        args.usage_error("--host-time captured needs --target accelerator (with the captured target every node "
+                         "keeps its duration)")
     return api.ConvertOptions(
         simulate=args.simulate, break_cycles=args.break_cycles, allow_missing_parents=args.allow_missing_parents,
         astra_sim=args.astra_sim, rank=getattr(args, "rank", None), jobs=getattr(args, "read_jobs", None),
         compact=args.compact, roofline=args.roofline, target=args.target,
+        host_time=args.host_time,
     )

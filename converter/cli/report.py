@@ -216,7 +216,11 @@ class Reporter:
         if costs is not None:  # its warnings are among the conversion's
             classes = ", ".join(f"{name} {c.nodes:,}" for name, c in sorted(costs.classes.items(),
                                                                            key=lambda kv: -kv[1].flops))
-            target = "; all written as accelerator (non-CPU) ops" if costs.accelerator else ""
+            target = ""
+            if costs.accelerator:
+                host = "with" if costs.host_time else "without"
+                target = (f"; those that do work written as accelerator (non-CPU) ops, the "
+                          f"{costs.no_work_nodes:,} that do none as CPU ops {host} their captured duration")
             self.info(f"--roofline: {costs.nodes:,} compute nodes, {costs.flops / 1e9:,.2f} GFLOP, "
                       f"{costs.bytes / 1e9:,.2f} GB ({classes}){target}")
         if result.simulator_problems:

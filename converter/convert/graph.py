@@ -27,6 +27,9 @@ from .records import HostOp, NodeRecord, RowBatch
 _GPU = nodes.OpKind.GPU
 
 
+#: ``TraceGraph.accelerator``'s values (``--target accelerator``): how the writer writes a compute row.
+ACCELERATOR_OP, DROP_DURATION, KEEP_DURATION = 0, 1, 2
+
 class SendRecv(NamedTuple):
     """A SendRecv kernel's communication attributes, known once its launcher is."""
 
@@ -147,8 +150,8 @@ class TraceGraph:
         self.zero_duration: set[int] = set()  # rows written without their duration
         self.drop_missing_ctrl = False  # omit ctrl_deps that name a node not written
         self.roofline: tuple[array[int], array[int]] | None = None  # num_ops, tensor_size by row (0: none)
-        # --target accelerator: compute nodes written as non-CPU ops, but for the rows marked here,
-        # which stay CPU ops without duration
+        # --target accelerator: per row, ACCELERATOR_OP (a non-CPU op), or a CPU op written without its
+        # duration (DROP_DURATION) or with it (KEEP_DURATION, --host-time captured)
         self.accelerator: bytearray | None = None
         self.deps = DepTable(0)
         self.final = bytearray()

@@ -28,6 +28,7 @@ from .writer import Progress, TailSpill, collect, write_metadata, write_nodes
 
 _CYCLE_EXAMPLES = 5
 TARGETS = ("captured", "accelerator")
+HOST_TIMES = ("none", "captured")
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,9 @@ class ConvertOptions:
     ``compact`` (implies ``astra_sim``) then writes the compacted graph instead (``compact/``:
     fewer nodes, the same simulated time), published in place of the output in one step.
     ``roofline`` writes ASTRA-sim's roofline fields; ``target="accelerator"`` (which needs
-    ``roofline``) makes every compute node a non-CPU op, timed by that roofline.
+    ``roofline``) makes every compute node a non-CPU op, timed by that roofline, and the nodes
+    that do no work CPU ops without duration, or with their captured one (``host_time="captured"``,
+    which needs ``target="accelerator"``).
     """
 
     simulate: bool = False
@@ -55,6 +58,7 @@ class ConvertOptions:
     compact: bool = False
     roofline: bool = False  # num_ops and tensor_size on every compute node (convert/roofline.py)
     target: str = "captured"  # "accelerator": compute nodes written as non-CPU ops (needs roofline)
+    host_time: str = "none"  # "captured": with target "accelerator", the no-work nodes keep their durations
 
     def __post_init__(self) -> None:
         """The values the command line accepts, no others: a wrong type is a ``TypeError``, a
@@ -73,6 +77,11 @@ class ConvertOptions:
         if self.target == "accelerator" and not self.roofline:
             raise ValueError("ConvertOptions.target 'accelerator' needs roofline: an accelerator op without num_ops "
                              "and tensor_size stops ASTRA-sim")
+        if self.host_time not in HOST_TIMES:
+            raise ValueError(f"ConvertOptions.host_time must be one of {', '.join(HOST_TIMES)}, got {self.host_time!r}")
+        if self.host_time == "captured" and self.target != "accelerator":
+            raise ValueError("ConvertOptions.host_time 'captured' needs target 'accelerator' (with the captured "
+                             "target every node keeps its duration)")
         if self.compact and not self.astra_sim:  # compact implies astra_sim
             object.__setattr__(self, "astra_sim", True)
 
@@ -210,7 +219,10 @@ def _run(
         changes = astra.apply(graph, options.rank) if options.astra_sim else None
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)
-        costs = roofline_pass.apply(graph, spill, options.target == "accelerator") if options.roofline else None
+        costs = None
+        if options.roofline:
+            costs = roofline_pass.apply(graph, spill, options.target == "accelerator",
+                                        keep_host_time=options.host_time == "captured")
         times.build, stage = time.perf_counter() - stage, time.perf_counter()
         jobs = options.jobs or parallel.default_jobs()
         if options.compact:  # written to an unnamed temporary file, compacted into the output

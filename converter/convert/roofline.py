@@ -26,6 +26,9 @@ With ``accelerator`` (``--target accelerator``) every compute node that does wor
 ``is_cpu_op`` false, so ASTRA-sim times a CPU capture's ops with the roofline instead of replaying
 them; the nodes that do none (wrappers, views, launchers, network workers) stay CPU ops and lose
 their duration (ASTRA-sim replays a node without duration in 1 ns): no host overhead is modelled.
+With ``keep_host_time`` (``--host-time captured``) they keep it (the network workers excepted:
+the network simulates their work), so ASTRA-sim replays the captured host work between the
+roofline-timed ops.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from ..et import decode
 from ..et.wire import BoundedCache
 from ..schema.chakra import NodeType
 from ..schema.opcost import BadShapes, Cost, OpClass, op_cost, parse_list
-from .graph import TraceGraph
+from .graph import DROP_DURATION, KEEP_DURATION, TraceGraph
 from .writer import TailSpill
 
 _COMP = int(NodeType.COMP_NODE)
@@ -66,10 +69,16 @@ class RooflineSummary:
     unreadable: int = 0  # nodes given no values
     examples: list[str] = field(default_factory=list)  # the first few of them, with the reason
     accelerator: bool = False
+    host_time: bool = False  # the no-work nodes keep their captured durations
 
     @property
     def nodes(self) -> int:
         return sum(c.nodes for c in self.classes.values())
+
+    @property
+    def no_work_nodes(self) -> int:
+        """Nodes given the minimum that are not GPU kernels (with ``accelerator``: the CPU ops)."""
+        return sum(c.nodes for name, c in self.classes.items() if name in _NO_WORK)
 
     @property
     def flops(self) -> int:
@@ -87,11 +96,13 @@ class RooflineSummary:
                 + "; ".join(self.examples)]
 
 
-def apply(graph: TraceGraph, spill: TailSpill, accelerator: bool) -> RooflineSummary:
+def apply(graph: TraceGraph, spill: TailSpill, accelerator: bool, keep_host_time: bool = False) -> RooflineSummary:
     """Give every written compute node of ``graph`` (built) its roofline values (set on the graph
-    for the writer); with ``accelerator``, mark the compute nodes to be written as non-CPU ops.
+    for the writer); with ``accelerator``, mark the compute nodes to be written as non-CPU ops and
+    those that do no work as CPU ops without their duration, or with it (``keep_host_time``).
     Memory: a few arrays over the rows (~50 bytes a row), the distinct costs, the kernels."""
-    summary = RooflineSummary(accelerator=accelerator)
+    summary = RooflineSummary(accelerator=accelerator, host_time=accelerator and keep_host_time)
+    stays = KEEP_DURATION if keep_host_time else DROP_DURATION
     size = len(graph)
     num_ops, tensor_size = array("q", bytes(8 * size)), array("Q", bytes(8 * size))
     rows = [row for row in range(size) if graph.final[row] and graph.types[row] == _COMP]
@@ -115,7 +126,7 @@ def apply(graph: TraceGraph, spill: TailSpill, accelerator: bool) -> RooflineSum
     def put(row: int, name: str, flops: int, moved: int) -> None:
         if name in _NO_WORK and not is_gpu[row]:
             flops = moved = 1
-            stay_cpu[row] = 1
+            stay_cpu[row] = stays
         else:  # a GPU kernel always does work
             flops, moved = min(max(flops, 1), _CAP), min(max(moved, MIN_BYTES), _CAP)
         num_ops[row], tensor_size[row] = flops, moved

@@ -20,7 +20,7 @@ from ..et import encode
 from ..io import SpillFile
 from ..schema.chakra import COMM_NODE_TYPES, NodeType
 from ..workers import Worker, fork_available
-from .graph import TraceGraph
+from .graph import ACCELERATOR_OP, DROP_DURATION, TraceGraph
 from .records import NodeRecord, RowBatch
 
 _BUFFER = 1 << 20
@@ -247,7 +247,11 @@ def _write_rows(out: _Writable, graph: TraceGraph, spill: TailSpill, rows: Seque
                 raise graph.fail(row, str(exc)) from None
         if node_type == _COMP and (accelerator is not None or roofline is not None):
             if accelerator is not None:
-                rest = encode.without_duration(rest) if accelerator[row] else encode.as_accelerator_op(rest)
+                stays = accelerator[row]
+                if stays == DROP_DURATION:
+                    rest = encode.without_duration(rest)
+                elif stays == ACCELERATOR_OP:
+                    rest = encode.as_accelerator_op(rest)  # KEEP_DURATION: the CPU op as captured
             if roofline is not None and roofline[0][row]:
                 rest += encode.roofline_attrs(roofline[0][row], roofline[1][row])
         node_deps = deps.ids(row) if dep_count[row] else ()
