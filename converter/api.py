@@ -54,6 +54,7 @@ from .ranks.commgroups import CommGroups
 from .ranks.convert_all import MultiRankResult, RankOutcome
 from .ranks.convert_all import convert_all as _convert_all
 from .ranks.convert_all import uses_file as _convert_all_uses
+from .ranks.onray import ended_by_signal as ray_run_ended_by_signal
 from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
 from .ranks.scale import ScaleResult
@@ -134,6 +135,7 @@ __all__ = [
     "link",
     "op_cost",
     "open_log",
+    "ray_run_ended_by_signal",
     "release_held_signals",
     "repair",
     "roofline_cost",

@@ -4,6 +4,7 @@ default command, the log file's checks, and how a command ends (status and one l
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -66,6 +67,18 @@ def _with_default_command(argv: list[str], commands: Sequence[str]) -> list[str]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    status = _main(argv)
+    if api.ray_run_ended_by_signal():
+        # a signal cut ``convert-all --ray`` short and its one line is out: ray.init may still be
+        # connecting in its thread, and ending the interpreter normally with Ray loaded takes longer
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(status)
+    return status
+
+
+def _main(argv: Sequence[str] | None) -> int:
     previous_handlers = install_signal_handlers()
     standard_streams()
     api.forget_committed()
