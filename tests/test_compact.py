@@ -20,7 +20,7 @@ from chakra.src.third_party.utils.protolib import encodeMessage
 from chakra_convert_fast.converter import ConvertOptions, api
 from chakra_convert_fast.converter.errors import TraceContentError, TraceFormatError
 
-from .conftest import REAL_TRACES_DIR
+from .conftest import REAL_TRACES_DIR, read_et
 
 # (id, kind, duration, data_deps, ctrl_deps[, attrs]); kind: cpu / gpu compute, coll, send, recv
 Spec = tuple[Any, ...]
@@ -60,26 +60,7 @@ def write(path: Path, specs: list[Spec]) -> Path:
 
 
 def read(path: Path) -> list[pb.Node]:
-    data = path.read_bytes()
-    nodes, pos, first = [], 0, True
-    while pos < len(data):
-        length = shift = 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        message = data[pos:pos + length]
-        pos += length
-        if first:
-            first = False
-            continue
-        node = pb.Node()
-        node.ParseFromString(message)
-        nodes.append(node)
-    return nodes
+    return read_et(path)[1]
 
 
 def summary(nodes: list[pb.Node]) -> dict[int, tuple[int, list[int], list[int]]]:

@@ -23,6 +23,7 @@ from chakra_convert_fast.converter.et.records import decode_global_metadata, dec
 from chakra_convert_fast.converter.et.wire import delimited_message
 from chakra_convert_fast.converter.tools.jsonize import Printer
 from tests.clirun import assert_one_error, listing, run_cli
+from tests.conftest import read_et
 
 DATA = Path(__file__).parent / "data" / "traces"
 U64, I64, U32, I32 = (0, 2**64 - 1), (-(2**63), 2**63 - 1), (0, 2**32 - 1), (-(2**31), 2**31 - 1)
@@ -34,24 +35,6 @@ def real_et(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("et") / "gpt2.0.et"
     api.convert(DATA / "cpu_gpt2_ddp2" / "rank0_merged_by_chakra_trace_link.json.gz", out)
     return out
-
-
-def reference_messages(path: Path) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
-    data = path.read_bytes()
-    messages, pos = [], 0
-    while pos < len(data):
-        length, shift = 0, 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        messages.append(data[pos:pos + length])
-        pos += length
-    meta = pb.GlobalMetadata.FromString(messages[0])
-    return meta, [pb.Node.FromString(m) for m in messages[1:]]
 
 
 def test_chakra_format_is_chakra_jsonizers_bytes(real_et: Path, tmp_path: Path) -> None:
@@ -73,14 +56,14 @@ def test_generated_microbenchmarks_every_attribute_kind(tmp_path: Path) -> None:
     """chakra_generator's all-types node holds every AttributeProto value kind."""
     api.generate(tmp_path, api.GenerateOptions(num_npus=1))
     for trace in sorted(tmp_path.glob("*.et")):
-        meta, nodes = reference_messages(trace)
+        meta, nodes = read_et(trace)
         api.jsonize(trace, tmp_path / "out.json", "chakra")
         expected = MessageToJson(meta) + "".join(MessageToJson(n) for n in nodes)
         assert (tmp_path / "out.json").read_text() == expected, trace.name
 
 
 def test_document_and_lines_are_protobufs_json_mapping(real_et: Path, tmp_path: Path) -> None:
-    meta, nodes = reference_messages(real_et)
+    meta, nodes = read_et(real_et)
     expected_nodes = [MessageToDict(n) for n in nodes]
     api.jsonize(real_et, tmp_path / "doc.json")
     document = json.loads((tmp_path / "doc.json").read_text())

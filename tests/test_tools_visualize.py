@@ -18,6 +18,7 @@ from chakra.src.visualizer.visualizer import escape_label
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.et.wire import delimited_message
 from tests.clirun import assert_one_error, listing, run_cli
+from tests.conftest import read_et
 
 DATA = Path(__file__).parent / "data" / "traces"
 NAMES = ["aten::mm", "node", "Graph", "a \"quoted\" \\ name", "<html>", "x-y|z{}", "ümlaut 中", "", "ok_name", "12",
@@ -48,19 +49,8 @@ def tricky_et(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _nodes(path: Path) -> list[pb.Node]:
-    data, pos, out = path.read_bytes(), 0, []
-    while pos < len(data):
-        length, shift = 0, 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        out.append(data[pos:pos + length])
-        pos += length
-    return [pb.Node.FromString(m) for m in out[1:]]
+    return read_et(path)[1]
+
 
 
 def reference_dot_source(path: Path) -> str:
