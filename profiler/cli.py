@@ -8,6 +8,7 @@ This module imports neither torch nor transformers, so ``--help`` and argument e
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -33,6 +34,13 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("chakra-convert-fast")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
     """The one parser shared by the launcher and each rank (``python -m profiler.train``)."""
     p = argparse.ArgumentParser(
@@ -40,6 +48,7 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Pretrain GPT-2 or BERT on SQuAD text with DDP and capture Chakra host+device traces.",
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     p.add_argument("--model", choices=MODELS, required=True, help="gpt2: causal LM; bert: masked LM")
     p.add_argument("--size", choices=SIZE_CHOICES, default="auto",
                    help="shape preset; 'base' (alias gpt2 / bert-base) is the real 124M / 110M shape; "

@@ -4,11 +4,22 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 from typing import Any
 
 from .. import api
 
 PROG = "chakra-convert-fast"
+
+
+def version() -> str:
+    """The installed distribution's version (``--version``), or "unknown" when run from a bare tree."""
+    try:
+        return importlib.metadata.version("chakra-convert-fast")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 

@@ -13,7 +13,7 @@ from contextlib import suppress
 from .. import api
 from ..errors import ConverterError
 from . import check, compact, convert, convert_all, generate, jsonize, link, repair, scale, simulate, text, visualize
-from .common import PROG
+from .common import PROG, version
 from .report import Reporter, describe_failure, flush_stdout, standard_streams
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description=_DESCRIPTION, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--log-filename", metavar="F", help="also write messages to this file (appended)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in _MODULES:
         module.add(commands)
