@@ -340,7 +340,7 @@ def text_uses(path: PathArg, output_prefix: PathArg, npus: int) -> bool:
 def compact(input_path: PathArg, output_path: PathArg, *, progress: Progress | None = None) -> CompactResult:
     """Write ``input_path`` (a ``.et`` ASTRA-sim runs) compacted into ``output_path`` (the same
     path replaces it): redundant dependencies dropped and runs of compute nodes merged, so that
-    ASTRA-sim simulates the same time with fewer nodes (README, "Compact graphs")."""
+    ASTRA-sim simulates the same time with fewer nodes (docs/compact.md)."""
     return _compact_file(os.fspath(input_path), os.fspath(output_path), progress)
 
 

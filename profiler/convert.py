@@ -52,7 +52,7 @@ def convert_rank(
 ) -> dict[str, Any]:
     """Write ``out`` for one rank; returns the node count and the link's warnings. The fast
     converter writes ASTRA-sim's variant unless ``astra_sim`` is False (the reference's bytes),
-    compacted with ``compact`` (README, "Compact graphs")."""
+    compacted with ``compact`` (docs/compact.md)."""
     ensure_available(converter)
     if converter == "fast":
         options = api.ConvertOptions(astra_sim=astra_sim, rank=rank, compact=compact)

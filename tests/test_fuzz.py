@@ -24,7 +24,7 @@ huge numbers and strings, gzip) and runs a command on the result. The contract, 
 * never a traceback, a hang (a watchdog ends the run) or a file left behind.
 
 Profiles: ``ci`` (the default) is derandomized (a fixed seed) with a bounded number of examples;
-``HYPOTHESIS_PROFILE=long`` draws random examples, 20 times as many (see README, Reliability).
+``HYPOTHESIS_PROFILE=long`` draws random examples, 20 times as many (see docs/reliability-matrix.md).
 """
 
 from __future__ import annotations

@@ -58,9 +58,10 @@ def test_sources_use_the_installed_names() -> None:
     assert offenders == []
 
 
-def test_the_readme_module_map_matches_the_folders() -> None:
-    """Every module of the converter package is in README's map, and the map names no other."""
-    readme = (ROOT / "README.md").read_text()
+def test_the_module_map_matches_the_folders() -> None:
+    """Every module of the converter package is in the docs' module map (docs/how-it-works.md), and the
+    map names no other."""
+    readme = (ROOT / "docs" / "how-it-works.md").read_text()
     block = readme.split("    converter/\n", 1)[1].split("\n\n", 1)[0]
     mapped: set[str] = set()
     folder = ""
@@ -75,3 +76,14 @@ def test_the_readme_module_map_matches_the_folders() -> None:
     modules = {p.relative_to(ROOT / "converter").as_posix() for p in (ROOT / "converter").rglob("*.py")
                if p.name not in ("__init__.py", "__main__.py")}
     assert mapped == modules
+
+
+def test_the_readme_is_short_and_for_users() -> None:
+    """The README introduces; the documentation site holds the rest. No issue numbers, no paths of
+    this project's own workplace."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    assert "../shared" not in readme
+    assert re.search(r"\bissue \d", readme) is None
+    for target in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / target).is_file(), target

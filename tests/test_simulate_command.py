@@ -358,7 +358,8 @@ def test_missing_simulator_says_how_to_get_it(tmp_path: Path, monkeypatch: pytes
     prefix = _copy_job(tmp_path)
     nothing = tmp_path / "nothing-here"
     nothing.mkdir()
-    assert_one_error(run_cli("simulate", prefix, "--astra-sim-bin", nothing), "no ASTRA-sim there", "README")
+    assert_one_error(run_cli("simulate", prefix, "--astra-sim-bin", nothing), "no ASTRA-sim there",
+                     "docs/getting-astra-sim.md")
     monkeypatch.delenv("ASTRA_SIM_HOME", raising=False)
     monkeypatch.setenv("PATH", str(nothing))
     with pytest.raises(api.SimulatorError, match=r"ASTRA_SIM_HOME is not set and \S+ is not on PATH; build it"):

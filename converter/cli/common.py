@@ -55,14 +55,14 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--astra-sim", action="store_true",
                        help="write what ASTRA-sim runs instead of chakra_converter's bytes: no METADATA "
                             "node, no dependency on a node that is not in the file, host-side (gloo) "
-                            "collectives as communication nodes (see README)")
+                            "collectives as communication nodes (see docs/astra-sim.md)")
     group.add_argument("--compact", action="store_true",
                        help="for ASTRA-sim (implies --astra-sim): drop redundant dependencies and merge runs of "
                             "compute nodes into one node each (summed durations); ASTRA-sim simulates the same "
-                            "time, much faster (see README)")
+                            "time, much faster (see docs/compact.md)")
     group.add_argument("--roofline", action="store_true",
                        help="write num_ops (FLOPs) and tensor_size (bytes) on every compute node, from the "
-                            "ops' shapes and dtypes, for ASTRA-sim's roofline compute model (see README)")
+                            "ops' shapes and dtypes, for ASTRA-sim's roofline compute model (see docs/roofline.md)")
     group.add_argument("--target", choices=api.TARGETS, default="captured",
                        help="accelerator: write every compute node as a non-CPU op, so that ASTRA-sim times "
                             "a CPU capture's compute with its roofline (needs --roofline); captured (default): "

@@ -20,7 +20,7 @@ def add(commands: Any) -> None:
         f"  {PROG} scale outputs/gpt2_np2 scaled/gpt2 --ranks 1024 --compact   # fewer nodes, same simulated time\n"
         "\nrank r of the new job is captured rank r mod K (K captured ranks), byte for byte; collectives over\n"
         "all ranks keep their bytes (data parallelism); sub-groups are copied per K ranks; send/receive\n"
-        "(pipeline) peers are refused. See README, \"scale\".\n",
+        "(pipeline) peers are refused. See docs/scale.md.\n",
     )
     parser.add_argument("in_prefix", metavar="IN_PREFIX", help="the captured job: IN_PREFIX.0.et .. IN_PREFIX.<K-1>.et "
                         "(--astra-sim output) and IN_PREFIX.comm_group.json (or comm_group.json beside them)")
@@ -29,7 +29,7 @@ def add(commands: Any) -> None:
     parser.add_argument("--ranks", "-n", type=positive, required=True, metavar="N", help="ranks of the new job")
     parser.add_argument("--compact", action="store_true", help="write every rank compacted: redundant dependencies "
                         "dropped, runs of compute nodes merged; ASTRA-sim simulates the same time, much faster "
-                        "(see README, \"Compact graphs\")")
+                        "(see docs/compact.md)")
     add_output_options(parser)
     parser.set_defaults(run=_run_scale)
 

@@ -3,7 +3,7 @@ stopped) like an exception; SIGXFSZ turns a file-size limit into a write error.
 
 Before ``main`` runs, while Python imports the package, ``converter/_early.py`` has already put a
 handler in place that ends the command with the same one line (nothing is open yet); the only
-window left with Python's default handling is the interpreter's own start (see README).
+window left with Python's default handling is the interpreter's own start (see docs/reliability-matrix.md).
 """
 
 from __future__ import annotations

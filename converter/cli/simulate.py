@@ -64,7 +64,7 @@ def add(commands: Any) -> None:
     sweep.add_argument("--work-dir", metavar="DIR", help="where scaled jobs are written while they are simulated "
                        "(default: the system's temporary directory)")
     sweep.add_argument("--compact", action="store_true", help="scale each point with --compact: the same "
-                       "simulated step with far fewer nodes (see README, compact graphs)")
+                       "simulated step with far fewer nodes (see docs/compact.md)")
     add_output_options(parser)
     parser.set_defaults(run=_run)
 

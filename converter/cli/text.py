@@ -74,7 +74,8 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
         f"in {result.seconds:.2f} s"
     )
     if not result.reference_type:
-        reporter.info(f"note: chakra_converter refuses {result.kind}; laid out as ASTRA-sim 1.0 ran it (see README)")
+        reporter.info(f"note: chakra_converter refuses {result.kind}; laid out as ASTRA-sim 1.0 ran it "
+                      "(see docs/text.md)")
     if result.comm_group_path is not None:
         reporter.info(f"wrote {result.comm_group_path}: the communicator groups its collectives span; give it to "
                       f"ASTRA-sim as --comm-group-configuration={result.comm_group_path}")

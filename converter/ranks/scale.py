@@ -11,7 +11,7 @@ survive). Rules:
 * a collective over all ranks (``pg_name`` "" or "0", or a group listing every captured rank)
   stays one over all N ranks with the same ``comm_size``: data parallelism keeps the bytes each
   rank sends (a DDP gradient all-reduce is the model's gradients on any number of ranks; the
-  real 2- and 4-rank captures agree, README "scale");
+  real 2- and 4-rank captures agree, docs/scale.md);
 * a sub-group (a group of some of the captured ranks) is copied into each replica: group g with
   ranks S becomes, in replica j, group g + j*M (M the largest group id of the file) with ranks
   S + j*K, and a node of rank j*K + k on g names g + j*M; so N must be a multiple of K;

@@ -1,6 +1,6 @@
 """What ASTRA-sim (ETFeederV3, analytical backends) accepts in a Chakra trace, declared once.
 
-Read from its sources and confirmed by running the binaries (README, "ASTRA-sim"): the feeder
+Read from its sources and confirmed by running the binaries (docs/astra-sim.md): the feeder
 aborts on a dependency id that names no node of the file; the workload's statistics abort on a
 METADATA node; a communication node must not be a CPU op; collectives other than the four below
 (and broadcast, which is only replayed for its duration) stall the rank; communicator group ids

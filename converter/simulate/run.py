@@ -36,7 +36,7 @@ from .timeline import TimelineWriter
 
 ENV = "ASTRA_SIM_HOME"
 BINARIES = {"unaware": "AstraSim_Analytical_Congestion_Unaware", "aware": "AstraSim_Analytical_Congestion_Aware"}
-HOW_TO_GET = "build it as the README says (Getting ASTRA-sim) and set ASTRA_SIM_HOME, or pass --astra-sim-bin"
+HOW_TO_GET = "build it as docs/getting-astra-sim.md says and set ASTRA_SIM_HOME, or pass --astra-sim-bin"
 _POLL_SECONDS = 0.25
 
 
@@ -284,7 +284,7 @@ def _die_with_parent() -> None:
 
 
 #: ASTRA-sim 518bd51 corrupts its heap on collectives over sub-groups and may die in its closing
-#: statistics or at exit, after every rank logged ``finished`` (README, text workloads).
+#: statistics or at exit, after every rank logged ``finished`` (docs: text workloads).
 _CRASHES_AT_EXIT = (signal.SIGABRT, signal.SIGSEGV)
 
 
