@@ -2,7 +2,9 @@
 and the figures of ``bench/results`` published beside the pages that show them.
 
 ``<!-- cli: chakra-convert-fast -->`` (or ``chakra-profile``) in a page becomes, for every command,
-its usage line and a table of its options, read from the same parser the command line uses.
+its usage line and a table of its options, read from the same parser the command line uses;
+``<!-- cli: chakra-convert-fast simulate -->`` the same for one command (the topic pages end with
+their commands' options).
 ``<!-- results: NAME.md#N -->`` becomes the N-th table of ``bench/results/NAME.md`` (``#N`` left
 out: the whole file), so a measured table is written once, by the script that measured it.
 """
@@ -17,7 +19,7 @@ from typing import Any
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parent.parent
-_MARKER = re.compile(r"<!-- cli: (?P<prog>[\w-]+) -->")
+_MARKER = re.compile(r"<!-- cli: (?P<prog>[\w-]+)(?: (?P<command>[\w-]+))? -->")
 _RESULTS = re.compile(r"<!-- results: (?P<name>[\w.-]+\.md)(?:#(?P<table>\d+))? -->")
 
 
@@ -81,12 +83,18 @@ def _option(action: argparse.Action) -> tuple[str, str, str]:
                         if action.help and "%(" in action.help else action.help or ""), default
 
 
-def reference(prog: str) -> str:
+def reference(prog: str, command: str | None = None, level: int = 2) -> str:
+    """Every command of ``prog`` (or the one ``command``): heading, description, usage, options, examples."""
     out: list[str] = []
-    for name, parser in _parsers(prog):
+    parsers = _parsers(prog)
+    if command is not None:
+        parsers = [(n, p) for n, p in parsers if n == f"{prog} {command}"]
+        if not parsers:
+            raise ValueError(f"{prog} has no command {command!r}")
+    for name, parser in parsers:
         if name == prog and prog == "chakra-convert-fast":
             continue
-        out.append(f"## `{name}`\n")
+        out.append(f"{'#' * level} `{name}`\n")
         if parser.description:
             out.append(_cell(parser.description) + "\n")
         usage = parser.format_usage().replace("usage: ", "", 1).strip()
@@ -107,7 +115,9 @@ def reference(prog: str) -> str:
 def on_page_markdown(markdown: str, **_: Any) -> str:
     markdown = markdown.replace("<!-- changelog -->", (ROOT / "CHANGELOG.md").read_text())
     markdown = _RESULTS.sub(lambda m: results(m.group("name"), m.group("table")), markdown)
-    return _MARKER.sub(lambda m: reference(m.group("prog")), markdown)
+    return _MARKER.sub(
+        lambda m: reference(m.group("prog"), m.group("command"), 2 if m.group("command") is None else 3), markdown
+    )
 
 
 def on_files(files: Files, config: Any, **_: Any) -> Files:
