@@ -90,6 +90,11 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
                    help="fast: this project's converter (default); reference: mlc-chakra's")
     p.add_argument("--compact", action="store_true",
                    help="with --convert: write compacted .et files (fewer nodes, the same simulated time)")
+    p.add_argument("--roofline", action="store_true",
+                   help="with --convert: write num_ops and tensor_size on compute nodes (simulate --accelerator)")
+    p.add_argument("--target", choices=("captured", "accelerator"), default="captured",
+                   help="with --convert --roofline: 'accelerator' writes compute nodes as accelerator ops, timed by "
+                        "simulate's --accelerator roofline (default captured: the traced durations)")
     p.add_argument("--save-dir", default=None, help="save the trained model and tokenizer here")
     return p
 
@@ -147,6 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.compact and (not args.convert or args.converter != "fast"):
         print("chakra-profile: error: --compact needs --convert with the fast converter", file=sys.stderr)
+        return 2
+    if args.roofline and (not args.convert or args.converter != "fast"):
+        print("chakra-profile: error: --roofline needs --convert with the fast converter", file=sys.stderr)
+        return 2
+    if args.target == "accelerator" and not args.roofline:
+        print("chakra-profile: error: --target accelerator needs --roofline (an accelerator op without num_ops "
+              "cannot be timed)", file=sys.stderr)
         return 2
     if args.convert:
         try:

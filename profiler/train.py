@@ -157,7 +157,9 @@ def inspect_and_convert(record: StepRecord, args: argparse.Namespace, paths: tra
         out = convert.et_path(Path(args.outdir), name, record.rank)
         tick = time.perf_counter()
         info = convert.convert_rank(paths.host, paths.device, out, record.rank, args.converter,
-                                    compact=getattr(args, "compact", False))
+                                    compact=getattr(args, "compact", False),
+                                    roofline=getattr(args, "roofline", False),
+                                    target=getattr(args, "target", "captured"))
         record.et = {"path": str(out), "bytes": out.stat().st_size, "converter": args.converter, **info,
                      "seconds": round(time.perf_counter() - tick, 3)}
         log.info("wrote %s with the %s converter", out, args.converter)

@@ -141,3 +141,22 @@ def test_summary_names_the_allocator(tmp_path: Path, maps: str | None, expected:
     if maps is not None:
         path.write_text(maps)
     assert train.malloc_in_use(path) == expected
+
+
+def test_convert_rank_writes_accelerator_nodes_with_roofline_target(done: Done, tmp_path: Path) -> None:
+    """Issue 26 goal 5: ``chakra-profile --convert --roofline --target accelerator`` writes the
+    accelerator nodes that ``simulate --accelerator`` times (a default conversion has none)."""
+    from chakra_convert_fast.converter.et.decode import CPU_OP_FALSE, read_et
+    from chakra_convert_fast.converter.schema.chakra import NodeType
+
+    def accelerator_nodes(path: Path) -> int:
+        trace = read_et(path)
+        return sum(1 for t, cpu in zip(trace.types, trace.cpu_ops, strict=True)
+                   if t == NodeType.COMP_NODE and cpu == CPU_OP_FALSE)
+
+    plain, roofline = tmp_path / "plain.0.et", tmp_path / "roofline.0.et"
+    convert.convert_rank(done.host(0), done.device(0), plain, 0, "fast")
+    info = convert.convert_rank(done.host(0), done.device(0), roofline, 0, "fast", roofline=True, target="accelerator")
+    assert info["roofline"] and info["target"] == "accelerator"
+    assert accelerator_nodes(plain) == 0
+    assert accelerator_nodes(roofline) > 0

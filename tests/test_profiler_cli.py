@@ -141,3 +141,21 @@ def test_every_shape_knob_has_an_option() -> None:
 
     args = cli.parse_args(["--model", "gpt2"])
     assert all(getattr(args, knob) is None for knob in Shape.knobs())
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "gpt2", "--roofline"], "--roofline needs --convert"),
+        (["--model", "gpt2", "--convert", "--target", "accelerator"], "--target accelerator needs --roofline"),
+    ],
+)
+def test_roofline_options_need_the_conversion(argv: list[str], message: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_roofline_options_reach_the_ranks() -> None:
+    args = cli.parse_args(["--model", "gpt2", "--convert", "--roofline", "--target", "accelerator", "--compact"])
+    assert (args.roofline, args.target, args.compact) == (True, "accelerator", True)

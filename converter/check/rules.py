@@ -100,6 +100,12 @@ def check(traces: Sequence[EtTrace], comm_groups: dict[str, Any] | None = None) 
     return CheckReport(files, problems, groups)
 
 
+def check_file(trace: EtTrace, rank: int) -> tuple[FileReport, list[Problem]]:
+    """One file of a job, as rank ``rank``, alone (none of the checks across ranks)."""
+    problems: list[Problem] = []
+    return _check_file(trace, rank, problems), problems
+
+
 def _ranks(traces: Sequence[EtTrace], problems: list[Problem]) -> list[int]:
     found = [_RANK_IN_NAME.search(os.path.basename(t.path)) for t in traces]
     if all(found):

@@ -51,6 +51,9 @@ def add(commands: Any) -> None:
                         "else comm_group.json beside the files)")
     parser.add_argument("--astra-sim-bin", metavar="PATH", help="the ASTRA-sim binary or its folder (default: "
                         "$ASTRA_SIM_HOME, else PATH)")
+    parser.add_argument("--no-check", dest="check", action="store_false",
+                        help="skip checking the files first (as the check command does; up to 16 ranks all, past "
+                             "that 8 of them) for what ASTRA-sim would abort on")
     parser.add_argument("--timeout", type=float, metavar="S", help="stop ASTRA-sim after S seconds (an error)")
     out = parser.add_argument_group("outputs")
     out.add_argument("--json", nargs="?", const="-", metavar="FILE",
@@ -74,7 +77,7 @@ def _options(args: argparse.Namespace, topology: str) -> api.SimulateOptions:
         topology=topology, npus_per_dim=args.npus_per_dim, bandwidth=args.bandwidth, latency=args.latency,
         backend=args.backend, comm_groups=args.comm_groups, astra_sim_bin=args.astra_sim_bin,
         accelerator=args.accelerator, peak_tflops=args.peak_tflops, mem_bandwidth=args.mem_bandwidth,
-        timeout=args.timeout)
+        timeout=args.timeout, check=args.check)
 
 
 def _run(args: argparse.Namespace, reporter: Reporter) -> int:

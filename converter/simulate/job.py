@@ -48,6 +48,8 @@ def find_job(prefix: str, comm_groups: str | None = None) -> Job:
     """The ranks of ``prefix`` (all of 0..N-1 must be there) and its communicator groups."""
     if not prefix:
         raise ConverterError("the job prefix is empty (PREFIX of PREFIX.<rank>.et)")
+    if os.path.isdir(prefix):
+        raise TraceFormatError(prefix, f"a folder, not a job: name a job in it ({_jobs_in(prefix)})")
     directory, base = os.path.split(prefix)
     directory = directory or "."
     try:
@@ -61,7 +63,7 @@ def find_job(prefix: str, comm_groups: str | None = None) -> Job:
     pattern = re.compile(re.escape(base) + r"\.(0|[1-9]\d*)\.et$")
     ranks = sorted(int(m.group(1)) for m in map(pattern.match, names) if m is not None)
     if not ranks:
-        raise TraceFormatError(prefix, f"no {base}.<rank>.et files in {directory}")
+        raise TraceFormatError(prefix, _nothing_matches(prefix, directory, base, names))
     missing = sorted(set(range(ranks[-1] + 1)) - set(ranks))
     if missing:
         shown = ", ".join(f"{base}.{r}.et" for r in missing[:5]) + (", ..." if len(missing) > 5 else "")
@@ -77,6 +79,46 @@ def find_job(prefix: str, comm_groups: str | None = None) -> Job:
     option = "--comm-groups" if comm_groups is not None else "communicator group file"
     groups = {} if groups_path is None else read_groups(groups_path, count, option)
     return Job(prefix, count, groups_path, groups)
+
+
+_RANK_FILE = re.compile(r"(.+)\.(?:0|[1-9]\d*)\.et$")
+
+
+def prefixes(names: list[str]) -> list[str]:
+    """The job prefixes among file ``names`` (those of ``<prefix>.<rank>.et`` files), sorted."""
+    return sorted({m.group(1) for m in map(_RANK_FILE.match, names) if m is not None})
+
+
+def _jobs_in(directory: str) -> str:
+    try:
+        names = os.listdir(directory)
+    except OSError as exc:
+        return f"cannot list it: {exc.strerror or exc}"
+    found = prefixes(names)
+    if not found:
+        return "it holds no <prefix>.<rank>.et files"
+    return "its jobs: " + _listed([os.path.join(directory, p) for p in found])
+
+
+def _listed(items: list[str], most: int = 6) -> str:
+    return ", ".join(items[:most]) + (f", ... ({len(items)} in all)" if len(items) > most else "")
+
+
+def _nothing_matches(prefix: str, directory: str, base: str, names: list[str]) -> str:
+    """Why a prefix names no rank file, and what the folder holds instead."""
+    said = f"no {base}.<rank>.et files in {directory}"
+    rank_file = re.fullmatch(r"(.+)\.(?:0|[1-9]\d*)\.et", prefix)
+    if rank_file is not None:
+        return f"{said}: name the job, not a rank's file (PREFIX of PREFIX.<rank>.et: {rank_file.group(1)})"
+    if os.path.isfile(prefix):
+        hint = (" (a trace to convert first: convert --astra-sim, or convert-all --astra-sim)"
+                if prefix.endswith((".json", ".json.gz")) else "")
+        return f"{said}: {prefix} is one file{hint}, not a job prefix"
+    found = prefixes(names)
+    if found:
+        return f"{said}; the jobs there: " + _listed([os.path.join(directory, p) if directory != "." else p
+                                                      for p in found])
+    return f"{said}, nor any other job's"
 
 
 def read_groups(path: str, ranks: int, option: str = "communicator group file") -> dict[str, list[int]]:

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import ConverterError
 from ..io import atomic_text_output, check_output
-from . import configs
+from . import configs, preflight
 from .configs import REMOTE_MEMORY, Accelerator, Network, logging_config, system_config
 from .job import Job, find_job
 from .logs import KIND, LogReader
@@ -357,6 +357,14 @@ class SimulateOptions:
     peak_tflops: float | None = None
     mem_bandwidth: float | None = None  # GB/s
     timeout: float | None = None
+    check: bool = True  # the job's files checked first (preflight.py)
+
+
+def roofline_option(options: SimulateOptions) -> str:
+    """The option that asked for a roofline, as messages name it."""
+    if options.accelerator is not None:
+        return f"--accelerator {options.accelerator}"
+    return "--peak-tflops" if options.peak_tflops is not None else "--mem-bandwidth"
 
 
 def simulate_prefix(prefix: str, options: SimulateOptions, *, timeline: str | None = None,
@@ -366,9 +374,12 @@ def simulate_prefix(prefix: str, options: SimulateOptions, *, timeline: str | No
     if options.backend not in BINARIES:
         raise ConverterError(f"--backend {options.backend}: one of {', '.join(BINARIES)}")
     job = find_job(prefix, options.comm_groups)
+    preflight.one_rank(job)
     network = configs.network(options.topology, job.ranks, options.npus_per_dim, options.bandwidth, options.latency)
     configs.check_backend(network, options.backend)
     roofline = configs.accelerator(options.accelerator, options.peak_tflops, options.mem_bandwidth)
+    if options.check:
+        preflight.check_job(job, roofline, roofline_option(options))
     simulator = find_simulator(options.backend, options.astra_sim_bin)
     return simulate(job, network, backend=options.backend, roofline=roofline, simulator=simulator, timeline=timeline,
                     timeout=options.timeout, progress=progress)

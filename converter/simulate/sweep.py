@@ -20,10 +20,19 @@ from typing import Any
 
 from ..errors import ConverterError
 from ..io import OutputTarget, atomic_output, atomic_text_output, check_output
-from . import configs
+from . import configs, preflight
 from .job import find_job
 from .plot import pyplot, sweep_png
-from .run import BINARIES, Progress, SimulateOptions, SimulationResult, find_simulator, make_workdir, simulate
+from .run import (
+    BINARIES,
+    Progress,
+    SimulateOptions,
+    SimulationResult,
+    find_simulator,
+    make_workdir,
+    roofline_option,
+    simulate,
+)
 
 Scale = Callable[[str, str, int], Any]
 
@@ -90,6 +99,8 @@ def sweep(prefix: str, points: Sequence[int], topologies: Sequence[str], options
             network = configs.network(topology, count, options.npus_per_dim, options.bandwidth, options.latency)
             configs.check_backend(network, options.backend)
     roofline = configs.accelerator(options.accelerator, options.peak_tflops, options.mem_bandwidth)
+    if options.check:
+        preflight.check_job(job, roofline, roofline_option(options))
     simulator = find_simulator(options.backend, options.astra_sim_bin)
     pyplot()
     out = out_prefix or f"{prefix}.sweep"

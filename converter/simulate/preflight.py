@@ -1,0 +1,99 @@
+"""What ``simulate`` checks in a job's files before ASTRA-sim runs, each refusal naming its fix.
+
+ASTRA-sim's own failures on a file it cannot take are an abort deep in its feeder ("Node 0 in
+ctrl_dep graph, but not found in index", SIGABRT), a rank that silently never finishes, or a
+what-if that changes nothing. Before a run:
+
+* the files are read and checked as ``check`` does (``check/rules.py``): every rank of a job of up
+  to ``WHOLE_JOB`` ranks, with the checks across ranks (collectives in the same order, sends
+  matched); past that, ``SAMPLE`` ranks spread over the job, each alone. The first fatal problem
+  is the error, with what to do (a default conversion, not ``--astra-sim``, is the usual cause);
+* a roofline (``--accelerator``, ``--peak-tflops``, ``--mem-bandwidth``) times non-CPU compute
+  nodes only (a node without ``is_cpu_op`` is a CPU op to ASTRA-sim's feeder): on a job whose
+  checked ranks have none it would change nothing, so it is refused;
+* a job of one rank names ``scale`` (ASTRA-sim's network needs two NPUs or more).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..check.rules import Problem, check, check_file
+from ..errors import ConverterError
+from ..et.decode import CPU_OP_FALSE, EtTrace, read_et
+from ..ranks import commgroups
+from ..schema.chakra import NodeType
+from .configs import Accelerator
+from .job import Job
+
+WHOLE_JOB = 16  # ranks checked together, with the checks across ranks
+SAMPLE = 8  # ranks checked, each alone, in a larger job
+
+#: The usual cause of each fatal problem ``check`` finds in a file, and its fix.
+_ASTRA_SIM = ("converted without --astra-sim? convert again with it (convert/convert-all --astra-sim; "
+              "chakra-profile --convert writes it)")
+_FIXES = (
+    ("METADATA", _ASTRA_SIM),
+    ("dependencies name no node", _ASTRA_SIM),
+    ("marked is_cpu_op", _ASTRA_SIM),
+    ("group", "give the job's communicator group file with --comm-groups"),
+)
+
+
+class JobCheckError(ConverterError):
+    """A job's files hold what ASTRA-sim would abort or stall on."""
+
+
+def one_rank(job: Job) -> None:
+    """A one-rank job cannot be simulated on a network: say how to make the job it stands for."""
+    if job.ranks == 1:
+        raise JobCheckError(
+            f"{job.prefix}: a job of 1 rank ({job.rank_file(0)}): ASTRA-sim's network needs 2 NPUs or more; make "
+            f"the job of N ranks it stands for with `chakra-convert-fast scale {job.prefix} OUT --ranks N` and "
+            "simulate OUT (or --sweep ranks=2,4,... here)")
+
+
+def sampled_ranks(ranks: int) -> list[int]:
+    """The ranks checked: all of a job of up to ``WHOLE_JOB``, else ``SAMPLE`` spread from 0 to the last."""
+    if ranks <= WHOLE_JOB:
+        return list(range(ranks))
+    return sorted({round(k * (ranks - 1) / (SAMPLE - 1)) for k in range(SAMPLE)})
+
+
+def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "--accelerator") -> None:
+    """Raise a ``JobCheckError`` naming the first thing ASTRA-sim would abort or stall on, and its
+    fix; or a roofline on a job without accelerator compute nodes."""
+    picks = sampled_ranks(job.ranks)
+    traces = [read_et(job.rank_file(r)) for r in picks]
+    if len(picks) == job.ranks:
+        report = check(traces, None if job.comm_groups is None else commgroups.read(job.comm_groups,
+                                                                                       "communicator group file"))
+        problems = report.problems
+    else:
+        problems = [p for trace, rank in zip(traces, picks, strict=True) for p in check_file(trace, rank)[1]]
+    fatal = [p for p in problems if p.fatal]
+    if fatal:
+        raise JobCheckError(_message(job, fatal))
+    if roofline is not None and not any(_accelerator_nodes(t) for t in traces):
+        checked = "its" if len(picks) == job.ranks else f"{len(picks)} of its"
+        raise JobCheckError(
+            f"{roofline_option}: {job.prefix} has no accelerator (non-CPU) compute node in {checked} ranks: every "
+            "compute node is a CPU op, replayed for its traced duration, so the roofline would change nothing; "
+            "convert with --roofline --target accelerator (chakra-profile --convert --roofline --target "
+            "accelerator), or simulate without it")
+
+
+def _accelerator_nodes(trace: EtTrace) -> int:
+    return sum(1 for t, cpu in zip(trace.types, trace.cpu_ops, strict=True)
+               if t == NodeType.COMP_NODE and cpu == CPU_OP_FALSE)
+
+
+def _message(job: Job, fatal: list[Problem]) -> str:
+    first = fatal[0]
+    text = first.message
+    fix = next((f for key, f in _FIXES if key in text), None)
+    where = os.path.basename(first.path) if first.path else job.prefix
+    more = f" (and {len(fatal) - 1} more problem(s))" if len(fatal) > 1 else ""
+    tail = f"; {fix}" if fix else ""
+    return (f"{where}: {text}{more}; ASTRA-sim would not run it{tail}; "
+            f"`chakra-convert-fast check {job.prefix}.*.et` lists every problem")
