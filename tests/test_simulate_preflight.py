@@ -51,7 +51,7 @@ def test_no_check_leaves_it_to_the_simulator(tmp_path: Path) -> None:
                                     {"accelerator": "A100", "mem_bandwidth": 100.0}])
 def test_a_roofline_on_cpu_ops_only_is_refused(tmp_path: Path, option: dict[str, object]) -> None:
     prefix = write_job(tmp_path / "job", 2)  # compute nodes are CPU ops
-    with pytest.raises(preflight.JobCheckError, match="no accelerator .non-CPU. compute node") as caught:
+    with pytest.raises(preflight.JobCheckError, match=r"no accelerator \(non-CPU\) compute node") as caught:
         api.simulate(prefix, api.SimulateOptions(**option))  # type: ignore[arg-type]
     assert "--roofline --target accelerator" in str(caught.value)
     done = run_cli("simulate", prefix, "--accelerator", "H100")
