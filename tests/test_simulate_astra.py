@@ -185,3 +185,50 @@ def test_sweep_without_matplotlib_fails_before_simulating(simulator: Path, tmp_p
     assert_one_error(done, "needs matplotlib: pip install 'chakra-convert-fast[plot]'")
     assert not list(tmp_path.glob("sweep*"))
     assert sys.executable  # the same interpreter ran it (run_cli)
+
+
+# -- the user's own ASTRA-sim configuration (issue 26, goal 6) -----------------------------------
+def test_the_users_config_files_give_the_same_step_as_ours(simulator: Path, tmp_path: Path) -> None:
+    """ASTRA-sim's own example configs, given as files, simulate what our options do."""
+    prefix = write_job(tmp_path / "job", 4)
+    ours = api.simulate(prefix, api.SimulateOptions(bandwidth="50", latency="500"))
+    configs = simulator / "configs"
+    theirs = api.simulate(prefix, api.SimulateOptions(
+        system_config=str(configs / "system.json"), network_config=str(configs / "Ring_4npus.yml"),
+        remote_memory_config=str(configs / "remote_memory.json")))
+    assert [r.step_ns for r in theirs.ranks] == [r.step_ns for r in ours.ranks]
+    assert theirs.setup is not None and theirs.setup.overridden == ("trace-enabled",)
+    done = run_cli("simulate", prefix, "--network-config", configs / "Ring_4npus.yml", "--system-config",
+                   configs / "system.json")
+    assert done.returncode == 0, done.stderr
+    assert "simulate set trace-enabled" in done.stdout and "Ring_4npus.yml" in done.stdout
+
+
+def test_collective_algorithms_and_chunks_change_the_step(simulator: Path, tmp_path: Path) -> None:
+    prefix = write_job(tmp_path / "job", 8, comm_bytes=8 << 20)
+    steps = {}
+    for algorithm in ("ring", "direct", "halvingDoubling", "doubleBinaryTree"):
+        result = api.simulate(prefix, api.SimulateOptions(topology="Ring,Switch", npus_per_dim="2,4",
+                                                          collective=algorithm))
+        assert all(r.collectives == 1 for r in result.ranks)
+        assert result.setup is not None and result.setup.system["all-reduce-implementation"] == [algorithm] * 2
+        steps[algorithm] = result.step_ns
+    assert len(set(steps.values())) == 4, steps  # each algorithm its own time
+    mixed = api.simulate(prefix, api.SimulateOptions(topology="Ring,Switch", npus_per_dim="2,4",
+                                                     collective="ring,direct"))
+    assert mixed.setup is not None and mixed.setup.system["all-gather-implementation"] == ["ring", "direct"]
+    assert all(r.collectives == 1 for r in mixed.ranks)
+    chunks = api.simulate(prefix, api.SimulateOptions(topology="Ring", active_chunks=4))
+    assert chunks.setup is not None and chunks.setup.system["active-chunks-per-dimension"] == 4
+    assert all(r.collectives == 1 for r in chunks.ranks)
+
+
+@pytest.mark.parametrize(("topology", "ranks"), [("Ring", 4), ("Switch", 3), ("FullyConnected", 4),
+                                                 ("FullyConnected", 2)])
+def test_the_aware_backend_on_every_topology_it_takes(simulator: Path, tmp_path: Path, topology: str,
+                                                      ranks: int) -> None:
+    """Network analytical 599a047's congestion-aware backend: one dimension of any topology (more
+    dimensions: "only support 1-dim topology"; a Ring of 2 aborts: refused before the run)."""
+    prefix = write_job(tmp_path / "job", ranks)
+    result = api.simulate(prefix, api.SimulateOptions(topology=topology, backend="aware"))
+    assert len(result.ranks) == ranks and all(r.collectives == 1 and r.nodes == 3 for r in result.ranks)

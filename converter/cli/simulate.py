@@ -42,6 +42,18 @@ def add(commands: Any) -> None:
     net.add_argument("--latency", metavar="ns,..", help="link latency per dimension, or one for all (default 500)")
     net.add_argument("--backend", choices=("unaware", "aware"), default="unaware",
                      help="congestion-unaware (default) or -aware analytical network")
+    own = parser.add_argument_group("your own ASTRA-sim configuration (docs/simulate.md: what simulate still sets)")
+    own.add_argument("--system-config", metavar="F.json", help="ASTRA-sim system config, used as given except "
+                     "trace-enabled (always 1), the roofline's keys with --accelerator, and what --collective and "
+                     "--active-chunks set")
+    own.add_argument("--network-config", metavar="F.yml", help="ASTRA-sim analytical network config, used as given "
+                     "(instead of --topology, --npus-per-dim, --bandwidth, --latency)")
+    own.add_argument("--remote-memory-config", metavar="F.json", help="ASTRA-sim remote memory config, used as given")
+    own.add_argument("--collective", metavar="ALG,..", help="collective algorithm per network dimension, or one for "
+                     "all: ring (default), oneRing, direct, oneDirect, halvingDoubling, oneHalvingDoubling, "
+                     "doubleBinaryTree (all-reduce only; the other collectives keep ring there)")
+    own.add_argument("--active-chunks", type=int, metavar="N", help="chunks in flight per dimension "
+                     "(active-chunks-per-dimension; default 1)")
     compute = parser.add_argument_group("compute: the roofline (non-CPU compute nodes with num_ops and tensor_size)")
     compute.add_argument("--accelerator", metavar="A", help="a preset: " + ", ".join(
         f"{a.name} ({a.peak_tflops:g} TFLOPS, {a.mem_bandwidth_gbps:g} GB/s)" for a in api.ACCELERATORS.values()))
@@ -77,10 +89,15 @@ def _options(args: argparse.Namespace, topology: str) -> api.SimulateOptions:
         topology=topology, npus_per_dim=args.npus_per_dim, bandwidth=args.bandwidth, latency=args.latency,
         backend=args.backend, comm_groups=args.comm_groups, astra_sim_bin=args.astra_sim_bin,
         accelerator=args.accelerator, peak_tflops=args.peak_tflops, mem_bandwidth=args.mem_bandwidth,
-        timeout=args.timeout, check=args.check)
+        timeout=args.timeout, check=args.check, system_config=args.system_config,
+        network_config=args.network_config, remote_memory_config=args.remote_memory_config,
+        collective=args.collective, active_chunks=args.active_chunks)
 
 
 def _run(args: argparse.Namespace, reporter: Reporter) -> int:
+    if args.network_config and (args.topology or args.npus_per_dim or args.bandwidth or args.latency):
+        args.usage_error("--network-config is the whole network: drop --topology, --npus-per-dim, --bandwidth "
+                         "and --latency (or drop --network-config)")
     topologies = args.topology or ["Ring"]
     if args.sweep:
         return _run_sweep(args, reporter, topologies)
@@ -170,11 +187,16 @@ def result_lines(result: api.SimulationResult) -> list[str]:
     """The result for people: a row per rank (the first ones and the slowest past 16 ranks), the job's step."""
     net = result.network
     links = ", ".join(f"{b:g} GB/s {lat:g} ns" for b, lat in zip(net.bandwidth, net.latency, strict=True))
+    system = result.setup.system if result.setup is not None else {}
     compute = "traced durations" if result.roofline is None else (
         f"roofline {result.roofline.name}: {result.roofline.peak_tflops:g} TFLOPS, "
         f"{result.roofline.mem_bandwidth_gbps:g} GB/s")
+    if result.roofline is None and system.get("roofline-enabled"):
+        compute = (f"roofline of the system config: {system.get('peak-perf')} TFLOPS, {system.get('local-mem-bw')} "
+                   "GB/s")
     lines = [f"{result.prefix}: {len(result.ranks):,} rank(s) on {net.name} ({links}), congestion-{result.backend}, "
              f"compute: {compute}; simulated in {result.seconds:.1f} s",
+             *([f"configs: {result.setup.describe()}"] if result.setup is not None and result.setup.describe() else []),
              f"{'rank':>6} {'step (ms)':>12} {'comm (ms)':>11} {'exposed comm (ms)':>18} {'collectives':>11} "
              f"{'send/recv':>9} {'nodes':>9}"]
     slowest = result.slowest

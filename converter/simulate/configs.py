@@ -70,15 +70,16 @@ def network(topology: str, ranks: int, npus_per_dim: str | None = None, bandwidt
 
 
 def check_backend(network: Network, backend: str) -> None:
-    """What a backend cannot simulate: the congestion-aware one takes one dimension only ("only
-    support 1-dim topology") and aborts on a Ring of 2 NPUs (it connects the same two devices
+    """What a backend cannot simulate: the congestion-aware one (network analytical 599a047) takes
+    one dimension only ("only support 1-dim topology"), any of Ring, Switch and FullyConnected
+    (each run here to its end), and aborts on a Ring of 2 NPUs (it connects the same two devices
     twice: ``Device::connect`` asserts ``!connected(id)``)."""
     if backend == "aware" and len(network.npus) > 1:
         raise ConverterError(f"the congestion-aware backend simulates one dimension only, not {network.name}: "
                              "use --backend unaware")
     if backend == "aware" and any(t == "Ring" and n == 2 for t, n in zip(network.topology, network.npus, strict=True)):
-        raise ConverterError(f"the congestion-aware backend aborts on a Ring of 2 NPUs ({network.name}): use a Switch "
-                             "there (the same network for 2 NPUs), or --backend unaware")
+        raise ConverterError(f"the congestion-aware backend aborts on a Ring of 2 NPUs ({network.name}): use "
+                             "FullyConnected there (for 2 NPUs the same links: one each way), or --backend unaware")
 
 
 def _sizes(text: str | None, count: int, ranks: int, topology: str) -> tuple[int, ...]:

@@ -29,9 +29,10 @@ from typing import Any
 from ..errors import ConverterError
 from ..io import atomic_text_output, check_output
 from . import configs, preflight
-from .configs import REMOTE_MEMORY, Accelerator, Network, logging_config, system_config
+from .configs import Accelerator, Network, logging_config
 from .job import Job, find_job
 from .logs import KIND, LogReader
+from .setup import Setup, make_setup, read_network
 from .timeline import TimelineWriter
 
 ENV = "ASTRA_SIM_HOME"
@@ -84,6 +85,7 @@ class SimulationResult:
     timeline: str | None
     timeline_events: int
     warnings: list[str] = field(default_factory=list)
+    setup: Setup | None = None
 
     @property
     def slowest(self) -> RankResult:
@@ -105,6 +107,7 @@ class SimulationResult:
                 "mem_bandwidth_gbps": self.roofline.mem_bandwidth_gbps, "source": self.roofline.source},
             "comm_groups": self.comm_groups, "simulator": self.simulator, "wall_seconds": round(self.seconds, 3),
             "timeline": self.timeline,
+            "configs": None if self.setup is None else self.setup.as_json(),
             "per_rank": [r.__dict__ for r in self.ranks],
         }
 
@@ -138,10 +141,12 @@ def _in(place: str, name: str) -> str | None:
 def simulate(
     job: Job, network: Network, *, backend: str = "unaware", roofline: Accelerator | None = None,
     simulator: str, timeline: str | None = None, timeout: float | None = None,
-    progress: Callable[[Progress], None] | None = None,
+    progress: Callable[[Progress], None] | None = None, setup: Setup | None = None,
 ) -> SimulationResult:
     """Run ``job`` on ``network`` and read the result; the timeline (if asked for) is written
-    atomically: it exists only if the run succeeded."""
+    atomically: it exists only if the run succeeded. ``setup``: the system and remote-memory
+    configs (default: ours, ``make_setup``), and the user's network file if any."""
+    setup = setup or make_setup(len(network.npus), roofline)
     target = check_output(timeline, *(job.rank_file(r) for r in range(job.ranks))) if timeline else None
     total = job.estimate_nodes() if progress is not None else 0
     started = time.monotonic()
@@ -153,7 +158,7 @@ def simulate(
             out = stack.enter_context(atomic_text_output(target))
             writer = TimelineWriter(out, job.ranks, f"{job.prefix} on {network.name}, {backend}")
         reader = LogReader(job.ranks, writer.span if writer else None)
-        returncode, stderr = _run(job, network, backend, roofline, simulator, workdir, reader, timeout, started,
+        returncode, stderr = _run(job, network, backend, setup, simulator, workdir, reader, timeout, started,
                                   progress, total)
         warnings = _check(returncode, stderr, reader, job, simulator, timeout)
         if writer is not None:
@@ -162,15 +167,16 @@ def simulate(
                         r.comm_done.get("collective", 0), r.comm_done.get("send", 0), r.comm_done.get("recv", 0))
              for r in reader.ranks]
     return SimulationResult(job.prefix, ranks, network, backend, roofline, job.comm_groups, simulator,
-                            time.monotonic() - started, timeline, writer.events if writer else 0, warnings)
+                            time.monotonic() - started, timeline, writer.events if writer else 0, warnings, setup)
 
 
-def _run(job: Job, network: Network, backend: str, roofline: Accelerator | None, simulator: str, workdir: str,
+def _run(job: Job, network: Network, backend: str, setup: Setup, simulator: str, workdir: str,
          reader: LogReader, timeout: float | None, started: float, progress: Callable[[Progress], None] | None,
          total: int) -> tuple[int, str]:
     events = os.path.join(workdir, "events.log")
-    files = {"network.yml": network.yaml(), "system.json": json.dumps(system_config(len(network.npus), roofline)),
-             "remote_memory.json": json.dumps(REMOTE_MEMORY), "logging.toml": logging_config(events)}
+    files = {"network.yml": network.yaml(), "system.json": json.dumps(setup.system),
+             "remote_memory.json": json.dumps(setup.remote_memory), "logging.toml": logging_config(events)}
+    network_file = os.path.abspath(setup.network_file) if setup.network_file else f"{workdir}/network.yml"
     try:
         os.mkfifo(events, 0o600)
         for name, text in files.items():
@@ -181,7 +187,7 @@ def _run(job: Job, network: Network, backend: str, roofline: Accelerator | None,
     command = [simulator, f"--workload-configuration={os.path.abspath(job.prefix)}",
                f"--system-configuration={workdir}/system.json",
                f"--remote-memory-configuration={workdir}/remote_memory.json",
-               f"--network-configuration={workdir}/network.yml", f"--logging-folder={workdir}/log",
+               f"--network-configuration={network_file}", f"--logging-folder={workdir}/log",
                f"--logging-configuration={workdir}/logging.toml",
                f"--comm-group-configuration={_groups_argument(job, workdir)}"]
     fifo = os.open(events, os.O_RDONLY | os.O_NONBLOCK)
@@ -358,6 +364,11 @@ class SimulateOptions:
     mem_bandwidth: float | None = None  # GB/s
     timeout: float | None = None
     check: bool = True  # the job's files checked first (preflight.py)
+    system_config: str | None = None  # the user's files (setup.py)
+    network_config: str | None = None
+    remote_memory_config: str | None = None
+    collective: str | None = None  # one algorithm, or one a dimension
+    active_chunks: int | None = None
 
 
 def roofline_option(options: SimulateOptions) -> str:
@@ -375,11 +386,27 @@ def simulate_prefix(prefix: str, options: SimulateOptions, *, timeline: str | No
         raise ConverterError(f"--backend {options.backend}: one of {', '.join(BINARIES)}")
     job = find_job(prefix, options.comm_groups)
     preflight.one_rank(job)
-    network = configs.network(options.topology, job.ranks, options.npus_per_dim, options.bandwidth, options.latency)
+    network = network_of(options, job.ranks)
     configs.check_backend(network, options.backend)
     roofline = configs.accelerator(options.accelerator, options.peak_tflops, options.mem_bandwidth)
+    setup = setup_of(options, network, roofline)
     if options.check:
         preflight.check_job(job, roofline, roofline_option(options))
     simulator = find_simulator(options.backend, options.astra_sim_bin)
     return simulate(job, network, backend=options.backend, roofline=roofline, simulator=simulator, timeline=timeline,
-                    timeout=options.timeout, progress=progress)
+                    timeout=options.timeout, progress=progress, setup=setup)
+
+
+def network_of(options: SimulateOptions, ranks: int, topology: str | None = None) -> Network:
+    """The network of ``ranks`` NPUs: the user's file, else made from the options (``topology``
+    replacing theirs: a sweep's line)."""
+    if options.network_config is not None:
+        return read_network(options.network_config, ranks)
+    return configs.network(topology or options.topology, ranks, options.npus_per_dim, options.bandwidth,
+                           options.latency)
+
+
+def setup_of(options: SimulateOptions, network: Network, roofline: Accelerator | None) -> Setup:
+    return make_setup(len(network.npus), roofline, system_file=options.system_config,
+                      network_file=options.network_config, remote_memory_file=options.remote_memory_config,
+                      collective=options.collective, active_chunks=options.active_chunks)

@@ -30,7 +30,9 @@ from .run import (
     SimulationResult,
     find_simulator,
     make_workdir,
+    network_of,
     roofline_option,
+    setup_of,
     simulate,
 )
 
@@ -96,8 +98,9 @@ def sweep(prefix: str, points: Sequence[int], topologies: Sequence[str], options
     ranks = sorted(set(points))
     for count in ranks:
         for topology in topologies:
-            network = configs.network(topology, count, options.npus_per_dim, options.bandwidth, options.latency)
+            network = network_of(options, count, topology)
             configs.check_backend(network, options.backend)
+            setup_of(options, network, None)
     roofline = configs.accelerator(options.accelerator, options.peak_tflops, options.mem_bandwidth)
     if options.check:
         preflight.check_job(job, roofline, roofline_option(options))
@@ -121,9 +124,10 @@ def sweep(prefix: str, points: Sequence[int], topologies: Sequence[str], options
                 scale(prefix, scaled_prefix, count)
                 point_job, scaled = find_job(scaled_prefix), time.monotonic() - started
             for topology in topologies:
-                network = configs.network(topology, count, options.npus_per_dim, options.bandwidth, options.latency)
+                network = network_of(options, count, topology)
                 result = simulate(point_job, network, backend=options.backend, roofline=roofline,
-                                  simulator=simulator, timeout=options.timeout, progress=progress)
+                                  simulator=simulator, timeout=options.timeout, progress=progress,
+                                  setup=setup_of(options, network, roofline))
                 point = _point(count, topology, result, scaled)
                 done.append(point)
                 if on_point is not None:
