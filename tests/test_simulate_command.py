@@ -359,7 +359,7 @@ def test_missing_simulator_says_how_to_get_it(tmp_path: Path, monkeypatch: pytes
     nothing = tmp_path / "nothing-here"
     nothing.mkdir()
     assert_one_error(run_cli("simulate", prefix, "--astra-sim-bin", nothing), "no ASTRA-sim there",
-                     "docs/getting-astra-sim.md")
+                     "astra-sim/build.sh DEST (docs/getting-astra-sim.md)")
     monkeypatch.delenv("ASTRA_SIM_HOME", raising=False)
     monkeypatch.setenv("PATH", str(nothing))
     with pytest.raises(api.SimulatorError, match=r"ASTRA_SIM_HOME is not set and \S+ is not on PATH; build it"):

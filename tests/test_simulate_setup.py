@@ -12,7 +12,7 @@ from chakra_convert_fast.converter.errors import ConverterError
 from chakra_convert_fast.converter.simulate import configs
 from chakra_convert_fast.converter.simulate.setup import IMPLEMENTATIONS, collectives, make_setup, read_network
 
-from .clirun import assert_one_error, run_cli
+from .clirun import run_cli
 from .simjobs import write_job
 
 SHARED = json.dumps({"scheduling-policy": "FIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,

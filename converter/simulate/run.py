@@ -37,7 +37,8 @@ from .timeline import TimelineWriter
 
 ENV = "ASTRA_SIM_HOME"
 BINARIES = {"unaware": "AstraSim_Analytical_Congestion_Unaware", "aware": "AstraSim_Analytical_Congestion_Aware"}
-HOW_TO_GET = "build it as docs/getting-astra-sim.md says and set ASTRA_SIM_HOME, or pass --astra-sim-bin"
+HOW_TO_GET = ("build it with astra-sim/build.sh DEST (docs/getting-astra-sim.md) and set ASTRA_SIM_HOME=DEST, "
+              "or pass --astra-sim-bin")
 _POLL_SECONDS = 0.25
 
 
