@@ -145,8 +145,39 @@ def test_customized_layers_span_their_own_dimensions(tmp_path: Path) -> None:
     assert "COMM_COLL_NODE_layer_64_2_mlp1_ALLGATHER" not in names
 
 
+def test_data_reorder_runs_as_the_tutorials_workload_cc(tmp_path: Path) -> None:
+    """Issue 26 goal 8: the tutorials' exercise 4 (``iterate_data_parallel_reorder``): per pass the
+    forward pass, then from the last layer down input gradient, weight gradient and its all-reduce;
+    layer 0 has no input gradient; each forward waits for its layer's all-reduce of the pass before."""
+    result = api.text(DATA / "exercise_4_reorder.txt", tmp_path / "r", 4, 2)
+    assert not result.reference_type and result.comm_group_path is None
+    layers = ["conv1", "layer_64_1_conv4", "layer_64_1_conv1", "layer_64_1_conv2"]
+    nodes = nodes_by_id(tmp_path / "r.2.et")
+    names = [n.name for n in nodes.values()]
+    one_pass = [f"COMP_NODE_{name}_FWD" for name in layers]
+    for k in range(3, -1, -1):
+        one_pass += ([f"COMP_NODE_{layers[k]}_BWD_IG"] if k else []) + [
+            f"COMP_NODE_{layers[k]}_BWD_WG", f"COMM_COLL_NODE_{layers[k]}_ALLREDUCE"]
+    assert names == one_pass * 2
+    ids = {n.name: [] for n in nodes.values()}  # type: dict[str, list[int]]
+    for node in nodes.values():
+        ids[node.name].append(node.id)
+    second_fwd = nodes[ids["COMP_NODE_layer_64_1_conv4_FWD"][1]]
+    assert sorted(second_fwd.data_deps) == sorted([ids["COMP_NODE_conv1_FWD"][1],
+                                                   ids["COMM_COLL_NODE_layer_64_1_conv4_ALLREDUCE"][0]])
+    wg = nodes[ids["COMP_NODE_layer_64_1_conv1_BWD_WG"][0]]
+    assert [nodes[d].name for d in wg.data_deps] == ["COMP_NODE_layer_64_1_conv1_BWD_IG"]
+    assert nodes[ids["COMP_NODE_conv1_BWD_WG"][0]].duration_micros == 32291
+    assert attr(nodes[ids["COMM_COLL_NODE_conv1_ALLREDUCE"][0]], "comm_size") == 37632
+    report = api.check([tmp_path / f"r.{r}.et" for r in range(4)])
+    assert report.ok, [p.line() for p in report.problems]
+    # every NPU the same graph (the later files are replayed from the first)
+    for rank in (0, 3):
+        assert [n.name for n in nodes_by_id(tmp_path / f"r.{rank}.et").values()] == names
+
+
 @pytest.mark.parametrize(("name", "npus"), [("micro_transformer.txt", 8), ("inference.txt", 3),
-                                            ("transformer_fwd_in_bckwd.txt", 4)])
+                                            ("transformer_fwd_in_bckwd.txt", 4), ("exercise_4_reorder.txt", 5)])
 def test_other_astra_sim_1_types_pass_check(name: str, npus: int, tmp_path: Path) -> None:
     result = api.text(DATA / name, tmp_path / "w", npus, 2)
     report = api.check([tmp_path / f"w.{r}.et" for r in range(npus)], result.comm_group_path)
@@ -163,7 +194,7 @@ BAD = [
     ("DATA\nthree\n", "line 2: the number of layers is not an integer"),
     ("DATA\n1\nl0 -1 1.5 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", "line 3: column 3"),
     ("DATA\n1\nl0 -1 -4 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", "line 3: column 3"),
-    ("DATA_REORDER\n1\nl0 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", "line 1: unsupported parallelism type"),
+    ("DATA_REORDERED\n1\nl0 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", "line 1: unsupported parallelism type"),
     ("\n", "line 1: empty"),
     ("HYBRID_DLRM 0\n2\na -1 1 ALLTOALL 8 1 ALLTOALL 8 1 NONE 0 1\nb -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n",
      "line 1: the last bottom layer cannot be 0"),
@@ -234,7 +265,7 @@ def test_bad_outputs_and_options(tmp_path: Path) -> None:
 SIMULATED = [("transformer_fwd_in_bckwd.txt", 8, None), ("micro_transformer.txt", 8, None),
              ("hybrid_customized.txt", 8, 4), ("hybrid_customized.txt", 8, None), ("inference.txt", 4, None),
              ("dlrm_hybrid.txt", 4, None), ("data.txt", 4, None), ("model.txt", 4, None), ("hybrid.txt", 4, None),
-             ("micro.txt", 4, None)]
+             ("micro.txt", 4, None), ("exercise_4_reorder.txt", 4, None)]
 
 
 @pytest.mark.parametrize("backend", ["unaware", "aware"])

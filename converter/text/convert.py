@@ -58,7 +58,7 @@ def convert_text(input_path: str, prefix: str, npus: int, passes: int, *, first_
     metadata = global_metadata(workload.text)
     layout = LAYOUTS[workload.kind]
     next_id = written = per_npu = 0
-    same_files = workload.kind in REFERENCE_TYPES or workload.kind == "DISTRIBUTED_INFERENCE"  # no group by rank
+    same_files = workload.kind in (*REFERENCE_TYPES, "DISTRIBUTED_INFERENCE", "DATA_REORDER")  # no group by rank
     recorded: list[Recorded] | None = [] if same_files else None
     replay: Replay | None = None
     with OutputSet(unnamed=True, shown=f"{prefix}.*") as files:

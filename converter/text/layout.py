@@ -308,6 +308,31 @@ def customized(w: Workload, e: Emitter, passes: int) -> None:
             chain[:] = [wg]
 
 
+def data_reorder(w: Workload, e: Emitter, passes: int) -> None:
+    """``iterate_data_parallel_reorder`` of the ASTRA-sim 1.0 tutorials' exercise 4 (asplos2022,
+    isca2022, mlsys2022: ``astra-sim/workload/Workload.cc`` as ``exercise_4.patch`` makes it):
+    DATA's loop, its backward pass reordered. One compute stream: the forward pass, each layer
+    waiting for its own weight-gradient collective of the pass before; then from the last layer
+    down, the input-gradient compute, the weight-gradient compute and its collective
+    (non-blocking, over every NPU; 1.0's DATA gives forward and input-gradient collectives no
+    dimension, so they are not issued). After layer 1's weight gradient comes layer 0's: layer 0
+    has no input-gradient compute, unless it is the only layer."""
+    layers, n = w.layers, len(w.layers)
+    wg_comm: list[int | None] = [None] * n
+    chain: list[int] = []  # the compute stream's last node
+    for _ in e.passes(passes):
+        for i, layer in enumerate(layers):
+            waited = wg_comm[i]
+            chain[:] = [e.comp(layer.name, "FWD", layer.fwd_time, chain[-1:] + ([] if waited is None else [waited]))]
+        for k in range(n - 1, -1, -1):
+            layer = layers[k]
+            if k or n == 1:
+                chain[:] = [e.comp(layer.name, "BWD_IG", layer.ig_time, chain[-1:])]
+            wg = e.comp(layer.name, "BWD_WG", layer.wg_time, chain[-1:])
+            wg_comm[k] = e.collective(layer.name, layer.wg_comm, layer.wg_size, [wg], Span.ALL)
+            chain[:] = [wg]
+
+
 def inference(w: Workload, e: Emitter, passes: int) -> None:
     """``iterate_distributed_inference``: forward passes only, each collective blocking, over all NPUs."""
     chain: list[int] = []
@@ -322,5 +347,5 @@ LAYOUTS: dict[str, Layout] = {
     "MICRO": micro, "DATA": data, "MODEL": model, "HYBRID_DATA_MODEL": hybrid_data_model,
     "HYBRID_MODEL_DATA": hybrid_model_data, "HYBRID_DLRM": dlrm, "HYBRID_DLRM_ENHANCED": dlrm,
     "HYBRID_TRANSFORMER": transformer, "HYBRID_TRANSFORMER_FWD_IN_BCKWD": transformer,
-    "HYBRID_CUSTOMIZED": customized, "DISTRIBUTED_INFERENCE": inference,
+    "HYBRID_CUSTOMIZED": customized, "DISTRIBUTED_INFERENCE": inference, "DATA_REORDER": data_reorder,
 }
