@@ -19,6 +19,7 @@ leaves no output behind (``convert_all`` reports failing ranks in its result ins
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -299,19 +300,27 @@ def simulate(prefix: PathArg, options: SimulateOptions | None = None, *, timelin
     return result
 
 
-def simulate_sweep(prefix: PathArg, ranks: Sequence[int], topologies: Sequence[str],
+def simulate_sweep(prefix: PathArg, values: Sequence[int | float | str], topologies: Sequence[str],
                    options: SimulateOptions | None = None, *, out_prefix: PathArg | None = None,
                    work_dir: PathArg | None = None, on_point: Callable[[SweepPoint], None] | None = None,
                    progress: Callable[[SimulationProgress], None] | None = None,
-                   compact: bool = False) -> SweepResult:
-    """Scale the job ``PREFIX.<rank>.et`` to each rank count (``scale``, with ``compact``: each rank
-    compacted) and simulate each on each topology; writes ``OUT.md`` (table), ``OUT.png`` (plot:
-    needs the ``plot`` extra) and ``OUT.json`` (``out_prefix`` defaults to ``PREFIX.sweep``)."""
-    return _sweep(os.fspath(prefix), list(ranks), list(topologies), options or SimulateOptions(),
-                  scale=lambda source, target, count: scale(source, target, count, compact=_bool("compact", compact)),
+                   compact: bool = False, key: str = "ranks", jobs: int = 1, ray: str | None = None) -> SweepResult:
+    """Simulate the job ``PREFIX.<rank>.et`` at each of ``values`` of ``key`` on each topology:
+    ``ranks`` (the job scaled to each count with ``scale``, with ``compact`` each rank compacted),
+    ``bandwidth`` (GB/s, every link) or ``accelerator`` (a roofline preset); writes ``OUT.md``
+    (table), ``OUT.png`` (plot: needs the ``plot`` extra) and ``OUT.json`` (``out_prefix``
+    defaults to ``PREFIX.sweep``). ``jobs`` local processes, or the Ray cluster at ``ray``
+    ("auto": ``ray.init``'s rule), run the values in parallel; the results are the same."""
+    return _sweep(os.fspath(prefix), list(values), list(topologies), options or SimulateOptions(),
+                  scale=functools.partial(_scale_point, compact=_bool("compact", compact)),
                   out_prefix=None if out_prefix is None else os.fspath(out_prefix),
                   work_dir=None if work_dir is None else os.fspath(work_dir), on_point=on_point, progress=progress,
-                  scale_capture=compact)
+                  scale_capture=compact, key=key, jobs=jobs, ray=ray)
+
+
+def _scale_point(source: str, target: str, count: int, *, compact: bool) -> ScaleResult:
+    """``scale`` as a sweep's point calls it (a module-level function: a Ray task pickles it)."""
+    return scale(source, target, count, compact=compact)
 
 
 # -- text workloads (chakra_converter Text) --

@@ -232,3 +232,55 @@ def test_the_aware_backend_on_every_topology_it_takes(simulator: Path, tmp_path:
     prefix = write_job(tmp_path / "job", ranks)
     result = api.simulate(prefix, api.SimulateOptions(topology=topology, backend="aware"))
     assert len(result.ranks) == ranks and all(r.collectives == 1 and r.nodes == 3 for r in result.ranks)
+
+
+# -- reading results and sweeps beyond ranks and one core (issue 26, goals 7 and 9) ---------------
+def test_communication_splits_into_transfer_and_waiting(simulator: Path, tmp_path: Path) -> None:
+    """Rank 0 issues the all-reduce 50 us before rank 1 (its compute is 50 us shorter): it waits
+    50 us for its peer, rank 1 none; the rest of each is the transfer."""
+    prefix = write_job(tmp_path / "job", 2, compute_us=50)
+    fast, slow = api.simulate(prefix).ranks
+    assert (fast.waiting_ns, slow.waiting_ns) == (50_000, 0)
+    assert fast.transfer_ns == fast.comm_ns - 50_000 and slow.transfer_ns == slow.comm_ns
+    # both move 1 MiB at 50 GB/s at least; ASTRA-sim's ring ends the ranks a few us apart
+    assert min(fast.transfer_ns, slow.transfer_ns) >= (1 << 20) / 50
+    assert abs(fast.transfer_ns - slow.transfer_ns) <= 0.15 * slow.transfer_ns
+    done = run_cli("simulate", prefix)
+    assert "transfer" in done.stdout and "waiting" in done.stdout and "last rank of its group" in done.stdout
+
+
+def _points(path: Path) -> list[dict[str, object]]:
+    skip = {"seconds", "scale_seconds"}  # wall times
+    return [{k: v for k, v in p.items() if k not in skip} for p in json.loads(path.read_text())["points"]]
+
+
+def test_a_parallel_sweep_gives_the_serial_sweeps_points(simulator: Path, tmp_path: Path) -> None:
+    prefix = write_job(tmp_path / "job", 2)
+    work = tmp_path / "work"
+    work.mkdir()
+    for name, extra in (("serial", ()), ("parallel", ("--jobs", "3"))):
+        done = run_cli("simulate", prefix, "--sweep", "ranks=2,4,8", "--topology", "Ring", "--topology", "Switch",
+                       "--out", tmp_path / name, "--work-dir", work, *extra)
+        assert done.returncode == 0, done.stderr
+    assert _points(tmp_path / "parallel.json") == _points(tmp_path / "serial.json")
+    assert (tmp_path / "parallel.md").read_text().count("\n") == 2 + 6
+    assert not list(work.iterdir())  # each point's temporary folder removed
+
+
+def test_sweeps_of_bandwidth_and_accelerator(simulator: Path, tmp_path: Path) -> None:
+    prefix = write_job(tmp_path / "job", 4, comm_bytes=16 << 20)
+    done = run_cli("simulate", prefix, "--sweep", "bandwidth=10,100", "--out", tmp_path / "bw", "--jobs", "2")
+    assert done.returncode == 0, done.stderr
+    points = json.loads((tmp_path / "bw.json").read_text())
+    assert points["key"] == "bandwidth" and [p["value"] for p in points["points"]] == ["10", "100"]
+    slow, fast = points["points"]
+    assert fast["step_ns"] < slow["step_ns"] and fast["links"] == "100 GB/s 500 ns"
+    assert (tmp_path / "bw.md").read_text().startswith("| bandwidth (GB/s) |")
+    roofline = write_job(tmp_path / "acc", 2, roofline=True)
+    done = run_cli("simulate", roofline, "--sweep", "accelerator=A100,H100", "--out", tmp_path / "acc")
+    assert done.returncode == 0, done.stderr
+    a100, h100 = json.loads((tmp_path / "acc.json").read_text())["points"]
+    assert (a100["value"], h100["value"]) == ("A100", "H100") and h100["step_ns"] < a100["step_ns"]
+    assert (tmp_path / "acc.png").read_bytes()[:4] == b"\x89PNG"
+    refused = run_cli("simulate", prefix, "--sweep", "accelerator=H100", "--out", tmp_path / "cpu")
+    assert_one_error(refused, "--sweep accelerator=H100", "no accelerator (non-CPU) compute node")

@@ -436,3 +436,63 @@ def test_a_crash_at_exit_after_every_rank_finished_keeps_the_result(tmp_path: Pa
     finished = _finished(TINY_LOG)
     assert [r["step_ns"] for r in json.loads((tmp_path / "r.json").read_text())["per_rank"]] == \
         [finished[0][0], finished[1][0]]
+
+
+# -- reading results (issue 26, goal 9) -----------------------------------------------------------
+def _rank(rank: int, step: int) -> api.RankResult:
+    return api.RankResult(rank, step, 10, 10, 5, step, 3, 1, 0, 0, 4)
+
+
+@pytest.mark.parametrize("slowest", [0, 5, 7, 20, 31])
+def test_big_tables_show_each_rank_once(slowest: int) -> None:
+    from chakra_convert_fast.converter.cli.simulate import result_lines
+
+    ranks = [_rank(r, 2_000_000 if r == slowest else 1_000_000) for r in range(32)]
+    result = api.SimulationResult("job", ranks, configs.network("Ring", 32), "unaware", None, None, "sim", 1.0,
+                                  None, 0)
+    rows = [line.split()[0] for line in result_lines(result)[2:] if line.split()[0].isdigit()]
+    assert len(rows) == len(set(rows)), rows
+    assert rows[:8] == [str(r) for r in range(8)] and str(slowest) in rows
+    more = next(line for line in result_lines(result) if "more; step per rank" in line)
+    assert f"... {32 - len(rows)} more" in more
+
+
+def test_waiting_for_peers_rule() -> None:
+    from chakra_convert_fast.converter.simulate.logs import RankLog
+    from chakra_convert_fast.converter.simulate.waiting import waiting_for_peers
+
+    logs = [RankLog(r) for r in range(3)]
+    # (node, issue, callback): the 1st collective, rank 2 last to issue at 100; the 2nd, rank 0 last at 300
+    logs[0].collectives = [[7, 10, 150], [9, 300, 400]]
+    logs[1].collectives = [[7, 40, 150], [9, 200, 400]]
+    logs[2].collectives = [[7, 100, 150], [9, 250, -1]]  # its 2nd never completed: counts nothing
+    assert waiting_for_peers(logs) == [90, 60 + 100, 0]
+    # with groups: node 9 on group 1 of ranks 0 and 1 only
+    groups = {(0, 7): "0", (1, 7): "0", (2, 7): "0", (0, 9): "1", (1, 9): "1"}
+    logs[2].collectives = logs[2].collectives[:1]
+    assert waiting_for_peers(logs, groups) == [90, 60 + 100, 0]
+
+
+def test_the_sweep_plot_states_its_range_and_network() -> None:
+    from chakra_convert_fast.converter.simulate.plot import step_axis_label
+    from chakra_convert_fast.converter.simulate.sweep import SweepPoint, SweepResult, plot_title
+
+    assert step_axis_label(2879.0, 2889.0) == "simulated step (ms)\naxis 2,879 to 2,889 ms, not from 0"
+    assert step_axis_label(0.0, 10.0).endswith("axis 0 to 10 ms")
+    point = SweepPoint(4, "Ring", "Ring 4", 1, 1, 1, 1.0, 0.1, 0.0, "4", "50 GB/s 500 ns")
+    result = SweepResult("out/gpt2", 2, "unaware", [point], "a", "b", "c")
+    title = plot_title(result, api.SimulateOptions())
+    assert title.endswith("scaled, ASTRA-sim congestion-unaware\nlinks 50 GB/s 500 ns")
+    bandwidth = SweepResult("out/gpt2", 2, "unaware", [point], "a", "b", "c", key="bandwidth")
+    assert "bandwidth as on the x axis, latency 500 ns" in plot_title(bandwidth, api.SimulateOptions())
+
+
+@pytest.mark.parametrize(("sweep", "expected"), [
+    ("ranks=2,x", "rank counts are whole numbers"), ("nodes=2", "KEY one of ranks, bandwidth, accelerator"),
+    ("bandwidth=0,5", "positive numbers"), ("accelerator=H100,TPU9", "--accelerator TPU9: unknown"),
+    ("ranks=2,2", "given twice"), ("ranks=", "expected KEY=V1,V2"),
+])
+def test_sweep_values_are_checked(tmp_path: Path, sweep: str, expected: str) -> None:
+    prefix = _copy_job(tmp_path)
+    done = run_cli("simulate", prefix, "--sweep", sweep)
+    assert done.returncode == 2 and expected in done.stderr, done.stderr

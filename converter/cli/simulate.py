@@ -13,7 +13,9 @@ from typing import Any
 from tqdm import tqdm
 
 from .. import api
-from .common import PROG, add_output_options, subcommand
+from ..errors import ConverterError
+from ..simulate.sweep import parse as parse_sweep
+from .common import PROG, add_output_options, positive, subcommand
 from .report import Reporter
 
 COMMANDS = ("simulate",)
@@ -28,7 +30,9 @@ def add(commands: Any) -> None:
         "--timeline run.json\n"
         f"  {PROG} simulate outputs/gpt2_small_np2 --accelerator H100 --json result.json\n"
         f"  {PROG} simulate outputs/gpt2_small_np2 --sweep ranks=2,8,64,256 --topology Ring --topology Switch\n"
-        f"  {PROG} simulate outputs/gpt2_small_np2 --sweep ranks=2,64,1024 --compact\n",
+        f"  {PROG} simulate outputs/gpt2_small_np2 --sweep ranks=2,64,1024 --compact --jobs 4\n"
+        f"  {PROG} simulate outputs/gpt2_small_np2 --sweep bandwidth=25,50,100,200 --topology Ring --topology Switch\n"
+        f"  {PROG} simulate outputs/gpt2_small_np2_accel --sweep accelerator=A100,H100,MI300X --ray\n",
     )
     parser.add_argument("prefix", metavar="PREFIX", help="the job: PREFIX.0.et ... PREFIX.<N-1>.et")
     net = parser.add_argument_group("network (ASTRA-sim's analytical backend)")
@@ -72,8 +76,15 @@ def add(commands: Any) -> None:
                      help="the result as JSON: on stdout, or written to FILE")
     out.add_argument("--timeline", metavar="OUT.json", help="a Chrome/Perfetto trace of the simulated run")
     sweep = parser.add_argument_group("sweep")
-    sweep.add_argument("--sweep", metavar="ranks=N,..", help="scale the job to each rank count (the scale "
-                       "command) and simulate each point on each --topology")
+    sweep.add_argument("--sweep", metavar="KEY=V,..", help="simulate each value on each --topology: ranks=N,.. "
+                       "(the job scaled to each count, the scale command), bandwidth=GB/s,.. (every link), "
+                       "accelerator=A,.. (roofline presets)")
+    sweep.add_argument("-j", "--jobs", type=positive, default=1, metavar="N",
+                       help="--sweep: values simulated at once in local processes (default 1)")
+    sweep.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                       help="--sweep: each value a task on the Ray cluster at ADDRESS (default: RAY_ADDRESS, else "
+                            "the cluster on this machine, else a new local one; as convert-all --ray); the job must "
+                            "be at the same path on every node")
     sweep.add_argument("--out", metavar="OUT", help="sweep outputs OUT.md (table), OUT.png (plot), OUT.json "
                        "(default: PREFIX.sweep)")
     sweep.add_argument("--work-dir", metavar="DIR", help="where scaled jobs are written while they are simulated "
@@ -103,8 +114,9 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
         return _run_sweep(args, reporter, topologies)
     if len(topologies) > 1:
         args.usage_error("several --topology are for --sweep; simulate one network at a time")
-    if args.out or args.work_dir or args.compact:
-        args.usage_error("--out, --work-dir and --compact are for --sweep (compact one job with the compact command)")
+    if args.out or args.work_dir or args.compact or args.ray or args.jobs != 1:
+        args.usage_error("--out, --work-dir, --compact, --jobs and --ray are for --sweep (compact one job with the "
+                         "compact command)")
     bar = _Bar(reporter.shows_progress)
     try:
         result = api.simulate(args.prefix, _options(args, topologies[0]), timeline=args.timeline,
@@ -127,19 +139,26 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
 def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[str]) -> int:
     if args.timeline:
         args.usage_error("--timeline is for one simulation, not a --sweep")
-    key, _, values = args.sweep.partition("=")
-    if key.strip() != "ranks" or not values:
-        args.usage_error(f"--sweep {args.sweep}: expected ranks=N,N,... (e.g. ranks=2,8,64)")
+    if args.ray and args.jobs != 1:
+        args.usage_error("--jobs is for local processes; with --ray the cluster runs the values")
     try:
-        points = [int(v) for v in values.split(",")]
-    except ValueError:
-        args.usage_error(f"--sweep {args.sweep}: rank counts are whole numbers")
+        key, points = parse_sweep(args.sweep)
+    except ConverterError as exc:
+        args.usage_error(str(exc))
+    if args.compact and key != "ranks":
+        args.usage_error("--compact is for --sweep ranks=... (compact the job with the compact command)")
+    if key == "bandwidth" and args.bandwidth:
+        args.usage_error("--sweep bandwidth=... sets the bandwidth: drop --bandwidth")
+    if key == "accelerator" and (args.accelerator or args.peak_tflops or args.mem_bandwidth):
+        args.usage_error("--sweep accelerator=... sets the roofline: drop --accelerator, --peak-tflops and "
+                         "--mem-bandwidth")
     bar = _Bar(reporter.shows_progress)
     try:
         sweep = api.simulate_sweep(
             args.prefix, points, topologies, _options(args, topologies[0]), out_prefix=args.out,
-            work_dir=args.work_dir, on_point=lambda p: _point_done(reporter, bar, p), progress=bar.progress,
-            compact=args.compact)
+            work_dir=args.work_dir, on_point=lambda p: _point_done(reporter, bar, p),
+            progress=bar.progress if args.jobs == 1 and not args.ray else None, compact=args.compact, key=key,
+            jobs=args.jobs, ray=args.ray)
     finally:
         bar.close()
     if args.json == "-":
@@ -152,7 +171,8 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
 
 def _point_done(reporter: Reporter, bar: _Bar, point: api.SweepPoint) -> None:
     bar.close()
-    reporter.info(f"{point.ranks:>5} ranks on {point.network}: step {point.step_ns / 1e6:,.2f} ms, communication "
+    what = f"{point.ranks:>5} ranks" if not point.value or point.value == str(point.ranks) else point.value
+    reporter.info(f"{what} on {point.network}: step {point.step_ns / 1e6:,.2f} ms, communication "
                   f"{point.comm_share:.1%}, simulated in {point.seconds:.1f} s (scaled in {point.scale_seconds:.1f} s)")
 
 
@@ -183,6 +203,14 @@ class _Bar:
             self._bar = None
 
 
+def shown_ranks(ranks: list[api.RankResult], slowest: api.RankResult) -> list[api.RankResult]:
+    """Every rank up to 16; past that the first eight, and the slowest where it is not among them."""
+    if len(ranks) <= _SHOWN_RANKS:
+        return ranks
+    first = ranks[:8]
+    return first if slowest in first else [*first, slowest]
+
+
 def result_lines(result: api.SimulationResult) -> list[str]:
     """The result for people: a row per rank (the first ones and the slowest past 16 ranks), the job's step."""
     net = result.network
@@ -197,19 +225,21 @@ def result_lines(result: api.SimulationResult) -> list[str]:
     lines = [f"{result.prefix}: {len(result.ranks):,} rank(s) on {net.name} ({links}), congestion-{result.backend}, "
              f"compute: {compute}; simulated in {result.seconds:.1f} s",
              *([f"configs: {result.setup.describe()}"] if result.setup is not None and result.setup.describe() else []),
-             f"{'rank':>6} {'step (ms)':>12} {'comm (ms)':>11} {'exposed comm (ms)':>18} {'collectives':>11} "
-             f"{'send/recv':>9} {'nodes':>9}"]
+             f"{'rank':>6} {'step (ms)':>12} {'comm (ms)':>11} {'transfer':>10} {'waiting':>10} "
+             f"{'exposed comm (ms)':>18} {'collectives':>11} {'send/recv':>9} {'nodes':>9}"]
     slowest = result.slowest
-    shown = result.ranks if len(result.ranks) <= _SHOWN_RANKS else [*result.ranks[:8], slowest]
+    shown = shown_ranks(result.ranks, slowest)
     for r in shown:
         mark = "  (slowest)" if r is slowest and len(result.ranks) > 1 else ""
-        lines.append(f"{r.rank:>6} {r.step_ns / 1e6:>12,.3f} {r.comm_ns / 1e6:>11,.3f} "
-                     f"{r.exposed_comm_ns / 1e6:>18,.3f} {r.collectives:>11,} {f'{r.sends}/{r.recvs}':>9} "
-                     f"{r.nodes:>9,}{mark}")
-    if len(result.ranks) > _SHOWN_RANKS:
+        lines.append(f"{r.rank:>6} {r.step_ns / 1e6:>12,.3f} {r.comm_ns / 1e6:>11,.3f} {r.transfer_ns / 1e6:>10,.3f} "
+                     f"{r.waiting_ns / 1e6:>10,.3f} {r.exposed_comm_ns / 1e6:>18,.3f} {r.collectives:>11,} "
+                     f"{f'{r.sends}/{r.recvs}':>9} {r.nodes:>9,}{mark}")
+    if len(shown) < len(result.ranks):
         steps = [r.step_ns / 1e6 for r in result.ranks]
-        lines.append(f"  ... {len(result.ranks) - len(shown) + 1:,} more; step per rank min / median / max: "
+        lines.append(f"  ... {len(result.ranks) - len(shown):,} more; step per rank min / median / max: "
                      f"{min(steps):,.3f} / {statistics.median(steps):,.3f} / {max(steps):,.3f} ms")
+    lines.append("  (comm = transfer + waiting: a collective waits until the last rank of its group issues it; "
+                 "docs/simulate.md)")
     share = slowest.comm_busy_ns / slowest.step_ns if slowest.step_ns else 0.0
     lines.append(f"job step: {result.step_ns / 1e6:,.3f} ms (rank {slowest.rank}, the slowest); communication "
                  f"{slowest.comm_busy_ns / 1e6:,.3f} ms of it ({share:.1%}), exposed "

@@ -26,7 +26,8 @@ nodes are tried in ascending id order. A compute node takes ``duration_micros`` 
    not all ordered merges nothing. A run becomes
    its first node, with the summed duration (and summed ``num_ops``/``tensor_size`` where each
    node of the run has them), the first node's id and dependencies; the dependents of its last
-   node depend on it instead. Nothing is merged in a trace with INVALID or METADATA nodes
+   node depend on it instead, and it is named for what it holds: ``first ... last, N ops`` (the
+   first and last nodes' names). Nothing is merged in a trace with INVALID or METADATA nodes
    (ASTRA-sim finishes them inside its issue loop and issues what they release only at the
    next event; a merged run has fewer events).
 
@@ -37,7 +38,7 @@ says, per dependency slot of ``EtTrace.deps``, whether the edge is kept.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import TraceContentError
 from ..et.decode import CPU_OP_ABSENT, CPU_OP_FALSE, CPU_OP_TRUE, EtTrace
@@ -58,6 +59,7 @@ class Plan:
     sums: dict[str, dict[int, int]]  # attribute -> head row -> summed value
     redundant: int = 0  # edges dropped by step 1
     merged: int = 0  # rows folded into an earlier one by step 2
+    runs: dict[int, tuple[int, int]] = field(default_factory=dict)  # head row of a run -> (nodes, its last row)
 
     @property
     def nodes_kept(self) -> int:
@@ -338,6 +340,7 @@ def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[in
     sums: dict[str, dict[int, int]] = {name: {} for name in SUMMED}
     values = trace.int_attrs
     merged = 0
+    runs: dict[int, tuple[int, int]] = {}
     for row in order:  # parents first: a run's rows are merged into its first
         a = only_parent[row]
         if a < 0 or children[a] != 1 or not mergeable[row] or not mergeable[a]:
@@ -360,8 +363,9 @@ def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[in
         if any(v >= _I64 or v < 0 for v in new_sums.values()):  # int64 fields: keep the sum in range
             continue
         head[row] = h
+        runs[h] = (runs.get(h, (1, h))[0] + 1, row)  # a chain: the row merged last is its end
         durations[h] = total
         for name, v in new_sums.items():
             sums[name][h] = v
         merged += 1
-    return Plan(head, keep, durations, sums, redundant=keep.count(0), merged=merged)
+    return Plan(head, keep, durations, sums, redundant=keep.count(0), merged=merged, runs=runs)

@@ -2,7 +2,8 @@
 
 Two passes over the input: the first decodes the columns the plan needs (``et.decode.read_et``),
 the second streams the records again and writes each kept node: its id, name and type as they
-were, its kept dependencies (a dependency on a merged run's last node names the run's first),
+were (a merged run named ``first ... last, N ops``), its kept dependencies (a dependency on a
+merged run's last node names the run's first),
 its other fields as they were, with the summed duration, ``num_ops`` and ``tensor_size`` of its
 run. The output is published atomically (``io.atomic_output``); the GlobalMetadata record is
 copied. ``compact_file(path, path)`` compacts a file in place; ``compact_temporary`` is how a
@@ -199,8 +200,16 @@ def _node(trace: EtTrace, decided: Plan, row: int, message: bytes, ctrl: list[in
     if duration is not None:
         rest.append(encode.duration(duration))
     node_id = trace.ids[row]
+    run = decided.runs.get(row)
+    if run is not None:
+        name = encode.name_field(run_name(trace.names[row], trace.names[run[1]], run[0]), "name")
     head = (encode.TAG_ID + wire.varint(node_id) if node_id else b"") + name + node_type
     return head + _deps(encode.TAG_CTRL, ctrl) + _deps(encode.TAG_DATA, data) + b"".join(rest)
+
+
+def run_name(first: str, last: str, count: int) -> str:
+    """A merged run's name: what it holds, from its first to its last node ("aten::mm ... aten::add, 57 ops")."""
+    return f"{first} ... {last}, {count:,} ops"
 
 
 def _deps(tag: bytes, ids: list[int]) -> bytes:

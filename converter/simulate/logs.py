@@ -28,6 +28,7 @@ BENIGN = "Only GPU and COMM types are supported for overlap extraction"
 #: Chakra node types (``et_def.proto``) by how a simulation counts them.
 COMMUNICATION = {5: "send", 6: "recv", 7: "collective"}
 WORK = {2, 3, 4}  # memory load/store, compute
+_COLLECTIVE = 7
 KIND = {0: "invalid", 1: "metadata", 2: "memory", 3: "memory", 4: "compute", 5: "communication",
         6: "communication", 7: "communication"}
 
@@ -72,6 +73,9 @@ class RankLog:
     comm_time: int = 0  # the communication nodes' durations, summed
     comm_busy: int = 0  # time in which at least one communication node runs
     exposed_comm: int = 0  # ... and no compute or memory node does
+    #: the collectives in issue order: [node id, issue tick, callback tick (-1 until it comes)]
+    collectives: list[list[int]] = field(default_factory=list)
+    _open: dict[int, int] = field(default_factory=dict)  # collective node id -> its index, until its callback
     _work: int = 0
     _comm: int = 0
     _last: int = 0
@@ -141,6 +145,9 @@ class LogReader:
             self._in_flight[(rank, node)] = (tick, match.group(5), node_type, self._order)
             if is_comm:
                 run._comm += 1
+                if node_type == _COLLECTIVE:
+                    run._open[node] = len(run.collectives)
+                    run.collectives.append([node, tick, -1])
             elif node_type in WORK:
                 run._work += 1
             return
@@ -154,6 +161,9 @@ class LogReader:
         run.nodes_done += 1
         self.nodes_done += 1
         if is_comm:
+            opened = run._open.pop(node, None) if node_type == _COLLECTIVE else None
+            if opened is not None:
+                run.collectives[opened][2] = tick
             kind = COMMUNICATION[node_type]
             run.comm_done[kind] = run.comm_done.get(kind, 0) + 1
             run.comm_time += tick - start

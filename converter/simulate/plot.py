@@ -29,8 +29,17 @@ def pyplot() -> ModuleType:
         raise ConverterError(INSTALL) from None
 
 
-def sweep_png(lines: Mapping[str, Sequence[tuple[int, float, float]]], title: str) -> bytes:
-    """A PNG of ``lines``: per network name, (ranks, step in ms, communication share 0..1) points."""
+def step_axis_label(low: float, high: float) -> str:
+    """The step axis's label: its range, and whether it starts at 0 (a narrow range magnifies
+    small differences: 2,879 to 2,889 ms looks like a slope)."""
+    return f"simulated step (ms)\naxis {low:,.5g} to {high:,.5g} ms" + (", not from 0" if low > 0 else "")
+
+
+def sweep_png(lines: Mapping[str, Sequence[tuple[float, float, float]]], title: str, x_label: str = "ranks",
+              log_x: bool = True, tick_labels: Sequence[str] | None = None) -> bytes:
+    """A PNG of ``lines``: per line name, (x, step in ms, communication share 0..1) points (x at
+    1, 2, ... with ``tick_labels`` for values that are names). The step axis states its range,
+    and that it does not start at 0 where it does not."""
     plt = pyplot()
     figure: Any
     figure, (step_axis, share_axis) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=90)
@@ -39,11 +48,13 @@ def sweep_png(lines: Mapping[str, Sequence[tuple[int, float, float]]], title: st
         step_axis.plot(ranks, [p[1] for p in points], marker="o", label=name)
         share_axis.plot(ranks, [100 * p[2] for p in points], marker="o", label=name)
     ticks = sorted({p[0] for points in lines.values() for p in points})
-    for axis, label in ((step_axis, "simulated step (ms)"), (share_axis, "communication (% of the step)")):
-        axis.set_xscale("log", base=2)
-        axis.set_xticks(ticks, [f"{t:,}" for t in ticks])
+    step_label = step_axis_label(*step_axis.get_ylim())
+    for axis, label in ((step_axis, step_label), (share_axis, "communication (% of the step)")):
+        if log_x and min(ticks) > 0:
+            axis.set_xscale("log", base=2)
+        axis.set_xticks(ticks, list(tick_labels) if tick_labels is not None else [f"{t:,g}" for t in ticks])
         axis.minorticks_off()
-        axis.set_xlabel("ranks")
+        axis.set_xlabel(x_label)
         axis.set_ylabel(label)
         axis.grid(True, which="both", alpha=0.3)
     share_axis.set_ylim(bottom=0)

@@ -27,13 +27,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConverterError
+from ..et.decode import read_et
 from ..io import atomic_text_output, check_output
+from ..schema.chakra import NodeType
 from . import configs, preflight
 from .configs import Accelerator, Network, logging_config
 from .job import Job, find_job
 from .logs import KIND, LogReader
 from .setup import Setup, make_setup, read_network
 from .timeline import TimelineWriter
+from .waiting import waiting_for_peers
 
 ENV = "ASTRA_SIM_HOME"
 BINARIES = {"unaware": "AstraSim_Analytical_Congestion_Unaware", "aware": "AstraSim_Analytical_Congestion_Aware"}
@@ -71,6 +74,12 @@ class RankResult:
     collectives: int
     sends: int
     recvs: int
+    waiting_ns: int = 0  # of comm_ns: collectives waiting for the last rank of their group (waiting.py)
+
+    @property
+    def transfer_ns(self) -> int:
+        """Of comm_ns, what is not waiting for peers."""
+        return self.comm_ns - self.waiting_ns
 
 
 @dataclass(frozen=True)
@@ -109,7 +118,7 @@ class SimulationResult:
             "comm_groups": self.comm_groups, "simulator": self.simulator, "wall_seconds": round(self.seconds, 3),
             "timeline": self.timeline,
             "configs": None if self.setup is None else self.setup.as_json(),
-            "per_rank": [r.__dict__ for r in self.ranks],
+            "per_rank": [{**r.__dict__, "transfer_ns": r.transfer_ns} for r in self.ranks],
         }
 
 
@@ -164,11 +173,24 @@ def simulate(
         warnings = _check(returncode, stderr, reader, job, simulator, timeout)
         if writer is not None:
             writer.close()
+    waited = waiting_for_peers(reader.ranks, _collective_groups(job) if job.groups else None)
     ranks = [RankResult(r.rank, r.cycles, r.comm_time, r.comm_busy, r.exposed_comm, r.astra_exposed, r.nodes_done,
-                        r.comm_done.get("collective", 0), r.comm_done.get("send", 0), r.comm_done.get("recv", 0))
+                        r.comm_done.get("collective", 0), r.comm_done.get("send", 0), r.comm_done.get("recv", 0),
+                        waited[r.rank])
              for r in reader.ranks]
     return SimulationResult(job.prefix, ranks, network, backend, roofline, job.comm_groups, simulator,
                             time.monotonic() - started, timeline, writer.events if writer else 0, warnings, setup)
+
+
+def _collective_groups(job: Job) -> dict[tuple[int, int], str]:
+    """(rank, collective node id) -> its group, read from the job's files (only where it has sub-groups)."""
+    found: dict[tuple[int, int], str] = {}
+    for rank in range(job.ranks):
+        trace = read_et(job.rank_file(rank))
+        for row, attrs in trace.comm.items():
+            if trace.types[row] == NodeType.COMM_COLL_NODE:
+                found[(rank, trace.ids[row])] = str(attrs.get("pg_name") or "0")
+    return found
 
 
 def _run(job: Job, network: Network, backend: str, setup: Setup, simulator: str, workdir: str,

@@ -1,10 +1,18 @@
-"""``simulate --sweep ranks=...``: the job scaled to each rank count (``scale``) and simulated on
-each network; a table (markdown), a plot (PNG) and the numbers (JSON).
+"""``simulate --sweep KEY=V1,V2,..``: the job simulated at each value on each network; a table
+(markdown), a plot (PNG) and the numbers (JSON).
 
-Everything is checked before the first simulation: the job, each network at each rank count,
-the simulator, matplotlib, the outputs. Each scaled job is written in a temporary folder (or
-``--work-dir``) and removed once simulated; the point at the captured rank count is the capture
-itself. The three outputs are written at the end, each atomically: a failing point leaves none.
+What a sweep varies (``KEYS``): ``ranks`` (the job scaled to each rank count with ``scale``; the
+captured count is the capture itself unless ``scale_capture``), ``bandwidth`` (GB/s of every
+link, the job as captured) or ``accelerator`` (a roofline preset, the job as captured). Each value
+is a task: it makes its own temporary folder (in ``work_dir`` or the system's), writes the scaled
+job there if any, simulates it on each topology, and removes the folder. Tasks run one after the
+other, in ``jobs`` local worker processes, or as Ray tasks (``ray``: the rules of ``convert-all
+--ray``, ``ranks/onray.py``); a point's result does not depend on where it ran (ASTRA-sim is
+deterministic), and the points are reported in the sweep's order.
+
+Everything is checked before the first simulation: the job, each network at each value, the
+roofline, the simulator, matplotlib, the outputs. The three outputs are written at the end, each
+atomically: a failing point leaves none.
 """
 
 from __future__ import annotations
@@ -14,12 +22,15 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConverterError
 from ..io import OutputTarget, atomic_output, atomic_text_output, check_output
+from ..ranks.onray import run_on_ray
+from ..workers import run_all
 from . import configs, preflight
 from .job import find_job
 from .plot import pyplot, sweep_png
@@ -37,6 +48,7 @@ from .run import (
 )
 
 Scale = Callable[[str, str, int], Any]
+KEYS = {"ranks": "ranks", "bandwidth": "bandwidth (GB/s)", "accelerator": "accelerator"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +65,9 @@ class SweepPoint:
     nodes_per_rank: float
     seconds: float  # ASTRA-sim's run, wall time
     scale_seconds: float  # writing the scaled job (0 for the capture itself)
+    value: str = ""  # the swept value, as given
+    links: str = ""  # per dimension: bandwidth and latency
+    waiting_ns: int = 0  # of the slowest rank's communication: waiting for peers
 
     @property
     def comm_share(self) -> float:
@@ -68,43 +83,119 @@ class SweepResult:
     table_path: str
     plot_path: str
     json_path: str
+    key: str = "ranks"
 
     def table(self) -> str:
-        rows = ["| ranks | network | simulated step (ms) | communication (ms) | communication share | exposed "
-                "communication (ms) | nodes per rank | ASTRA-sim wall time (s) | scale time (s) |",
-                "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+        first = KEYS[self.key]
+        rows = [f"| {first} | network | links | simulated step (ms) | communication (ms) | communication share | "
+                "exposed communication (ms) | waiting for peers (ms) | nodes per rank | ASTRA-sim wall time (s) | "
+                "scale time (s) |",
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for p in self.points:
-            rows.append(f"| {p.ranks:,} | {p.network} | {p.step_ns / 1e6:,.2f} | {p.comm_busy_ns / 1e6:,.2f} | "
-                        f"{p.comm_share:.1%} | {p.exposed_comm_ns / 1e6:,.2f} | {p.nodes_per_rank:,.0f} | "
-                        f"{p.seconds:.1f} | {p.scale_seconds:.1f} |")
+            rows.append(f"| {p.value or f'{p.ranks:,}'} | {p.network} | {p.links} | {p.step_ns / 1e6:,.2f} | "
+                        f"{p.comm_busy_ns / 1e6:,.2f} | {p.comm_share:.1%} | {p.exposed_comm_ns / 1e6:,.2f} | "
+                        f"{p.waiting_ns / 1e6:,.2f} | {p.nodes_per_rank:,.0f} | {p.seconds:.1f} | "
+                        f"{p.scale_seconds:.1f} |")
         return "\n".join(rows) + "\n"
 
     def as_json(self) -> dict[str, Any]:
-        return {"prefix": self.prefix, "captured_ranks": self.captured_ranks, "backend": self.backend,
+        return {"prefix": self.prefix, "captured_ranks": self.captured_ranks, "backend": self.backend, "key": self.key,
                 "points": [{**p.__dict__, "comm_share": p.comm_share} for p in self.points]}
 
 
-def sweep(prefix: str, points: Sequence[int], topologies: Sequence[str], options: SimulateOptions, *,
+@dataclass(frozen=True)
+class _Task:
+    """One value of the sweep, simulated on every topology (run where ``run_task`` runs)."""
+
+    index: int
+    key: str
+    value: str
+    prefix: str
+    topologies: tuple[str, ...]
+    options: SimulateOptions
+    work_dir: str | None
+    scale: Scale | None  # ranks: writes the scaled job
+    ranks: int  # the point's rank count
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    index: int
+    points: list[SweepPoint]
+    error: str | None = None
+
+
+def parse(text: str) -> tuple[str, list[str]]:
+    """``KEY=V1,V2,..`` as a key of ``KEYS`` and its values (whole numbers for ranks, positive
+    numbers for bandwidth, preset names for accelerator), or a ConverterError."""
+    key, _, values = text.partition("=")
+    key = key.strip().lower()
+    items = [v.strip() for v in values.split(",")] if values.strip() else []
+    if key not in KEYS or not items or any(not v for v in items):
+        raise ConverterError(f"--sweep {text}: expected KEY=V1,V2,... with KEY one of {', '.join(KEYS)} "
+                             "(e.g. ranks=2,8,64; bandwidth=25,50,100; accelerator=A100,H100)")
+    if key == "ranks" and not all(v.isdigit() and int(v) >= 1 for v in items):
+        raise ConverterError(f"--sweep {text}: rank counts are whole numbers, at least 1")
+    if key == "bandwidth":
+        try:
+            bad = [v for v in items if not 0 < float(v) < float("inf")]
+        except ValueError:
+            bad = items
+        if bad:
+            raise ConverterError(f"--sweep {text}: bandwidths are positive numbers (GB/s, every link)")
+    if key == "accelerator":
+        for name in items:
+            configs.accelerator(name, None, None)  # a preset, or its error
+    if len(set(items)) != len(items):
+        raise ConverterError(f"--sweep {text}: a value is given twice")
+    return key, items
+
+
+def sweep(prefix: str, points: Sequence[int | float | str], topologies: Sequence[str], options: SimulateOptions, *,
           scale: Scale, out_prefix: str | None = None, work_dir: str | None = None,
           on_point: Callable[[SweepPoint], None] | None = None,
-          progress: Callable[[Progress], None] | None = None, scale_capture: bool = False) -> SweepResult:
-    """Each point's job is ``scale(prefix, scratch, count)``, except the capture's own rank count,
-    simulated as captured unless ``scale_capture`` (a ``scale`` that rewrites ranks: ``--compact``)."""
-    if not points or any(n < 1 for n in points):
+          progress: Callable[[Progress], None] | None = None, scale_capture: bool = False, key: str = "ranks",
+          jobs: int = 1, ray: str | None = None) -> SweepResult:
+    """Simulate ``prefix`` at each of ``points`` (the values of ``key``) on each topology. With
+    ``jobs`` > 1 the values run in that many local processes, with ``ray`` (an address, or "auto")
+    as tasks on that Ray cluster; ``progress`` is heard only when they run here one by one."""
+    if key not in KEYS:
+        raise ConverterError(f"--sweep {key}=...: one of {', '.join(KEYS)}")
+    values = [str(p) for p in points]
+    if not values:
+        raise ConverterError(f"--sweep {key}=...: no values")
+    if key == "ranks" and any(not v.isdigit() or int(v) < 1 for v in values):
         raise ConverterError("--sweep ranks=...: rank counts are at least 1")
+    if key == "ranks":
+        values = [str(n) for n in sorted({int(v) for v in values})]
     if options.backend not in BINARIES:
         raise ConverterError(f"--backend {options.backend}: one of {', '.join(BINARIES)}")
+    if jobs < 1:
+        raise ConverterError(f"--jobs {jobs}: at least 1")
+    if key == "bandwidth" and options.network_config is not None:
+        raise ConverterError("--sweep bandwidth=... sets every link's bandwidth: not with --network-config")
     job = find_job(prefix, options.comm_groups)
-    ranks = sorted(set(points))
-    for count in ranks:
+    tasks = []
+    for index, value in enumerate(values):
+        point_options = _options_at(options, key, value)
+        count = int(value) if key == "ranks" else job.ranks
+        if count < 2 and key != "ranks":
+            preflight.one_rank(job)
         for topology in topologies:
-            network = network_of(options, count, topology)
+            network = network_of(point_options, count, topology)
             configs.check_backend(network, options.backend)
-            setup_of(options, network, None)
-    roofline = configs.accelerator(options.accelerator, options.peak_tflops, options.mem_bandwidth)
+            roofline = configs.accelerator(point_options.accelerator, point_options.peak_tflops,
+                                           point_options.mem_bandwidth)
+            setup_of(point_options, network, roofline)
+        scaled = key == "ranks" and (count != job.ranks or scale_capture)
+        tasks.append(_Task(index, key, value, prefix, tuple(topologies), point_options, work_dir,
+                           scale if scaled else None, count))
+    first = tasks[0].options
     if options.check:
-        preflight.check_job(job, roofline, roofline_option(options))
-    simulator = find_simulator(options.backend, options.astra_sim_bin)
+        roofline = configs.accelerator(first.accelerator, first.peak_tflops, first.mem_bandwidth)
+        preflight.check_job(job, roofline, f"--sweep accelerator={values[0]}" if key == "accelerator"
+                            else roofline_option(first))
+    find_simulator(options.backend, options.astra_sim_bin)
     pyplot()
     out = out_prefix or f"{prefix}.sweep"
     inputs = [job.rank_file(r) for r in range(job.ranks)]
@@ -112,46 +203,113 @@ def sweep(prefix: str, points: Sequence[int], topologies: Sequence[str], options
     parent = work_dir or tempfile.gettempdir()
     if not os.path.isdir(parent):
         raise ConverterError(f"--work-dir {parent}: no such directory")
-    done: list[SweepPoint] = []
-    for count in ranks:
-        scratch = make_workdir("chakra-sweep-", parent)
-        try:
-            started = time.monotonic()
-            if count == job.ranks and not scale_capture:
-                point_job, scaled = job, 0.0
-            else:
-                scaled_prefix = os.path.join(scratch, os.path.basename(prefix))
-                scale(prefix, scaled_prefix, count)
-                point_job, scaled = find_job(scaled_prefix), time.monotonic() - started
-            for topology in topologies:
-                network = network_of(options, count, topology)
-                result = simulate(point_job, network, backend=options.backend, roofline=roofline,
-                                  simulator=simulator, timeout=options.timeout, progress=progress,
-                                  setup=setup_of(options, network, roofline))
-                point = _point(count, topology, result, scaled)
-                done.append(point)
-                if on_point is not None:
-                    on_point(point)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    outcome = SweepResult(prefix, job.ranks, options.backend, done, targets["md"].path, targets["png"].path,
-                          targets["json"].path)
-    _write(outcome, targets, topologies, options.backend)
-    return outcome
+    here = ray is None and jobs == 1
+    outcomes: dict[int, list[SweepPoint]] = {}
+    for outcome in _outcomes(tasks, jobs, ray, progress if here else None):
+        if outcome.error is not None:
+            raise ConverterError(f"--sweep {key}={values[outcome.index]}: {outcome.error}")
+        outcomes[outcome.index] = outcome.points
+        if on_point is not None:
+            for point in outcome.points:
+                on_point(point)
+    done = [p for index in range(len(tasks)) for p in outcomes[index]]
+    result = SweepResult(prefix, job.ranks, options.backend, done, targets["md"].path, targets["png"].path,
+                         targets["json"].path, key)
+    _write(result, targets, topologies, options)
+    return result
 
 
-def _point(count: int, topology: str, result: SimulationResult, scaled: float) -> SweepPoint:
+def _options_at(options: SimulateOptions, key: str, value: str) -> SimulateOptions:
+    if key == "bandwidth":
+        return replace(options, bandwidth=value)
+    if key == "accelerator":
+        return replace(options, accelerator=value, peak_tflops=None, mem_bandwidth=None)
+    return options
+
+
+def _outcomes(tasks: list[_Task], jobs: int, ray: str | None,
+              progress: Callable[[Progress], None] | None) -> Iterator[_Outcome]:
+    if ray is not None:
+        yield from run_on_ray(ray, run_task, tasks, (), _lost)
+        return
+    if jobs == 1:
+        for task in tasks:
+            yield run_task(task, progress)
+        return
+    with closing(run_all(run_task, tasks, min(jobs, len(tasks)))) as finished:
+        for task, outcome in finished:
+            yield outcome if outcome is not None else _lost(task, "its worker process died")
+
+
+def _lost(task: _Task, reason: str) -> _Outcome:
+    return _Outcome(task.index, [], reason)
+
+
+def run_task(task: _Task, progress: Callable[[Progress], None] | None = None) -> _Outcome:
+    """One value of the sweep on every topology, in a temporary folder of its own; a ConverterError
+    comes back as the outcome's error (a worker's or a Ray task's result is data)."""
+    try:
+        return _Outcome(task.index, _simulate_task(task, progress))
+    except ConverterError as exc:
+        return _Outcome(task.index, [], str(exc))
+
+
+def _simulate_task(task: _Task, progress: Callable[[Progress], None] | None) -> list[SweepPoint]:
+    options = task.options
+    simulator = find_simulator(options.backend, options.astra_sim_bin)
+    roofline = configs.accelerator(options.accelerator, options.peak_tflops, options.mem_bandwidth)
+    scratch = make_workdir("chakra-sweep-", task.work_dir)
+    try:
+        started = time.monotonic()
+        if task.scale is None:
+            point_job, scaled = find_job(task.prefix, options.comm_groups), 0.0
+        else:
+            scaled_prefix = os.path.join(scratch, os.path.basename(task.prefix))
+            task.scale(task.prefix, scaled_prefix, task.ranks)
+            point_job, scaled = find_job(scaled_prefix), time.monotonic() - started
+        points = []
+        for topology in task.topologies:
+            network = network_of(options, task.ranks, topology)
+            result = simulate(point_job, network, backend=options.backend, roofline=roofline, simulator=simulator,
+                              timeout=options.timeout, progress=progress, setup=setup_of(options, network, roofline))
+            points.append(_point(task, topology, result, scaled))
+        return points
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _point(task: _Task, topology: str, result: SimulationResult, scaled: float) -> SweepPoint:
     slowest = result.slowest
     nodes = sum(r.nodes for r in result.ranks) / len(result.ranks)
-    return SweepPoint(count, topology, result.network.name, result.step_ns, slowest.comm_busy_ns,
-                      slowest.exposed_comm_ns, nodes, result.seconds, scaled)
+    net = result.network
+    links = ", ".join(f"{b:g} GB/s {lat:g} ns" for b, lat in zip(net.bandwidth, net.latency, strict=True))
+    return SweepPoint(task.ranks, topology, net.name, result.step_ns, slowest.comm_busy_ns, slowest.exposed_comm_ns,
+                      nodes, result.seconds, scaled, task.value, links, slowest.waiting_ns)
 
 
-def _write(outcome: SweepResult, targets: dict[str, OutputTarget], topologies: Sequence[str], backend: str) -> None:
-    lines = {t: [(p.ranks, p.step_ns / 1e6, p.comm_share) for p in outcome.points if p.topology == t]
+def plot_title(outcome: SweepResult, options: SimulateOptions) -> str:
+    """What the plot shows, and on what network: the links (bandwidth and latency per dimension)."""
+    links = sorted({p.links for p in outcome.points})
+    if outcome.key == "bandwidth":
+        latency = options.latency or f"{configs.DEFAULT_LATENCY_NS:g}"
+        network = f"links: bandwidth as on the x axis, latency {latency} ns"
+    else:
+        network = f"links {links[0]}" if len(links) == 1 else "links: " + "; ".join(links)
+    what = {"ranks": "scaled", "bandwidth": "at each link bandwidth", "accelerator": "on each accelerator"}[outcome.key]
+    compute = f", roofline {options.accelerator}" if options.accelerator and outcome.key != "accelerator" else ""
+    return (f"{os.path.basename(outcome.prefix)} ({outcome.captured_ranks} captured ranks) {what}, ASTRA-sim "
+            f"congestion-{outcome.backend}{compute}\n{network}")
+
+
+def _write(outcome: SweepResult, targets: dict[str, OutputTarget], topologies: Sequence[str],
+           options: SimulateOptions) -> None:
+    values = list(dict.fromkeys(p.value for p in outcome.points))
+    numeric = outcome.key != "accelerator"
+    position = {v: (float(v) if numeric else float(i + 1)) for i, v in enumerate(values)}
+    lines = {t: [(position[p.value], p.step_ns / 1e6, p.comm_share) for p in outcome.points if p.topology == t]
              for t in topologies}
-    png = sweep_png(lines, f"{os.path.basename(outcome.prefix)} ({outcome.captured_ranks} captured ranks) scaled, "
-                           f"ASTRA-sim congestion-{backend}")
+    png = sweep_png(lines, plot_title(outcome, options), x_label=KEYS[outcome.key], log_x=numeric,
+                    tick_labels=None if numeric else values)
     with atomic_text_output(targets["md"]) as fh:
         fh.write(outcome.table())
     with atomic_output(targets["png"]) as fh:
