@@ -9,7 +9,7 @@
 # extra's pin (torch==2.13.0) so that pip keeps the image's CUDA build instead of replacing it.
 #
 # A second image simulates the .et files (no GPU, no torch): ASTRA-sim built from source at the
-# pinned commits by astra-sim/build.sh (docs/simulate.md, "Getting ASTRA-sim"), and this package:
+# pinned commits by astra-sim/build.sh (docs/getting-astra-sim.md), and this package:
 #
 #   docker build --target simulate -t chakra-simulate .
 #   docker run -v "$PWD/outputs:/workspace/outputs" chakra-simulate \

@@ -8,7 +8,7 @@
 # Needs git, cmake (>= 3.15), make, g++ (C++17), protoc and libprotobuf (Debian/Ubuntu:
 # apt-get install git cmake build-essential protobuf-compiler libprotobuf-dev), and network
 # access to github.com (each repository is fetched at its commit only, --depth 1).
-# docs/simulate.md ("Getting ASTRA-sim") says what each pin is and why the patch.
+# docs/getting-astra-sim.md says what each pin is and why the patch.
 set -euo pipefail
 
 ASTRA_SIM_COMMIT=518bd513ae110428cd62eb60efc0f3993fd53c70      # astra-sim/astra-sim "update ns3 submodule (#366)"

@@ -83,7 +83,7 @@ def test_the_script_pins_full_commits_and_the_docs_name_them() -> None:
                          "SPDLOG_COMMIT", "FMT_COMMIT"}
     assert all(len(commit) == 40 for commit in pins.values())
     assert pins["ASTRA_SIM_COMMIT"].startswith("518bd51") and pins["CHAKRA_COMMIT"].startswith("f37c2bb")
-    docs = (ROOT / "docs" / "simulate.md").read_text()
+    docs = (ROOT / "docs" / "getting-astra-sim.md").read_text()
     assert all(commit[:7] in docs for commit in pins.values())
     assert os.access(SCRIPT, os.X_OK)
     dockerfile = (ROOT / "Dockerfile").read_text()

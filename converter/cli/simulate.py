@@ -47,7 +47,7 @@ def add(commands: Any) -> None:
     net.add_argument("--latency", metavar="ns,..", help="link latency per dimension, or one for all (default 500)")
     net.add_argument("--backend", choices=("unaware", "aware"), default="unaware",
                      help="congestion-unaware (default) or -aware analytical network")
-    own = parser.add_argument_group("your own ASTRA-sim configuration (docs/simulate.md: what simulate still sets)")
+    own = parser.add_argument_group("your own ASTRA-sim configuration (docs/simulating.md: what simulate still sets)")
     own.add_argument("--system-config", metavar="F.json", help="ASTRA-sim system config, used as given except "
                      "trace-enabled (always 1), the roofline's keys with --accelerator, and what --collective and "
                      "--active-chunks set")
@@ -240,7 +240,7 @@ def result_lines(result: api.SimulationResult) -> list[str]:
         lines.append(f"  ... {len(result.ranks) - len(shown):,} more; step per rank min / median / max: "
                      f"{min(steps):,.3f} / {statistics.median(steps):,.3f} / {max(steps):,.3f} ms")
     lines.append("  (comm = transfer + waiting: a collective waits until the last rank of its group issues it; "
-                 "docs/simulate.md)")
+                 "docs/simulating.md)")
     share = slowest.comm_busy_ns / slowest.step_ns if slowest.step_ns else 0.0
     lines.append(f"job step: {result.step_ns / 1e6:,.3f} ms (rank {slowest.rank}, the slowest); communication "
                  f"{slowest.comm_busy_ns / 1e6:,.3f} ms of it ({share:.1%}), exposed "
