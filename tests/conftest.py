@@ -1,97 +1,67 @@
-"""Shared test helpers: where the real traces are, the reference oracle, trace rewriting."""
+"""Fixtures shared by the tests (the helpers they import live in ``tests/traces.py``), one per
+external component, and the markers each test gets from what it uses:
+
+* ``astra_sim``: runs the real ASTRA-sim (the ``simulator`` fixture); skipped, with the reason,
+  where ``ASTRA_SIM_HOME`` is unset, and failed where it is unset under CI;
+* ``torch``: captures or imports torch (the ``captured`` fixture, the profiler's tests);
+* ``ray``: starts or joins a Ray cluster;
+* ``slow``: takes more than about ten seconds on a 2-core machine.
+
+The fast subset, ``pytest -m "not (slow or astra_sim or torch or ray)"``, runs in a few minutes.
+"""
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
-import random
-import shutil
 import socket
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from chakra_convert_fast.fixtures.reference import reference_convert
-
 from .captures import Done, Run, capture
 
-ROOT = Path(__file__).resolve().parent.parent
-#: Copies of ../shared/traces (real traces nobody here wrote; provenance in its README).
-REAL_TRACES_DIR = Path(__file__).resolve().parent / "data" / "traces"
+#: Modules whose every test is marked so (the rest are marked by the fixtures they use).
+_MODULE_MARKERS: dict[str, tuple[str, ...]] = {
+    "test_ray": ("ray", "slow"),
+    "test_profiler_capture": ("torch", "slow"),
+    "test_profiler_tracing": ("torch", "slow"),
+    "test_profiler_models": ("torch",),
+    "test_profiler_data": ("torch",),
+    "test_profiler_tokenizers": ("torch",),
+    "test_fuzz": ("slow",),
+    "test_signals": ("slow",),
+    "test_parallel": ("slow",),
+    "test_deep_trace": ("slow",),
+}
+_FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
+    "simulator": ("astra_sim", "slow"),
+    "captured": ("torch", "slow"),
+}
 
 
-def load_trace(path: Path) -> dict[str, Any]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as fh:
-        return json.load(fh)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
+        names = set(_MODULE_MARKERS.get(module, ()))
+        for fixture in getattr(item, "fixturenames", ()):
+            names.update(_FIXTURE_MARKERS.get(fixture, ()))
+        for name in sorted(names):
+            item.add_marker(name)
 
 
-def write_trace(trace: dict[str, Any], path: Path) -> Path:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "wt") as fh:
-        json.dump(trace, fh)
-    return path
-
-
-def reorder(trace: dict[str, Any], order: str, seed: int = 7) -> dict[str, Any]:
-    """The same trace with its node list reversed or shuffled (what makes the reference recurse)."""
-    nodes = list(trace["nodes"])
-    if order == "reversed":
-        nodes.reverse()
-    elif order == "shuffled":
-        random.Random(seed).shuffle(nodes)
-    return {**trace, "nodes": nodes}
-
-
-def oracle_bytes(input_path: Path, workdir: Path) -> bytes:
-    """What chakra_converter writes for this input (run with a big stack where it would crash)."""
-    out = workdir / (input_path.name + ".reference.et")
-    reference_convert(input_path, out)
-    return out.read_bytes()
-
-
-def read_et(path: Path) -> tuple[Any, list[Any]]:
-    """Decode a .et file with the real schema: (GlobalMetadata, [Node, ...])."""
-    from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
-    from chakra.src.third_party.utils.protolib import decodeMessage
-
-    with open(path, "rb") as fh:
-        metadata = GlobalMetadata()
-        assert decodeMessage(fh, metadata), f"{path}: no GlobalMetadata"
-        nodes = []
-        while True:
-            node = Node()
-            if not decodeMessage(fh, node):
-                return metadata, nodes
-            nodes.append(node)
-
-
-SHIM = Path(__file__).parent / "reference_shim"
-
-
-def reference_link(host: Path, device: Path, out: Path, tmp: Path, rank: int = 0) -> dict[str, Any]:
-    """The real chakra_trace_link (et_replay and HTA replaced by tests/reference_shim, see its
-    README); it needs a plain host file. Returns the parsed merged document."""
-    plain = tmp / "ref_host.json"
-    with (
-        gzip.open(host, "rb") if str(host).endswith(".gz") else open(host, "rb") as src,
-        open(plain, "wb") as dst,
-    ):
-        shutil.copyfileobj(src, dst)
-    env = {**os.environ, "PYTHONPATH": str(SHIM)}
-    code = "import sys; from chakra.src.trace_link.trace_link import main; sys.exit(main())"
-    args = ["--rank", str(rank), "--chakra-host-trace", str(plain), "--chakra-device-trace", str(device)]
-    run = subprocess.run(
-        [sys.executable, "-c", code, *args, "--output-file", str(out), "--log-level", "ERROR"],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    return load_trace(out)
+@pytest.fixture(scope="session")
+def simulator() -> Path:
+    """The real ASTRA-sim's folder (``$ASTRA_SIM_HOME``, holding ``bin/``): skipped with the reason
+    where it is unset, failed where it is unset in CI or holds no simulator."""
+    root = os.environ.get("ASTRA_SIM_HOME")
+    if not root and os.environ.get("CI"):
+        pytest.fail("ASTRA_SIM_HOME is not set in CI: .ci/run sets it to ../shared/astra-sim")
+    if not root:
+        pytest.skip("ASTRA_SIM_HOME is not set: point it at ASTRA-sim's binaries (docs/getting-astra-sim.md)")
+    if not (Path(root) / "bin" / "AstraSim_Analytical_Congestion_Unaware").is_file():
+        pytest.fail(f"ASTRA_SIM_HOME={root} holds no bin/AstraSim_Analytical_Congestion_Unaware")
+    return Path(root)
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from chakra.schema.protobuf import et_def_pb2 as pb
 from chakra_convert_fast.converter import ConvertOptions, api
 from chakra_convert_fast.fixtures import data_path
 
-from .conftest import REAL_TRACES_DIR, read_et, write_trace
 from .tracebuild import PROCESS, THREAD, op, trace
+from .traces import REAL_TRACES_DIR, read_et, write_trace
 
 GLOO = REAL_TRACES_DIR / "gloo_ops_np4"
 MERGED = {

@@ -14,8 +14,7 @@ from typing import Any
 from bench import astrasim
 from chakra_convert_fast.converter import ConvertOptions, api
 
-from .conftest import REAL_TRACES_DIR, read_et
-from .test_astra_sim import simulator  # noqa: F401  (the fixture: skips without ASTRA_SIM_HOME)
+from .traces import REAL_TRACES_DIR, read_et
 
 GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
 BANDWIDTH_GBS = 20.0
@@ -41,7 +40,7 @@ def run(prefix: Path, npus: int, peak: float, workdir: Path) -> list[astrasim.Ra
     return sim.ranks
 
 
-def test_cpu_capture_as_accelerator_follows_the_roofline(simulator: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_cpu_capture_as_accelerator_follows_the_roofline(simulator: Path, tmp_path: Path) -> None:
     for rank in range(2):
         api.convert_pair(GPT2 / f"rank{rank}_host.json.gz", GPT2 / f"rank{rank}_device.json.gz",
                          tmp_path / f"gpt2.{rank}.et",
@@ -59,7 +58,7 @@ def test_cpu_capture_as_accelerator_follows_the_roofline(simulator: Path, tmp_pa
         assert 0.25 * slow < fast < 0.9 * slow
 
 
-def test_cpu_capture_keeps_replaying_without_the_target(simulator: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_cpu_capture_keeps_replaying_without_the_target(simulator: Path, tmp_path: Path) -> None:
     """--roofline alone on a CPU capture: CPU ops are replayed for their durations even with the
     roofline enabled; the values change nothing."""
     for rank in range(2):
@@ -78,7 +77,7 @@ def cpu_ns(path: Path) -> int:
                if node.type == 4 and {a.name: a for a in node.attr}["is_cpu_op"].bool_val)
 
 
-def test_host_time_captured_replays_the_host_between_the_roofline_ops(simulator: Path,  # noqa: F811
+def test_host_time_captured_replays_the_host_between_the_roofline_ops(simulator: Path,
                                                                      tmp_path: Path) -> None:
     """--host-time captured: the roofline ops take the same time (ASTRA-sim's GPU time), and each
     rank's step grows by its CPU ops' captured durations (they sit in the dependency chain between

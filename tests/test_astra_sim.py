@@ -8,7 +8,6 @@ communication nodes as the files hold, and spend time communicating where there 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -23,22 +22,12 @@ from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.schema.chakra import NodeType
 
 from .captures import BERT_2, GPT2_2, GPT2_4, Done, Run
-from .conftest import REAL_TRACES_DIR
+from .traces import REAL_TRACES_DIR
 
 RESNET_MERGED = REAL_TRACES_DIR / "resnet_ddp_synthetic_kineto" / "rank0_merged_by_chakra_trace_link.json.gz"
 BACKENDS = ("unaware", "aware")
 
 
-@pytest.fixture(scope="module")
-def simulator() -> Path:
-    root = astrasim.home()
-    if root is None and os.environ.get("CI"):
-        pytest.fail(f"{astrasim.ENV} is not set in CI: .ci/run sets it to ../shared/astra-sim")
-    if root is None:
-        pytest.skip(f"{astrasim.ENV} is not set: point it at the ASTRA-sim binaries (../shared/astra-sim)")
-    if not (root / "simulate.sh").is_file():
-        pytest.fail(f"{astrasim.ENV}={root} holds no simulate.sh")
-    return root
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:

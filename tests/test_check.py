@@ -16,8 +16,8 @@ from chakra.src.third_party.utils.protolib import encodeMessage
 from chakra_convert_fast.converter import ConvertOptions, api
 from chakra_convert_fast.converter.et.decode import read_et
 
-from .conftest import REAL_TRACES_DIR
-from .conftest import read_et as read_et_reference
+from .traces import REAL_TRACES_DIR
+from .traces import read_et as read_et_reference
 
 GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
 

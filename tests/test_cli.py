@@ -11,8 +11,8 @@ from chakra.schema.protobuf import et_def_pb2 as pb
 
 from chakra_convert_fast.converter import convert
 
-from .conftest import REAL_TRACES_DIR, oracle_bytes, read_et
 from .tracebuild import cyclic_nodes, trace
+from .traces import REAL_TRACES_DIR, oracle_bytes, read_et
 
 MERGED = REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_merged_by_chakra_trace_link.json.gz"
 

@@ -18,9 +18,9 @@ from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.errors import ConverterError
 
 from .clirun import CLI, ERROR_PREFIX, assert_one_error, run_cli
-from .conftest import REAL_TRACES_DIR
 from .linkcases import edge_case_pair
 from .tracebuild import cyclic_nodes, op, trace, two_threads
+from .traces import REAL_TRACES_DIR
 
 GOOD = trace(two_threads())
 

@@ -20,7 +20,7 @@ from chakra.src.third_party.utils.protolib import encodeMessage
 from chakra_convert_fast.converter import ConvertOptions, api
 from chakra_convert_fast.converter.errors import TraceContentError, TraceFormatError
 
-from .conftest import REAL_TRACES_DIR, read_et
+from .traces import REAL_TRACES_DIR, read_et
 
 # (id, kind, duration, data_deps, ctrl_deps[, attrs]); kind: cpu / gpu compute, coll, send, recv
 Spec = tuple[Any, ...]

@@ -19,9 +19,7 @@ from bench import astrasim
 from chakra_convert_fast.converter import ConvertOptions, api
 
 from .captures import BERT_2, GPT2_2, GPT2_4, Done, Run
-from .test_astra_sim import RESNET_MERGED, simulator
-
-__all__ = ["simulator"]
+from .test_astra_sim import RESNET_MERGED
 
 
 def assert_same_simulation(prefix: Path, npus: int, comm_groups: Path | None, tmp_path: Path,

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import read_et
 from .tracebuild import chain
+from .traces import read_et
 
 DEPTH = 200_000
 

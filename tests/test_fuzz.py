@@ -55,8 +55,8 @@ from chakra_convert_fast.converter.errors import ConverterError
 from chakra_convert_fast.fixtures.reference import reference_convert
 
 from .clirun import ERROR_PREFIX, as_nobody, python_for_nobody, run_cli, shared_directory
-from .conftest import REAL_TRACES_DIR, load_trace, reference_link
 from .linkcases import edge_case_pair
+from .traces import REAL_TRACES_DIR, load_trace, reference_link
 
 _COMMON = {
     "deadline": None,

@@ -19,7 +19,7 @@ from chakra_convert_fast.fixtures.jsonout import ORDERS
 from chakra_convert_fast.fixtures.pair import generate_pair
 from chakra_convert_fast.fixtures.reference import reference_convert
 
-from .conftest import REAL_TRACES_DIR
+from .traces import REAL_TRACES_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = {"config": make_config(layers=2, comm_mix="all", ranks=4, rank=1, batch=2), "steps": 2}

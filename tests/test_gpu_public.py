@@ -27,9 +27,9 @@ from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.ranks.discover import discover
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, NodeType
 
-from .conftest import REAL_TRACES_DIR
 from .linkcases import edge_case_pair
-from .test_astra_sim import assert_simulates, simulator  # noqa: F401  (the fixture)
+from .test_astra_sim import assert_simulates
+from .traces import REAL_TRACES_DIR
 
 GPU = REAL_TRACES_DIR / "gpu_public"
 HTA_HOST, HTA_DEVICE = GPU / "hta_simple_add_et.json.gz", GPU / "hta_simple_add_kineto.json.gz"
@@ -217,7 +217,7 @@ def test_convert_all_finds_the_dlrm_layout(dlrm: Path) -> None:
     assert all(Path(found.hosts[r][0]).name == f"dlrm_eg_{r}.json" for r in range(8))
 
 
-def test_dlrm_8_ranks_simulate(dlrm: Path, simulator: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_dlrm_8_ranks_simulate(dlrm: Path, simulator: Path, tmp_path: Path) -> None:
     out = tmp_path / "et"
     result = api.convert_all(dlrm, out, ConvertOptions(astra_sim=True), jobs=2)
     assert result.failed == 0
@@ -228,7 +228,7 @@ def test_dlrm_8_ranks_simulate(dlrm: Path, simulator: Path, tmp_path: Path) -> N
     assert_simulates(out / "trace", 8, out / "trace.comm_group.json", tmp_path / "sim")
 
 
-def test_dlrm_8_host_only_ranks_simulate(dlrm: Path, simulator: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_dlrm_8_host_only_ranks_simulate(dlrm: Path, simulator: Path, tmp_path: Path) -> None:
     for rank in range(8):
         api.convert(dlrm / f"dlrm_eg_{rank}.json", tmp_path / f"host.{rank}.et", ConvertOptions(astra_sim=True))
     report = api.check([tmp_path / f"host.{r}.et" for r in range(8)])
@@ -320,7 +320,7 @@ def test_host_only_job_with_sub_groups(tmp_path: Path) -> None:
     assert all(not f.collectives for f in api.check([default / f"trace.{r}.et" for r in range(4)]).files)
 
 
-def test_host_only_job_with_sub_groups_simulates(simulator: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_host_only_job_with_sub_groups_simulates(simulator: Path, tmp_path: Path) -> None:
     _two_group_job(tmp_path / "job")
     out = tmp_path / "et"
     api.convert_all(tmp_path / "job", out, ConvertOptions(astra_sim=True), jobs=2)

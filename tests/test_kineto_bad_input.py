@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from .clirun import ERROR_PREFIX, assert_one_error, listing, run_cli
-from .conftest import load_trace, reference_link
 from .linkcases import edge_case_pair
+from .traces import load_trace, reference_link
 
 Mutation = Callable[[dict[str, Any]], int]  # changes the document, returns the event index it broke
 

@@ -18,7 +18,7 @@ from chakra_convert_fast.converter.errors import ConverterError
 from chakra_convert_fast.converter.link import hostindex, kineto
 from tests.linkcases import edge_case_pair
 
-from .conftest import load_trace
+from .traces import load_trace
 
 FAST_DECODERS = [(hostindex, "_INDEXED_RUNS"), (hostindex, "_RAW_NODE_RUNS"),
                  (kineto, "_EVENT_RUNS")]

@@ -18,7 +18,7 @@ from chakra_convert_fast.converter.link.kineto import KinetoEvent
 from chakra_convert_fast.converter.link.linker import _exclusive_durations
 from tests.linkcases import edge_case_pair
 
-from .conftest import REAL_TRACES_DIR, SHIM, load_trace, reference_link
+from .traces import REAL_TRACES_DIR, SHIM, load_trace, reference_link
 
 TRACES = REAL_TRACES_DIR
 RESNET_HOST = TRACES / "host" / "resnet_et.json.gz"

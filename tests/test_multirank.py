@@ -65,7 +65,7 @@ def test_comm_groups_from_kineto_subgroups(tmp_path: Path) -> None:
     the sub-groups under their own ids (> 0) and leaves the default one, every rank, out."""
     from chakra_convert_fast.converter import api
 
-    from .conftest import REAL_TRACES_DIR
+    from .traces import REAL_TRACES_DIR
 
     devices = [REAL_TRACES_DIR / "gloo_ops_np4" / f"rank{r}_device.json.gz" for r in range(4)]
     groups = api.write_comm_groups(devices, tmp_path / "groups.json")

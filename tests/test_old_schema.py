@@ -13,7 +13,7 @@ from chakra_convert_fast.converter import TraceContentError, convert
 from chakra_convert_fast.converter.link.hostindex import index_host_trace
 from chakra_convert_fast.converter.schema.compat import map_old_schema_node
 
-from .conftest import REAL_TRACES_DIR, load_trace, oracle_bytes, read_et
+from .traces import REAL_TRACES_DIR, load_trace, oracle_bytes, read_et
 
 TRACES = REAL_TRACES_DIR
 OLD = {

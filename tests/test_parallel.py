@@ -16,8 +16,8 @@ from chakra_convert_fast.converter.convert import feed, parallel, writer
 from chakra_convert_fast.converter.errors import ConverterError, TraceContentError
 from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 
-from .conftest import ROOT
 from .tracebuild import op, trace, two_threads
+from .traces import ROOT
 
 JOBS = (1, 2, 3, 5)
 

@@ -11,7 +11,7 @@ from chakra.schema.protobuf import et_def_pb2 as pb
 from chakra_convert_fast.converter import convert
 from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 
-from .conftest import load_trace, oracle_bytes, read_et
+from .traces import load_trace, oracle_bytes, read_et
 
 ORDERS = ["ascending", "dfs", "descending", "shuffled"]
 

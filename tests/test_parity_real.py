@@ -9,7 +9,7 @@ import pytest
 from chakra_convert_fast.converter import convert
 from chakra_convert_fast.converter.schema.host import SUPPORTED_SCHEMAS
 
-from .conftest import REAL_TRACES_DIR, load_trace, oracle_bytes, reorder, write_trace
+from .traces import REAL_TRACES_DIR, load_trace, oracle_bytes, reorder, write_trace
 
 #: Every real trace (tests/data/traces, copied from ../shared/traces) whose schema the reference
 #: supports (the old 1.0.1 ones and the Kineto device traces are not Chakra host traces it can read).

@@ -20,7 +20,7 @@ from chakra_convert_fast.fixtures.reference import reference_convert
 from chakra_convert_fast.profiler import convert, train
 
 from .captures import RUNS, Done, Run
-from .conftest import load_trace, reference_link
+from .traces import load_trace, reference_link
 
 
 @pytest.fixture(scope="module", params=RUNS, ids=lambda r: f"{r.model}-{r.nproc}rank")

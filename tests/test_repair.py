@@ -16,7 +16,7 @@ from chakra_convert_fast.converter.errors import TraceFormatError
 from chakra_convert_fast.converter.repair import repair
 
 from .clirun import assert_one_error, listing, run_cli
-from .conftest import REAL_TRACES_DIR
+from .traces import REAL_TRACES_DIR
 
 REAL_HOST = REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_host.json.gz"
 

@@ -16,7 +16,7 @@ from chakra_convert_fast.converter.convert.roofline import MIN_BYTES
 from chakra_convert_fast.converter.schema.opcost import BadShapes, OpClass, base_name, op_class, op_cost
 
 from .clirun import run_cli
-from .conftest import REAL_TRACES_DIR, load_trace, read_et, write_trace
+from .traces import REAL_TRACES_DIR, load_trace, read_et, write_trace
 
 GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
 RESNET_MERGED = REAL_TRACES_DIR / "resnet_ddp_synthetic_kineto" / "rank0_merged_by_chakra_trace_link.json.gz"

@@ -25,14 +25,13 @@ import pytest
 from chakra.schema.protobuf import et_def_pb2 as pb
 from chakra.src.third_party.utils.protolib import encodeMessage
 
-from bench import astrasim
 from chakra_convert_fast.converter import ConvertOptions, api
 from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, NodeType
 
 from .captures import BERT_2, BERT_4, GPT2_2, GPT2_4, Done, Run
 from .clirun import CLI, ERROR_PREFIX, assert_one_error, kill_session, listing, obey_file_modes, run_cli
-from .conftest import REAL_TRACES_DIR
+from .traces import REAL_TRACES_DIR
 
 GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
 
@@ -353,15 +352,6 @@ def test_ranks_must_be_positive(gpt2_job: Path, tmp_path: Path) -> None:
 
 
 # -- the scaled job in the real ASTRA-sim ------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def simulator() -> Path:
-    """``$ASTRA_SIM_HOME`` (as tests/test_astra_sim.py: skipped when unset, failed when unset in CI)."""
-    root = astrasim.home()
-    if root is None and os.environ.get("CI"):
-        pytest.fail(f"{astrasim.ENV} is not set in CI: .ci/run sets it to ../shared/astra-sim")
-    if root is None:
-        pytest.skip(f"{astrasim.ENV} is not set: point it at the ASTRA-sim binaries (../shared/astra-sim)")
-    return root
 
 
 FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")

@@ -28,9 +28,9 @@ import pytest
 from chakra_convert_fast.converter import api, cli
 
 from .clirun import CLI, ERROR_PREFIX, kill_session, listing
-from .conftest import ROOT
 from .linkcases import edge_case_pair
 from .tracebuild import trace, two_threads
+from .traces import ROOT
 
 #: A plain-JSON trace this large is read by two processes (``parallel.MIN_SPLIT_BYTES``: 48 MB).
 SPLIT_NODES = 50_000

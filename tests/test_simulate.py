@@ -12,7 +12,7 @@ from chakra_convert_fast.converter import ConvertOptions, convert
 from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 from chakra_convert_fast.fixtures.reference import reference_convert
 
-from .conftest import REAL_TRACES_DIR
+from .traces import REAL_TRACES_DIR
 
 ISSUE = re.compile(r"Issuing (?:CPU|GPU) Node ID (\d+) \(.*?\) at (\d+)us")
 

@@ -16,22 +16,12 @@ from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.schema.chakra import NodeType
 
 from .clirun import assert_one_error, run_cli
-from .conftest import REAL_TRACES_DIR
 from .simjobs import write_job
+from .traces import REAL_TRACES_DIR
 
 COMM = {NodeType.COMM_COLL_NODE: "collectives", NodeType.COMM_SEND_NODE: "sends", NodeType.COMM_RECV_NODE: "recvs"}
 
 
-@pytest.fixture(scope="module")
-def simulator() -> Path:
-    root = os.environ.get("ASTRA_SIM_HOME")
-    if not root and os.environ.get("CI"):
-        pytest.fail("ASTRA_SIM_HOME is not set in CI: .ci/run sets it to ../shared/astra-sim")
-    if not root:
-        pytest.skip("ASTRA_SIM_HOME is not set: point it at the ASTRA-sim binaries (../shared/astra-sim)")
-    if not (Path(root) / "bin" / "AstraSim_Analytical_Congestion_Unaware").is_file():
-        pytest.fail(f"ASTRA_SIM_HOME={root} holds no bin/AstraSim_Analytical_Congestion_Unaware")
-    return Path(root)
 
 
 def _spans(timeline: Path) -> list[dict[str, object]]:

@@ -23,7 +23,7 @@ from chakra_convert_fast.converter.et.records import decode_global_metadata, dec
 from chakra_convert_fast.converter.et.wire import delimited_message
 from chakra_convert_fast.converter.tools.jsonize import Printer
 from tests.clirun import assert_one_error, listing, run_cli
-from tests.conftest import read_et
+from tests.traces import read_et
 
 DATA = Path(__file__).parent / "data" / "traces"
 U64, I64, U32, I32 = (0, 2**64 - 1), (-(2**63), 2**63 - 1), (0, 2**32 - 1), (-(2**31), 2**31 - 1)

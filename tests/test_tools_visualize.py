@@ -18,7 +18,7 @@ from chakra.src.visualizer.visualizer import escape_label
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.et.wire import delimited_message
 from tests.clirun import assert_one_error, listing, run_cli
-from tests.conftest import read_et
+from tests.traces import read_et
 
 DATA = Path(__file__).parent / "data" / "traces"
 NAMES = ["aten::mm", "node", "Graph", "a \"quoted\" \\ name", "<html>", "x-y|z{}", "ümlaut 中", "", "ok_name", "12",
