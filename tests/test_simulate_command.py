@@ -496,3 +496,19 @@ def test_sweep_values_are_checked(tmp_path: Path, sweep: str, expected: str) -> 
     prefix = _copy_job(tmp_path)
     done = run_cli("simulate", prefix, "--sweep", sweep)
     assert done.returncode == 2 and expected in done.stderr, done.stderr
+
+
+def test_a_ray_start_that_times_out_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ray.init raises a bare Exception when its local instance does not start in time (a loaded
+    machine): ``--ray`` (sweeps, convert-all) reports it in one line, as any failure to connect."""
+    import types
+
+    from chakra_convert_fast.converter.ranks import onray
+
+    def init(**_: object) -> None:
+        raise Exception("The current node timed out during startup. This could happen because ...")
+
+    fake = types.SimpleNamespace(init=init, shutdown=lambda: None)
+    monkeypatch.setattr(onray, "ray_module", lambda: fake)
+    with pytest.raises(ConverterError, match="cannot connect to the Ray cluster at local: The current node timed out"):
+        list(onray.run_on_ray("local", str, [1], (), lambda task, reason: reason))

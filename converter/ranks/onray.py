@@ -99,7 +99,7 @@ def run_on_ray(
     try:
         _init(ray, address=address, logging_level=logging.WARNING, log_to_driver=False,
               include_dashboard=False, configure_logging=False)
-    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+    except Exception as exc:  # ray.init's own failures include a bare Exception ("timed out during startup")
         raise ConverterError(f"cannot connect to {source}: {' '.join(str(exc).split())}") from None
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(function)
