@@ -109,17 +109,11 @@ def test_a_signal_ends_a_ray_run_within_a_second(ray_cluster: str, tmp_path: Pat
     assert not (tmp_path / "out").exists()
 
 
-def test_a_sweep_on_ray_gives_the_local_sweeps_points(ray_cluster: str, tmp_path: Path) -> None:
+def test_a_sweep_on_ray_gives_the_local_sweeps_points(ray_cluster: str, simulator: Path, tmp_path: Path) -> None:
     """Issue 26 goal 7: ``simulate --sweep ... --ray ADDRESS``, each value a task on the cluster,
-    the same points as one by one here (wall times aside). Needs ASTRA-sim (ASTRA_SIM_HOME)."""
-    import os
-
+    the same points as one by one here (wall times aside). Needs ASTRA-sim (the simulator fixture)."""
     from .simjobs import write_job
 
-    if not os.environ.get("ASTRA_SIM_HOME"):
-        if os.environ.get("CI"):
-            pytest.fail("ASTRA_SIM_HOME is not set in CI")
-        pytest.skip("ASTRA_SIM_HOME is not set: point it at the ASTRA-sim binaries (../shared/astra-sim)")
     prefix = write_job(tmp_path / "job", 2)
     runs = {}
     for name, ray_address in (("local", None), ("ray", ray_cluster)):
