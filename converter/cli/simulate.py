@@ -69,8 +69,8 @@ def add(commands: Any) -> None:
     parser.add_argument("--astra-sim-bin", metavar="PATH", help="the ASTRA-sim binary or its folder (default: "
                         "$ASTRA_SIM_HOME, else PATH)")
     parser.add_argument("--no-check", dest="check", action="store_false",
-                        help="skip checking the files first (as the check command does; up to 16 ranks all, past "
-                             "that 8 of them) for what ASTRA-sim would abort on")
+                        help="skip checking the files first (as the check command does; up to 8 ranks all, past "
+                             "that 4 of them) for what ASTRA-sim would abort on")
     parser.add_argument("--timeout", type=float, metavar="S", help="stop ASTRA-sim after S seconds (an error)")
     out = parser.add_argument_group("outputs")
     out.add_argument("--json", nargs="?", const="-", metavar="FILE",
