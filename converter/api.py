@@ -65,10 +65,12 @@ from .repair import RepairResult
 from .repair import repair as _repair
 from .schema.opcost import Cost, op_cost
 from .simulate.configs import ACCELERATORS, Accelerator, Network
+from .simulate.reduced import Plan as SimulationPlan
 from .simulate.run import Progress as SimulationProgress
 from .simulate.run import RankResult, SimulateOptions, SimulationResult, SimulatorError, simulate_prefix
 from .simulate.sweep import SweepPoint, SweepResult
 from .simulate.sweep import sweep as _sweep
+from .simulate.width import simulate_width as _simulate_width
 from .text.convert import TextResult
 from .text.convert import convert_text as _convert_text
 from .text.convert import uses_file as _text_uses_file
@@ -112,6 +114,7 @@ __all__ = [
     "RooflineSummary",
     "ScaleResult",
     "SimulateOptions",
+    "SimulationPlan",
     "SimulationProgress",
     "SimulationResult",
     "SimulatorError",
@@ -283,16 +286,27 @@ def scale_uses(path: PathArg, in_prefix: PathArg, out_prefix: PathArg) -> bool:
 
 def simulate(prefix: PathArg, options: SimulateOptions | None = None, *, timeline: PathArg | None = None,
              json_output: PathArg | None = None,
-             progress: Callable[[SimulationProgress], None] | None = None) -> SimulationResult:
+             progress: Callable[[SimulationProgress], None] | None = None, ranks: int | None = None,
+             exact: bool = False, compact: bool = False, work_dir: PathArg | None = None) -> SimulationResult:
     """Run the job ``PREFIX.<rank>.et`` (ranks 0..N-1, its communicator groups beside it) in
     ASTRA-sim on the network of ``options`` and read the result from its log: per rank the
     simulated step, communication and exposed communication (ns), the job's step (the slowest
     rank's). A rank that does not finish is a ``SimulatorError`` naming it and the first node
     ASTRA-sim dropped. ``timeline`` writes a Chrome/Perfetto trace of the run, ``json_output``
-    the result as JSON; both atomically, and only when the run succeeded."""
+    the result as JSON; both atomically, and only when the run succeeded.
+
+    ``ranks`` runs the job as a data-parallel job of that many ranks (a multiple of the captured
+    ones): on an equivalent reduced job where one is proven (docs/reduced.md), else on the full
+    job written in a temporary folder (``work_dir``; ``compact``: each rank compacted);
+    ``exact`` always runs the full job. ``result.plan`` says which ran, and why."""
     json_target = None if json_output is None else check_output(json_output)
-    result = simulate_prefix(os.fspath(prefix), options or SimulateOptions(),
-                             timeline=None if timeline is None else os.fspath(timeline), progress=progress)
+    if ranks is not None:
+        result = _simulate_width(os.fspath(prefix), ranks, options or SimulateOptions(), exact=exact,
+                                 compact=compact, work_dir=None if work_dir is None else os.fspath(work_dir),
+                                 timeline=None if timeline is None else os.fspath(timeline), progress=progress)
+    else:
+        result = simulate_prefix(os.fspath(prefix), options or SimulateOptions(),
+                                 timeline=None if timeline is None else os.fspath(timeline), progress=progress)
     if json_target is not None:
         with atomic_text_output(json_target) as fh:
             json.dump(result.as_json(), fh, indent=2)
@@ -304,18 +318,20 @@ def simulate_sweep(prefix: PathArg, values: Sequence[int | float | str], topolog
                    options: SimulateOptions | None = None, *, out_prefix: PathArg | None = None,
                    work_dir: PathArg | None = None, on_point: Callable[[SweepPoint], None] | None = None,
                    progress: Callable[[SimulationProgress], None] | None = None,
-                   compact: bool = False, key: str = "ranks", jobs: int = 1, ray: str | None = None) -> SweepResult:
+                   compact: bool = False, key: str = "ranks", jobs: int = 1, ray: str | None = None,
+                   exact: bool = False) -> SweepResult:
     """Simulate the job ``PREFIX.<rank>.et`` at each of ``values`` of ``key`` on each topology:
     ``ranks`` (the job scaled to each count with ``scale``, with ``compact`` each rank compacted),
     ``bandwidth`` (GB/s, every link) or ``accelerator`` (a roofline preset); writes ``OUT.md``
     (table), ``OUT.png`` (plot: needs the ``plot`` extra) and ``OUT.json`` (``out_prefix``
     defaults to ``PREFIX.sweep``). ``jobs`` local processes, or the Ray cluster at ``ray``
-    ("auto": ``ray.init``'s rule), run the values in parallel; the results are the same."""
+    ("auto": ``ray.init``'s rule), run the values in parallel; the results are the same. A rank
+    count runs on an equivalent reduced job where one is proven (docs/reduced.md), unless ``exact``."""
     return _sweep(os.fspath(prefix), list(values), list(topologies), options or SimulateOptions(),
                   scale=functools.partial(_scale_point, compact=_bool("compact", compact)),
                   out_prefix=None if out_prefix is None else os.fspath(out_prefix),
                   work_dir=None if work_dir is None else os.fspath(work_dir), on_point=on_point, progress=progress,
-                  scale_capture=compact, key=key, jobs=jobs, ray=ray)
+                  scale_capture=compact, key=key, jobs=jobs, ray=ray, exact=exact)
 
 
 def _scale_point(source: str, target: str, count: int, *, compact: bool) -> ScaleResult:

@@ -33,7 +33,8 @@ def add(commands: Any) -> None:
         f"  {PROG} simulate outputs/gpt2_small_np2 --sweep ranks=2,8,64,256 --topology Ring --topology Switch\n"
         f"  {PROG} simulate outputs/gpt2_small_np2 --sweep ranks=2,64,1024 --compact --jobs 4\n"
         f"  {PROG} simulate outputs/gpt2_small_np2 --sweep bandwidth=25,50,100,200 --topology Ring --topology Switch\n"
-        f"  {PROG} simulate outputs/gpt2_small_np2_accel --sweep accelerator=A100,H100,MI300X --ray\n",
+        f"  {PROG} simulate outputs/gpt2_small_np2_accel --sweep accelerator=A100,H100,MI300X --ray\n"
+        f"  {PROG} simulate outputs/gpt2_small_np2 --ranks 1048576   # an equivalent reduced job: docs/reduced.md\n",
     )
     parser.add_argument("prefix", metavar="PREFIX", help="the job: PREFIX.0.et ... PREFIX.<N-1>.et")
     net = parser.add_argument_group("network (ASTRA-sim's analytical backend)")
@@ -76,6 +77,11 @@ def add(commands: Any) -> None:
     out.add_argument("--json", nargs="?", const="-", metavar="FILE",
                      help="the result as JSON: on stdout, or written to FILE")
     out.add_argument("--timeline", metavar="OUT.json", help="a Chrome/Perfetto trace of the simulated run")
+    width = parser.add_argument_group("data-parallel width (docs/reduced.md)")
+    width.add_argument("--ranks", type=positive, metavar="N", help="simulate the job as N data-parallel ranks (a "
+                       "multiple of the captured ones): on an equivalent reduced job where one is proven, else on "
+                       "the full job; the result says which ran")
+    width.add_argument("--exact", action="store_true", help="with --ranks or --sweep ranks=...: always the full job")
     sweep = parser.add_argument_group("sweep")
     sweep.add_argument("--sweep", metavar="KEY=V,..", help="simulate each value on each --topology: ranks=N,.. "
                        "(the job scaled to each count, the scale command), bandwidth=GB/s,.. (every link), "
@@ -89,9 +95,9 @@ def add(commands: Any) -> None:
     sweep.add_argument("--out", metavar="OUT", help="sweep outputs OUT.md (table), OUT.png (plot), OUT.json "
                        "(default: PREFIX.sweep)")
     sweep.add_argument("--work-dir", metavar="DIR", help="where scaled jobs are written while they are simulated "
-                       "(default: the system's temporary directory)")
-    sweep.add_argument("--compact", action="store_true", help="scale each point with --compact: the same "
-                       "simulated step with far fewer nodes (see docs/compact.md)")
+                       "(--sweep, --ranks; default: the system's temporary directory)")
+    sweep.add_argument("--compact", action="store_true", help="scale each point (--sweep) or the job (--ranks) "
+                       "with --compact: the same simulated step with far fewer nodes (see docs/compact.md)")
     add_output_options(parser)
     parser.set_defaults(run=_run)
 
@@ -115,13 +121,16 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
         return _run_sweep(args, reporter, topologies)
     if len(topologies) > 1:
         args.usage_error("several --topology are for --sweep; simulate one network at a time")
-    if args.out or args.work_dir or args.compact or args.ray or args.jobs != 1:
-        args.usage_error("--out, --work-dir, --compact, --jobs and --ray are for --sweep (compact one job with the "
+    if args.out or args.ray or args.jobs != 1:
+        args.usage_error("--out, --jobs and --ray are for --sweep")
+    if args.ranks is None and (args.work_dir or args.compact or args.exact):
+        args.usage_error("--work-dir, --compact and --exact are for --ranks or --sweep (compact one job with the "
                          "compact command)")
     bar = _Bar(reporter.shows_progress)
     try:
         result = api.simulate(args.prefix, _options(args, topologies[0]), timeline=args.timeline,
-                              json_output=None if args.json in (None, "-") else args.json, progress=bar.progress)
+                              json_output=None if args.json in (None, "-") else args.json, progress=bar.progress,
+                              ranks=args.ranks, exact=args.exact, compact=args.compact, work_dir=args.work_dir)
     finally:
         bar.close()
     if args.json == "-":
@@ -142,10 +151,14 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
         args.usage_error("--timeline is for one simulation, not a --sweep")
     if args.ray and args.jobs != 1:
         args.usage_error("--jobs is for local processes; with --ray the cluster runs the values")
+    if args.ranks is not None:
+        args.usage_error("--ranks is one width; --sweep ranks=... gives several")
     try:
         key, points = parse_sweep(args.sweep)
     except ConverterError as exc:
         args.usage_error(str(exc))
+    if args.exact and key != "ranks":
+        args.usage_error("--exact is for --sweep ranks=...")
     if args.compact and key != "ranks":
         args.usage_error("--compact is for --sweep ranks=... (compact the job with the compact command)")
     if key == "bandwidth" and args.bandwidth:
@@ -159,7 +172,7 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
             args.prefix, points, topologies, _options(args, topologies[0]), out_prefix=args.out,
             work_dir=args.work_dir, on_point=lambda p: _point_done(reporter, bar, p),
             progress=bar.progress if args.jobs == 1 and not args.ray else None, compact=args.compact, key=key,
-            jobs=args.jobs, ray=args.ray)
+            jobs=args.jobs, ray=args.ray, exact=args.exact)
     finally:
         bar.close()
     if args.json == "-":
@@ -174,7 +187,8 @@ def _point_done(reporter: Reporter, bar: _Bar, point: api.SweepPoint) -> None:
     bar.close()
     what = f"{point.ranks:>5} ranks" if not point.value or point.value == str(point.ranks) else point.value
     reporter.info(f"{what} on {point.network}: step {point.step_ns / 1e6:,.2f} ms, communication "
-                  f"{point.comm_share:.1%}, simulated in {point.seconds:.1f} s (scaled in {point.scale_seconds:.1f} s)")
+                  f"{point.comm_share:.1%}, simulated in {point.seconds:.1f} s (scaled in {point.scale_seconds:.1f} s)"
+                  + (f"; ran {point.simulated_as}" if point.simulated_ranks not in (0, point.ranks) else ""))
 
 
 class _Bar:
@@ -212,6 +226,11 @@ def shown_ranks(ranks: list[api.RankResult], slowest: api.RankResult) -> list[ap
     return first if slowest in first else [*first, slowest]
 
 
+def _stands_for(plan: api.SimulationPlan) -> str:
+    k = plan.captured
+    return f"each simulated rank r is captured rank r mod {k}, as is every rank r mod {k} + {k}j of the {plan.ranks:,}"
+
+
 def result_lines(result: api.SimulationResult) -> list[str]:
     """The result for people: a row per rank (the first ones and the slowest past 16 ranks), the job's step."""
     net = result.network
@@ -223,8 +242,11 @@ def result_lines(result: api.SimulationResult) -> list[str]:
     if result.roofline is None and system.get("roofline-enabled"):
         compute = (f"roofline of the system config: {system.get('peak-perf')} TFLOPS, {system.get('local-mem-bw')} "
                    "GB/s")
-    lines = [f"{result.prefix}: {len(result.ranks):,} rank(s) on {net.name} ({links}), congestion-{result.backend}, "
-             f"compute: {compute}; simulated in {result.seconds:.1f} s",
+    plan = result.plan
+    lines = [f"{result.prefix}: {result.modelled_ranks:,} rank(s) on {net.name} ({links}), "
+             f"congestion-{result.backend}, compute: {compute}; simulated in {result.seconds:.1f} s",
+             *([f"ran: {plan.describe()}"] if plan is not None else []),
+             *([_stands_for(plan)] if plan is not None and plan.reduced else []),
              *([f"configs: {result.setup.describe()}"] if result.setup is not None and result.setup.describe() else []),
              f"{'rank':>6} {'step (ms)':>12} {'comm (ms)':>11} {'transfer':>10} {'waiting':>10} "
              f"{'exposed comm (ms)':>18} {'collectives':>11} {'send/recv':>9} {'nodes':>9}"]
@@ -237,7 +259,7 @@ def result_lines(result: api.SimulationResult) -> list[str]:
                      f"{f'{r.sends}/{r.recvs}':>9} {r.nodes:>9,}{mark}")
     if len(shown) < len(result.ranks):
         steps = [r.step_ns / 1e6 for r in result.ranks]
-        lines.append(f"  ... {len(result.ranks) - len(shown):,} more; step per rank min / median / max: "
+        lines.append(f"  ... {len(result.ranks) - len(shown):,} more simulated; step per rank min / median / max: "
                      f"{min(steps):,.3f} / {statistics.median(steps):,.3f} / {max(steps):,.3f} ms")
     lines.append("  (comm = transfer + waiting: a collective waits until the last rank of its group issues it; "
                  "docs/simulating.md)")

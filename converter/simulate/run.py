@@ -34,6 +34,7 @@ from . import configs, preflight
 from .configs import Accelerator, Network, logging_config
 from .job import Job, find_job
 from .logs import KIND, LogReader
+from .reduced import Plan
 from .setup import Setup, make_setup, read_network
 from .timeline import TimelineWriter
 from .waiting import waiting_for_peers
@@ -96,6 +97,12 @@ class SimulationResult:
     timeline_events: int
     warnings: list[str] = field(default_factory=list)
     setup: Setup | None = None
+    plan: Plan | None = None  # simulate --ranks: the job asked for, and whether a reduced one ran for it
+
+    @property
+    def modelled_ranks(self) -> int:
+        """The ranks of the job this result stands for (more than ran, where a reduced job ran)."""
+        return self.plan.ranks if self.plan is not None else len(self.ranks)
 
     @property
     def slowest(self) -> RankResult:
@@ -108,7 +115,9 @@ class SimulationResult:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "prefix": self.prefix, "ranks": len(self.ranks), "step_ns": self.step_ns, "slowest_rank": self.slowest.rank,
+            "prefix": self.prefix, "ranks": self.modelled_ranks, "step_ns": self.step_ns,
+            "slowest_rank": self.slowest.rank, "simulated_ranks": len(self.ranks),
+            "simulated_as": None if self.plan is None else self.plan.as_json(),
             "network": {"topology": list(self.network.topology), "npus_per_dim": list(self.network.npus),
                         "bandwidth_gbps": list(self.network.bandwidth), "latency_ns": list(self.network.latency)},
             "backend": self.backend,

@@ -32,8 +32,9 @@ from ..io import OutputTarget, atomic_output, atomic_text_output, check_output
 from ..ranks.onray import run_on_ray
 from ..workers import run_all
 from . import configs, preflight
-from .job import find_job
+from .job import Job, find_job
 from .plot import pyplot, sweep_png
+from .reduced import Plan
 from .run import (
     BINARIES,
     Progress,
@@ -46,6 +47,7 @@ from .run import (
     setup_of,
     simulate,
 )
+from .width import plan_for, run_plan
 
 Scale = Callable[[str, str, int], Any]
 KEYS = {"ranks": "ranks", "bandwidth": "bandwidth (GB/s)", "accelerator": "accelerator"}
@@ -68,6 +70,8 @@ class SweepPoint:
     value: str = ""  # the swept value, as given
     links: str = ""  # per dimension: bandwidth and latency
     waiting_ns: int = 0  # of the slowest rank's communication: waiting for peers
+    simulated_ranks: int = 0  # the ranks ASTRA-sim ran: fewer than ``ranks`` where a reduced job stood for them
+    simulated_as: str = ""  # what ran, and why
 
     @property
     def comm_share(self) -> float:
@@ -89,18 +93,22 @@ class SweepResult:
         first = KEYS[self.key]
         rows = [f"| {first} | network | links | simulated step (ms) | communication (ms) | communication share | "
                 "exposed communication (ms) | waiting for peers (ms) | nodes per rank | ASTRA-sim wall time (s) | "
-                "scale time (s) |",
-                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                "scale time (s) | simulated ranks |",
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for p in self.points:
             rows.append(f"| {p.value or f'{p.ranks:,}'} | {p.network} | {p.links} | {p.step_ns / 1e6:,.2f} | "
                         f"{p.comm_busy_ns / 1e6:,.2f} | {p.comm_share:.1%} | {p.exposed_comm_ns / 1e6:,.2f} | "
                         f"{p.waiting_ns / 1e6:,.2f} | {p.nodes_per_rank:,.0f} | {p.seconds:.1f} | "
-                        f"{p.scale_seconds:.1f} |")
+                        f"{p.scale_seconds:.1f} | {p.simulated_ranks or p.ranks:,}{_reduced_mark(p)} |")
         return "\n".join(rows) + "\n"
 
     def as_json(self) -> dict[str, Any]:
         return {"prefix": self.prefix, "captured_ranks": self.captured_ranks, "backend": self.backend, "key": self.key,
                 "points": [{**p.__dict__, "comm_share": p.comm_share} for p in self.points]}
+
+
+def _reduced_mark(point: SweepPoint) -> str:
+    return "" if point.simulated_ranks in (0, point.ranks) else " (reduced)"
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,7 @@ class _Task:
     work_dir: str | None
     scale: Scale | None  # ranks: writes the scaled job
     ranks: int  # the point's rank count
+    exact: bool = False  # ranks: never the reduced job (width.py)
 
 
 @dataclass(frozen=True)
@@ -155,10 +164,12 @@ def sweep(prefix: str, points: Sequence[int | float | str], topologies: Sequence
           scale: Scale, out_prefix: str | None = None, work_dir: str | None = None,
           on_point: Callable[[SweepPoint], None] | None = None,
           progress: Callable[[Progress], None] | None = None, scale_capture: bool = False, key: str = "ranks",
-          jobs: int = 1, ray: str | None = None) -> SweepResult:
+          jobs: int = 1, ray: str | None = None, exact: bool = False) -> SweepResult:
     """Simulate ``prefix`` at each of ``points`` (the values of ``key``) on each topology. With
     ``jobs`` > 1 the values run in that many local processes, with ``ray`` (an address, or "auto")
-    as tasks on that Ray cluster; ``progress`` is heard only when they run here one by one."""
+    as tasks on that Ray cluster; ``progress`` is heard only when they run here one by one. A
+    rank count runs on its equivalent reduced job where one is proven (``width``, docs/reduced.md),
+    unless ``exact``."""
     if key not in KEYS:
         raise ConverterError(f"--sweep {key}=...: one of {', '.join(KEYS)}")
     values = [str(p) for p in points]
@@ -189,7 +200,7 @@ def sweep(prefix: str, points: Sequence[int | float | str], topologies: Sequence
             setup_of(point_options, network, roofline)
         scaled = key == "ranks" and (count != job.ranks or scale_capture)
         tasks.append(_Task(index, key, value, prefix, tuple(topologies), point_options, work_dir,
-                           scale if scaled else None, count))
+                           scale if scaled else None, count, exact))
     first = tasks[0].options
     if options.check:
         roofline = configs.accelerator(first.accelerator, first.peak_tflops, first.mem_bandwidth)
@@ -260,31 +271,44 @@ def _simulate_task(task: _Task, progress: Callable[[Progress], None] | None) -> 
     roofline = configs.accelerator(options.accelerator, options.peak_tflops, options.mem_bandwidth)
     scratch = make_workdir("chakra-sweep-", task.work_dir)
     try:
-        started = time.monotonic()
-        if task.scale is None:
-            point_job, scaled = find_job(task.prefix, options.comm_groups), 0.0
-        else:
-            scaled_prefix = os.path.join(scratch, os.path.basename(task.prefix))
-            task.scale(task.prefix, scaled_prefix, task.ranks)
-            point_job, scaled = find_job(scaled_prefix), time.monotonic() - started
+        captured = find_job(task.prefix, options.comm_groups)
+        point_job: Job | None = captured if task.scale is None else None
+        scaled = 0.0
         points = []
         for topology in task.topologies:
             network = network_of(options, task.ranks, topology)
+            setup = setup_of(options, network, roofline)
+            chosen = plan_for(captured, network, task.ranks, options.backend, setup, task.exact or task.key != "ranks")
+            if chosen.reduced:
+                started = time.monotonic()
+                result = run_plan(captured, chosen, options, roofline, setup, simulator, compact=False,
+                                  work_dir=task.work_dir, progress=progress)
+                points.append(_point(task, topology, result, time.monotonic() - started - result.seconds))
+                continue
+            if point_job is None and task.scale is not None:
+                started = time.monotonic()
+                scaled_prefix = os.path.join(scratch, os.path.basename(task.prefix))
+                task.scale(task.prefix, scaled_prefix, task.ranks)
+                point_job, scaled = find_job(scaled_prefix), time.monotonic() - started
+            assert point_job is not None
             result = simulate(point_job, network, backend=options.backend, roofline=roofline, simulator=simulator,
-                              timeout=options.timeout, progress=progress, setup=setup_of(options, network, roofline))
-            points.append(_point(task, topology, result, scaled))
+                              timeout=options.timeout, progress=progress, setup=setup)
+            points.append(_point(task, topology, result, scaled, chosen))
         return points
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _point(task: _Task, topology: str, result: SimulationResult, scaled: float) -> SweepPoint:
+def _point(task: _Task, topology: str, result: SimulationResult, scaled: float,
+           chosen: Plan | None = None) -> SweepPoint:
     slowest = result.slowest
+    chosen = result.plan or chosen
     nodes = sum(r.nodes for r in result.ranks) / len(result.ranks)
     net = result.network
     links = ", ".join(f"{b:g} GB/s {lat:g} ns" for b, lat in zip(net.bandwidth, net.latency, strict=True))
     return SweepPoint(task.ranks, topology, net.name, result.step_ns, slowest.comm_busy_ns, slowest.exposed_comm_ns,
-                      nodes, result.seconds, scaled, task.value, links, slowest.waiting_ns)
+                      nodes, result.seconds, scaled, task.value, links, slowest.waiting_ns, len(result.ranks),
+                      chosen.describe() if chosen is not None and task.key == "ranks" else "")
 
 
 def plot_title(outcome: SweepResult, options: SimulateOptions) -> str:

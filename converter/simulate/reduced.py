@@ -1,0 +1,252 @@
+"""The reduced network: a data-parallel job of N ranks simulated on a few replicas, with the
+last dimension's latency and bandwidth set so that ASTRA-sim times every collective as it would
+on N ranks (docs/reduced.md has the derivation and the proof by running both).
+
+What ASTRA-sim 518bd51 does with an all-reduce on its congestion-unaware analytical network
+(read in ``astra-sim/system/Sys.cc``, ``astraccl/.../Ring.cc``, ``PacketBundle.cc``,
+``MemBus.cc``, and astra-network-analytical 599a047's ``BasicTopology.cpp``):
+
+* the collective of S bytes is cut into chunks of ``c = S // splits`` (``preferred-dataset-
+  splits``), one stream each, ``ceil(S / c)`` of them; unless ``c`` is below the job's NPU count
+  (all-gather aside): then ``c`` is that count and S is ``splits * c``; a chunk's phases run
+  one after another, a chunk after the previous one on each dimension;
+* with ``localBWAware`` a chunk is reduce-scattered over every dimension but the last, all-reduced
+  over the last one, and all-gathered back; a reduce-scatter over n NPUs leaves ``c // n`` bytes;
+* a ring all-reduce over n NPUs of a chunk c sends 2(n-1) messages of ``m = c // n`` bytes to the
+  next NPU; each costs ``int(hops * latency + m / bw)`` ns (bw in B/ns, 1 GB = 2**30 B; hops: 1
+  on a Ring or FullyConnected, 2 through a Switch), then the endpoint delay (``endpoint-delay``
+  ns) on arrival, and the first n-1 arrivals a reduction of ``3 * int(m / local-mem-bw)`` ns; one
+  endpoint delay opens the phase.
+
+So a chunk's all-reduce over the last dimension takes ``e + 2(n-1)(int(hL + m/B) + e) +
+(n-1) 3 int(m/M)``. On k NPUs instead of n, a latency L' and a bandwidth B' give the same time
+for every chunk when
+
+    k-1 steps of (hL' + e) = n-1 steps of (hL + e)          (the constant part)
+    (k-1)/k (2/B' + 3/M)   = (n-1)/n (2/B + 3/M)            (the part per byte)
+
+(up to the simulator's rounding to whole ns, which the fit below takes in). Every other phase
+runs on the same NPUs as in the full job, so it is the same. The replicas that remain keep the
+round-robin pattern of the captured ranks (rank r is captured rank r mod K), so the slowest rank's
+step is the full job's. One difference remains where a ring holds replicas of different captured
+ranks (p > 1 classes on it): ranks that start a collective at different times wait for each other
+step by step, and a reduced ring has longer steps; a rank is then off by at most (p-1) steps of
+the reduced ring a chunk (and its next chunk starts that much off). The reduced ring is therefore
+at least 64(p-1) NPUs wide there (k, a multiple of p: a bound of (p-1)/(2(k-1)) < 0.8% of a
+collective, measured well below it: docs/reduced.md), and 2 NPUs where p = 1 (exact).
+
+Everything else runs the full job: the congestion-aware backend (links are shared there), other
+collective algorithms than the ring, collectives other than all-reduce (broadcast aside: ASTRA-sim
+replays it for its traced duration), collectives over sub-groups, sends and receives, system
+configurations this model does not read (``model-shared-bus``, ``collective-optimization`` other
+than ``localBWAware`` over several dimensions), and jobs already about as small as their reduced
+job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd, prod
+from typing import Any
+
+from ..et.decode import read_et
+from ..schema.astra import ALL_RANKS_GROUPS
+from ..schema.chakra import CollectiveCommType, NodeType
+from .configs import Network
+from .job import Job
+
+#: Hops between two neighbours of a logical ring, per physical topology (astra-network-analytical).
+HOPS = {"Ring": 1, "Switch": 2, "FullyConnected": 1}
+#: Where p > 1 captured ranks share a ring, the reduced ring is the smallest multiple of p at least
+#: STEPS_PER_EXTRA_CLASS * (p - 1) wide: its rank-to-rank waits then stay below (p-1)/(2(k-1)) < 0.8%
+#: of a collective.
+STEPS_PER_EXTRA_CLASS = 64
+_BYTES_PER_GB = 1 << 30  # the analytical backend's GB (bw_GBps_to_Bpns)
+_REPLAYED = frozenset({CollectiveCommType.BROADCAST})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How an N-rank job is simulated: ``network`` (None: the full job, for ``reason``)."""
+
+    ranks: int  # N, the job asked for
+    captured: int  # K, the captured ranks
+    full: Network
+    network: Network | None  # the reduced network, or None
+    reason: str  # why the full job runs, or how the reduced one was made
+    resize: tuple[tuple[int, int], ...] = ()  # (bytes, bytes in the reduced job): chunks bumped to N
+    worst_error: float = 0.0  # the largest relative difference the model predicts for a collective
+
+    @property
+    def reduced(self) -> bool:
+        return self.network is not None
+
+    @property
+    def simulated_ranks(self) -> int:
+        return prod(self.network.npus) if self.network is not None else self.ranks
+
+    def describe(self) -> str:
+        if self.network is None:
+            return f"the full job of {self.ranks:,} ranks ({self.reason})"
+        links = ", ".join(f"{b:.6g} GB/s {lat:.6g} ns" for b, lat in
+                          zip(self.network.bandwidth, self.network.latency, strict=True))
+        return (f"{self.simulated_ranks:,} ranks on {self.network.name} ({links}), equivalent to "
+                f"{self.ranks:,} on {self.full.name} ({self.reason})")
+
+    def as_json(self) -> dict[str, Any]:
+        net = self.network
+        return {"ranks": self.ranks, "simulated_ranks": self.simulated_ranks, "reduced": self.reduced,
+                "reason": self.reason, "resized_collectives": [list(p) for p in self.resize],
+                "model_error": self.worst_error,
+                "network": None if net is None else {
+                    "topology": list(net.topology), "npus_per_dim": list(net.npus),
+                    "bandwidth_gbps": list(net.bandwidth), "latency_ns": list(net.latency)}}
+
+
+def full(ranks: int, captured: int, network: Network, reason: str) -> Plan:
+    return Plan(ranks, captured, network, None, reason)
+
+
+def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend: str) -> Plan:
+    """The reduced job for ``job`` (K captured ranks) as ``ranks`` ranks on ``network`` under the
+    system configuration ``system``, or the full job and why."""
+    captured = job.ranks
+    why = _unsupported(system, backend, network)
+    if why:
+        return full(ranks, captured, network, why)
+    sizes, why = _collectives(job)
+    if why:
+        return full(ranks, captured, network, why)
+    last = max((d for d, n in enumerate(network.npus) if n > 1), default=-1)
+    if last < 0:
+        return full(ranks, captured, network, "a single NPU")
+    before = prod(network.npus[:last])
+    classes = captured // gcd(before, captured)  # captured ranks sharing a ring of the last dimension
+    width = 2 if classes == 1 else -(-STEPS_PER_EXTRA_CLASS * (classes - 1) // classes) * classes
+    n = network.npus[last]
+    if width >= n:
+        return full(ranks, captured, network, f"its last dimension ({n:,} NPUs) is no wider than a reduced one "
+                                              f"({width:,})")
+    splits = int(system["preferred-dataset-splits"])
+    resize = tuple(sorted({(s, splits * ranks) for s in sizes if s // splits < ranks}))
+    bumped = dict(resize)
+    chunks = sorted({_last_chunk(bumped.get(s, s) // splits, network.npus[:last]) for s in sizes})
+    chunks = [c for c in chunks if c >= 1]
+    if not chunks:
+        return full(ranks, captured, network, "no all-reduce reaches the last dimension")
+    hops, endpoint, mem = HOPS[network.topology[last]], int(system["endpoint-delay"]), float(system["local-mem-bw"])
+    fitted = _fit(n, width, hops, network.latency[last], network.bandwidth[last], chunks, endpoint, mem)
+    if fitted is None:
+        return full(ranks, captured, network, "no positive latency and bandwidth reproduce its collectives")
+    latency, bandwidth, error = fitted
+    npus = (*network.npus[:last], width, *network.npus[last + 1:])
+    reduced = Network(network.topology, npus, (*network.bandwidth[:last], bandwidth, *network.bandwidth[last + 1:]),
+                      (*network.latency[:last], latency, *network.latency[last + 1:]))
+    how = (f"ring all-reduce over the last dimension: {n:,} -> {width} NPUs, "
+           f"{'one captured rank a ring: exact' if classes == 1 else f'{classes} captured ranks a ring'}")
+    return Plan(ranks, captured, network, reduced, how, resize, error)
+
+
+def _unsupported(system: dict[str, Any], backend: str, network: Network) -> str:
+    if backend != "unaware":
+        return "the congestion-aware backend shares links between flows; no equivalence is proven for it"
+    for kind in ("all-reduce-implementation",):
+        algorithms = set(system.get(kind, []))
+        if algorithms != {"ring"}:
+            return f"{kind} {','.join(sorted(algorithms))}: only the ring all-reduce is modelled"
+    for key in ("preferred-dataset-splits", "endpoint-delay", "local-mem-bw"):
+        value = system.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+            return f"the system configuration's {key} is {value!r}: not modelled"
+    if int(system.get("model-shared-bus", 0)):
+        return "model-shared-bus is not modelled"
+    if system.get("active-chunks-per-dimension", 1) != 1:
+        return f"active-chunks-per-dimension {system.get('active-chunks-per-dimension')}: only 1 is proven"
+    if system.get("boost-mode", 0):
+        return "boost-mode is not modelled"
+    if len(network.npus) > 1 and system.get("collective-optimization") != "localBWAware":
+        return f"collective-optimization {system.get('collective-optimization')} over several dimensions"
+    for topology in network.topology:
+        if topology not in HOPS:
+            return f"topology {topology} is not modelled"
+    return ""
+
+
+def _collectives(job: Job) -> tuple[list[int], str]:
+    """The all-reduce sizes of the captured job, or why it cannot be reduced."""
+    everyone = sorted(range(job.ranks))
+    all_ranks = {name for name, members in job.groups.items() if sorted(members) == everyone}
+    sizes: set[int] = set()
+    for rank in range(job.ranks):
+        trace = read_et(job.rank_file(rank))
+        for row, attrs in trace.comm.items():
+            node_type = trace.types[row]
+            where = f"rank {rank} node {trace.ids[row]} '{trace.names[row]}'"
+            if node_type != NodeType.COMM_COLL_NODE:
+                return [], f"{where} is a send or receive (pipeline peers)"
+            pg_name = str(attrs.get("pg_name", ""))
+            if pg_name not in ALL_RANKS_GROUPS and pg_name not in all_ranks:
+                return [], f"{where} is on communicator group {pg_name}, not every rank"
+            try:
+                kind = CollectiveCommType(int(attrs.get("comm_type", -1)))
+            except ValueError:
+                return [], f"{where} has comm_type {attrs.get('comm_type')!r}"
+            if kind in _REPLAYED:
+                continue
+            if kind != CollectiveCommType.ALL_REDUCE:
+                return [], f"{where} is a {kind.name.lower().replace('_', '-')}: only all-reduce is modelled"
+            sizes.add(int(attrs.get("comm_size", 0)))
+    return sorted(s for s in sizes if s > 0), ""
+
+
+def _last_chunk(chunk: int, before: tuple[int, ...]) -> int:
+    """The bytes a chunk has left when it reaches the last dimension (a reduce-scatter a dimension)."""
+    for n in before:
+        if n > 1:
+            chunk //= n
+    return chunk
+
+
+def ring_all_reduce_ns(n: int, hops: int, latency: float, bandwidth_gbps: float, chunk: int, endpoint: int,
+                       mem_gbps: float) -> int:
+    """ASTRA-sim's time for one chunk's ring all-reduce over n NPUs (ns), as it computes it."""
+    message = chunk // n
+    bpns = bandwidth_gbps * _BYTES_PER_GB / 1e9
+    net = int(hops * latency + message / bpns)
+    reduce = 3 * int(message / (mem_gbps * 1e9) * 1e9)
+    return endpoint + 2 * (n - 1) * (net + endpoint) + (n - 1) * reduce
+
+
+def _fit(n: int, k: int, hops: int, latency: float, bandwidth: float, chunks: list[int], endpoint: int,
+         mem: float) -> tuple[float, float, float] | None:
+    """(latency ns, bandwidth GB/s, worst relative error) of a ring of k NPUs that times each chunk as
+    a ring of n does, or None if none is positive."""
+    bpns = bandwidth * _BYTES_PER_GB / 1e9
+    inverse = ((n - 1) * k / (n * (k - 1)) * (2 / bpns + 3 / mem) - 3 / mem) / 2  # ns per byte
+    if not inverse > 0:
+        return None
+    # per chunk, the ns each of the 2(k-1) messages must take, int(hL' + m'/B') == target: aim at
+    # the middle of the target's ns; the full ring's rounding (up to 2(n-1) ns a chunk, depending on
+    # the message) is matched on the job's own chunks by a least-squares line, weighted by 1/time,
+    # whose slope may move B' by 5% at most (chunks of nearly one size: rounding noise, not a slope)
+    points = []
+    for c in chunks:
+        want = ring_all_reduce_ns(n, hops, latency, bandwidth, c, endpoint, mem)
+        rest = want - endpoint - 2 * (k - 1) * endpoint - (k - 1) * 3 * int((c // k) / (mem * 1e9) * 1e9)
+        points.append((float(c // k), rest / (2 * (k - 1)) + 0.5, 2 * (k - 1) / want))
+    link = sum(w * w * (t - m * inverse) for m, t, w in points) / sum(w * w for _, _, w in points)
+    if len({m for m, _, _ in points}) > 1:
+        sw = sum(w * w for _, _, w in points)
+        mean_m = sum(w * w * m for m, _, w in points) / sw
+        mean_t = sum(w * w * t for _, t, w in points) / sw
+        slope = (sum(w * w * (m - mean_m) * (t - mean_t) for m, t, w in points)
+                 / sum(w * w * (m - mean_m) ** 2 for m, _, w in points))
+        if abs(slope / inverse - 1) <= 0.05 and mean_t - slope * mean_m >= 0:  # else rounding noise: keep B'
+            inverse, link = slope, mean_t - slope * mean_m
+    if link < 0:
+        return None
+    new_latency, new_bandwidth = link / hops, 1 / inverse * 1e9 / _BYTES_PER_GB
+    error = max(abs(ring_all_reduce_ns(k, hops, new_latency, new_bandwidth, c, endpoint, mem)
+                    - ring_all_reduce_ns(n, hops, latency, bandwidth, c, endpoint, mem))
+                / ring_all_reduce_ns(n, hops, latency, bandwidth, c, endpoint, mem) for c in chunks)
+    return new_latency, new_bandwidth, error

@@ -1,0 +1,133 @@
+"""``simulate PREFIX --ranks N``: the captured job run as a data-parallel job of N ranks without
+writing N rank files where an equivalent reduced job is proven (``reduced``), else the full job
+(``scale`` to N ranks, in a temporary folder). The result says which ran, and why.
+
+The job written for the run (either one) lives in a temporary folder (or ``work_dir``) removed
+after the run; the captured files are only read. The reduced job is written compacted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from ..errors import ConverterError
+from ..et import wire
+from ..et.decode import attribute_spans, read_et
+from ..ranks.scale import scale
+from . import configs, preflight, reduced
+from .configs import Accelerator, Network
+from .job import Job, find_job
+from .reduced import Plan
+from .run import (
+    BINARIES,
+    Progress,
+    SimulateOptions,
+    SimulationResult,
+    find_simulator,
+    make_workdir,
+    network_of,
+    roofline_option,
+    setup_of,
+    simulate,
+)
+from .setup import Setup
+
+_COMM_SIZE = wire.attr_name("comm_size")
+
+
+def plan_for(job: Job, network: Network, ranks: int, backend: str, setup: Setup, exact: bool) -> Plan:
+    """How ``job`` runs as ``ranks`` ranks on ``network`` with ``setup`` (the system configuration
+    the run uses: the reduced job is fitted to what it says): reduced where proven, else full (why)."""
+    if ranks == job.ranks:
+        return reduced.full(ranks, job.ranks, network, "the captured width")
+    if exact:
+        return reduced.full(ranks, job.ranks, network, "--exact")
+    return reduced.plan(job, network, ranks, setup.system, backend)
+
+
+def check_width(job: Job, ranks: int) -> None:
+    if ranks < 1 or ranks % job.ranks:
+        raise ConverterError(f"--ranks {ranks}: a data-parallel job of {job.ranks} captured rank(s) scales to a "
+                             f"multiple of {job.ranks}")
+
+
+def simulate_width(prefix: str, ranks: int, options: SimulateOptions, *, exact: bool = False, compact: bool = False,
+                   work_dir: str | None = None, timeline: str | None = None,
+                   progress: Callable[[Progress], None] | None = None) -> SimulationResult:
+    """Everything checked first (the job, the network at N ranks, the roofline, the configs, the
+    simulator), then the reduced or the full job written and run."""
+    if options.backend not in BINARIES:
+        raise ConverterError(f"--backend {options.backend}: one of {', '.join(BINARIES)}")
+    job = find_job(prefix, options.comm_groups)
+    check_width(job, ranks)
+    network = network_of(options, ranks)
+    configs.check_backend(network, options.backend)
+    roofline = configs.accelerator(options.accelerator, options.peak_tflops, options.mem_bandwidth)
+    setup = setup_of(options, network, roofline)
+    if options.check:
+        preflight.check_job(job, roofline, roofline_option(options))
+    simulator = find_simulator(options.backend, options.astra_sim_bin)
+    if work_dir is not None and not os.path.isdir(work_dir):
+        raise ConverterError(f"--work-dir {work_dir}: no such directory")
+    chosen = plan_for(job, network, ranks, options.backend, setup, exact)
+    return run_plan(job, chosen, options, roofline, setup, simulator, compact=compact, work_dir=work_dir,
+                    timeline=timeline, progress=progress)
+
+
+def run_plan(job: Job, chosen: Plan, options: SimulateOptions, roofline: Accelerator | None, setup: Setup,
+             simulator: str, *, compact: bool, work_dir: str | None, timeline: str | None = None,
+             progress: Callable[[Progress], None] | None = None) -> SimulationResult:
+    """Write the job ``chosen`` names (in a temporary folder) and run it. A reduced job is always
+    written compacted (``compact/``: the same simulated time with far fewer nodes), the full one
+    only with ``compact``; a reduced job runs on its own network (never the user's network file,
+    which describes the N-rank one)."""
+    network = chosen.network or chosen.full
+    if chosen.reduced:
+        compact, setup = True, replace(setup, network_file=None)
+    if chosen.simulated_ranks == job.ranks and not compact and not chosen.resize:
+        result = simulate(job, network, backend=options.backend, roofline=roofline, simulator=simulator,
+                          timeline=timeline, timeout=options.timeout, progress=progress, setup=setup)
+        return _labelled(result, chosen, job.prefix)
+    scratch = make_workdir("chakra-ranks-", work_dir)
+    try:
+        written = os.path.join(scratch, os.path.basename(job.prefix))
+        scale(job.prefix, written, chosen.simulated_ranks, compact=compact)
+        if chosen.resize:
+            _resize(written, chosen.simulated_ranks, dict(chosen.resize))
+        result = simulate(find_job(written), network, backend=options.backend, roofline=roofline,
+                          simulator=simulator, timeline=timeline, timeout=options.timeout, progress=progress,
+                          setup=setup)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return _labelled(result, chosen, job.prefix)
+
+
+def _labelled(result: SimulationResult, chosen: Plan, prefix: str) -> SimulationResult:
+    fields: dict[str, Any] = dict(result.__dict__)
+    fields.update(plan=chosen, network=chosen.full, prefix=prefix)
+    return SimulationResult(**fields)
+
+
+def _resize(prefix: str, ranks: int, sizes: dict[int, int]) -> None:
+    """Rewrite the ``comm_size`` of the collectives named in ``sizes`` (old -> new) in each rank file
+    of ``prefix`` (written by us, in our temporary folder)."""
+    for rank in range(ranks):
+        path = f"{prefix}.{rank}.et"
+        records: list[bytes] = []
+        trace = read_et(path, records=records)
+        for row, attrs in trace.comm.items():
+            new = sizes.get(int(attrs.get("comm_size", 0)))
+            if new is None:
+                continue
+            message = records[row + 1]
+            for name, start, end in attribute_spans(message):
+                if name == "comm_size":
+                    message = message[:start] + wire.int64_attr(_COMM_SIZE, new, "comm_size") + message[end:]
+                    break
+            records[row + 1] = message
+        with open(path, "wb") as fh:
+            fh.write(b"".join(wire.delimited_message(m) for m in records))

@@ -1,0 +1,190 @@
+"""``simulate --ranks N``: the reduced job (a few replicas on a network whose last dimension's
+latency and bandwidth are adjusted) against the full N-rank job, both run in the real ASTRA-sim
+(``ASTRA_SIM_HOME``; skipped with the reason where unset, failing under CI): the same job step
+within 0.1% and each captured rank's communication time within 1%, at 8 and 64 ranks. The real
+2-rank GPT-2 DDP capture (tests/data/traces/cpu_gpt2_ddp2), compacted (12 nodes a rank). Larger
+widths: bench/reduced_equivalence.py. Without the simulator: when the reduced job is refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from chakra_convert_fast.converter import ConvertOptions, api
+from chakra_convert_fast.converter.simulate import configs, reduced
+from chakra_convert_fast.converter.simulate.job import find_job
+from chakra_convert_fast.converter.simulate.setup import make_setup
+from chakra_convert_fast.converter.simulate.width import _resize, plan_for
+
+from .clirun import run_cli
+from .simjobs import write_job
+from .traces import REAL_TRACES_DIR
+
+SYSTEM = configs.system_config(1, None)
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The GPT-2 DDP capture (2 CPU ranks) converted and compacted: ``trace.0.et``, ``trace.1.et``."""
+    out = tmp_path_factory.mktemp("ddp2")
+    result = api.convert_all(REAL_TRACES_DIR / "cpu_gpt2_ddp2", out, ConvertOptions(compact=True))
+    assert not result.failed
+    return out / "trace"
+
+
+def _compare(prefix: Path, ranks: int, topology: str, npus_per_dim: str | None = None) -> tuple[
+        api.SimulationResult, api.SimulationResult]:
+    options = api.SimulateOptions(topology=topology, npus_per_dim=npus_per_dim)
+    small = api.simulate(prefix, options, ranks=ranks)
+    full = api.simulate(prefix, options, ranks=ranks, exact=True)
+    assert full.plan is not None and not full.plan.reduced and len(full.ranks) == ranks
+    assert small.plan is not None and small.plan.reduced and len(small.ranks) < ranks
+    assert small.modelled_ranks == full.modelled_ranks == ranks
+    assert abs(small.step_ns - full.step_ns) <= 0.001 * full.step_ns
+    for rank in range(find_job(str(prefix)).ranks):  # rank r stands for every rank r mod K
+        mine, theirs = small.ranks[rank], full.ranks[rank]
+        assert abs(mine.comm_ns - theirs.comm_ns) <= 0.01 * theirs.comm_ns, (rank, mine, theirs)
+        assert abs(mine.step_ns - theirs.step_ns) <= 0.001 * theirs.step_ns
+    # every replica of a captured rank does the same in the full job
+    assert {r.step_ns for r in full.ranks[::2]} == {full.ranks[0].step_ns}
+    return small, full
+
+
+@pytest.mark.parametrize(("topology", "sizes"), [
+    ("Ring,Switch", "8,*"), ("Switch,Ring", "2,*"), ("FullyConnected,Ring", "4,*")])
+def test_reduced_equals_full_at_64_ranks(simulator: Path, capture: Path, topology: str, sizes: str) -> None:
+    """One captured rank a ring of the last dimension: the reduced job's last dimension is 2 NPUs,
+    and every rank's step and communication are the full job's to a few ns (ASTRA-sim's rounding
+    of each message to whole ns, which the fitted link matches on average)."""
+    small, full = _compare(capture, 64, topology, sizes)
+    assert small.plan is not None and small.plan.simulated_ranks == 64 // full.network.npus[-1] * 2
+    for mine, theirs in zip(small.ranks[:2], full.ranks[:2], strict=True):
+        assert abs(mine.step_ns - theirs.step_ns) <= 50 and abs(mine.comm_ns - theirs.comm_ns) <= 50
+
+
+@pytest.mark.parametrize("topology", ["Ring", "Switch"])
+def test_reduced_ring_of_both_captured_ranks(simulator: Path, capture: Path, topology: str) -> None:
+    """Both captured ranks on one ring (a single dimension): a ring of 64 stands for 128."""
+    small, _ = _compare(capture, 128, topology)
+    assert small.plan is not None and small.plan.simulated_ranks == 64
+
+
+def test_reduced_equals_full_at_8_ranks(simulator: Path, capture: Path) -> None:
+    small, full = _compare(capture, 8, "Ring,Switch", "2,*")
+    assert len(small.ranks) == 4 and abs(small.step_ns - full.step_ns) <= 50
+    assert all(abs(a.comm_ns - b.comm_ns) <= 50 for a, b in zip(small.ranks[:2], full.ranks[:2], strict=True))
+
+
+def test_a_ring_of_64_runs_full_and_says_why(simulator: Path, capture: Path) -> None:
+    result = api.simulate(capture, api.SimulateOptions(topology="Ring"), ranks=64)
+    assert result.plan is not None and not result.plan.reduced and len(result.ranks) == 64
+    assert "no wider than a reduced one (64)" in result.plan.describe()
+
+
+def test_small_collectives_keep_the_full_jobs_chunks(simulator: Path, capture: Path, tmp_path: Path) -> None:
+    """ASTRA-sim raises a chunk smaller than the job's NPU count to that count: the reduced job's
+    collectives are resized so that their chunks are the full job's."""
+    for rank in (0, 1):
+        shutil.copy(f"{capture}.{rank}.et", tmp_path / f"small.{rank}.et")
+    _resize(str(tmp_path / "small"), 2, {1056768: 100, 1063936: 5000})
+    small, _ = _compare(tmp_path / "small", 64, "Ring,Switch", "4,*")
+    assert small.plan is not None and small.plan.resize == ((100, 256),)  # 5000 bytes: chunks of 1,250
+
+
+def test_cli_says_which_job_ran(simulator: Path, capture: Path, tmp_path: Path) -> None:
+    done = run_cli("simulate", capture, "--ranks", "1048576", "--topology", "Switch", "--json", tmp_path / "r.json")
+    assert done.returncode == 0, done.stderr
+    assert "1,048,576 rank(s) on Switch 1048576" in done.stdout
+    assert "ran: 64 ranks on Switch 64" in done.stdout and "equivalent to 1,048,576 on Switch 1048576" in done.stdout
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["ranks"] == 1 << 20 and data["simulated_ranks"] == 64 and data["simulated_as"]["reduced"]
+    assert data["network"]["npus_per_dim"] == [1 << 20] and data["simulated_as"]["network"]["npus_per_dim"] == [64]
+    done = run_cli("simulate", capture, "--ranks", "3")
+    assert done.returncode == 1 and "a multiple of 2" in done.stderr
+
+
+# -- without the simulator: the choice ------------------------------------------------------------
+@pytest.mark.parametrize(("kwargs", "backend", "expected"), [
+    ({}, "aware", "the congestion-aware backend"),
+    ({"pg_name": "1", "groups": {"1": [0]}}, "unaware", "on communicator group 1, not every rank"),
+])
+def test_what_runs_full(tmp_path: Path, kwargs: dict[str, object], backend: str, expected: str) -> None:
+    prefix = write_job(tmp_path / "job", 2, **kwargs)  # type: ignore[arg-type]
+    job = find_job(str(prefix))
+    network = configs.network("Switch", 64)
+    setup = make_setup(1, None)
+    chosen = plan_for(job, network, 64, backend, setup, exact=False)
+    assert not chosen.reduced and expected in chosen.describe()
+    assert not plan_for(job, network, 64, "unaware", setup, exact=True).reduced
+
+
+def test_other_collective_algorithms_run_full(tmp_path: Path) -> None:
+    job = find_job(str(write_job(tmp_path / "job", 2)))
+    system = dict(SYSTEM, **{"all-reduce-implementation": ["direct"]})
+    chosen = reduced.plan(job, configs.network("Ring", 64), 64, system, "unaware")
+    assert not chosen.reduced and "only the ring all-reduce is modelled" in chosen.reason
+
+
+def test_one_captured_rank_reduces_to_two(tmp_path: Path) -> None:
+    job = find_job(str(write_job(tmp_path / "job", 1)))
+    chosen = reduced.plan(job, configs.network("Ring", 1024), 1024, SYSTEM, "unaware")
+    assert chosen.network is not None and chosen.network.npus == (2,) and chosen.worst_error < 1e-3
+
+
+@pytest.mark.parametrize("n", [64, 1024, 1 << 20])
+@pytest.mark.parametrize("topology", ["Ring", "Switch"])
+def test_the_model_times_the_reduced_ring_as_the_full_one(n: int, topology: str) -> None:
+    hops = reduced.HOPS[topology]
+    for k in (2, 16):
+        fitted = reduced._fit(n, k, hops, 500.0, 50.0, [n, n + 1, 1 << 21, 1 << 26], 10, 1600.0)
+        assert fitted is not None
+        latency, bandwidth, error = fitted
+        assert latency > 500 and 0 < bandwidth < 50 and error < 1e-3
+
+
+def test_sweep_takes_the_same_path(simulator: Path, capture: Path, tmp_path: Path) -> None:
+    """A sweep's point runs the reduced job where one is proven (its equality: the tests above)."""
+    done = run_cli("simulate", capture, "--sweep", "ranks=128", "--topology", "Switch", "--out", tmp_path / "s")
+    assert done.returncode == 0, done.stderr
+    point = json.loads((tmp_path / "s.json").read_text())["points"][0]
+    assert point["simulated_ranks"] == 64 and "equivalent to 128 on Switch 128" in point["simulated_as"]
+    assert "| 64 (reduced) |" in (tmp_path / "s.md").read_text()
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"preferred-dataset-splits": None}, "preferred-dataset-splits is None"),
+    ({"model-shared-bus": 1}, "model-shared-bus is not modelled"),
+    ({"boost-mode": 1}, "boost-mode is not modelled"),
+])
+def test_system_configurations_not_modelled_run_full(tmp_path: Path, change: dict[str, object], expected: str) -> None:
+    job = find_job(str(write_job(tmp_path / "job", 2)))
+    chosen = reduced.plan(job, configs.network("Ring", 1024), 1024, {**SYSTEM, **change}, "unaware")
+    assert not chosen.reduced and expected in chosen.reason
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), [
+    ({"collective": "direct"}, "all-reduce-implementation direct: only the ring all-reduce is modelled"),
+    ({"collective": "halvingDoubling"}, "only the ring all-reduce is modelled"),
+    ({"collective": "doubleBinaryTree"}, "only the ring all-reduce is modelled"),
+    ({"active_chunks": 2}, "active-chunks-per-dimension 2: only 1 is proven"),
+])
+def test_simulate_options_not_modelled_run_full(tmp_path: Path, kwargs: dict[str, object], expected: str) -> None:
+    job = find_job(str(write_job(tmp_path / "job", 2)))
+    setup = make_setup(1, None, **kwargs)  # type: ignore[arg-type]
+    chosen = plan_for(job, configs.network("Switch", 1024), 1024, "unaware", setup, exact=False)
+    assert not chosen.reduced and expected in chosen.reason
+
+
+def test_a_network_file_of_n_ranks_gives_the_reduced_job_its_own(simulator: Path, capture: Path,
+                                                                  tmp_path: Path) -> None:
+    (tmp_path / "net.yml").write_text("topology: [ Ring, Switch ]\nnpus_count: [ 8, 16 ]\n"
+                                      "bandwidth: [ 50, 50 ]\nlatency: [ 500, 500 ]\n")
+    options = api.SimulateOptions(network_config=str(tmp_path / "net.yml"))
+    small = api.simulate(capture, options, ranks=128)
+    full = api.simulate(capture, api.SimulateOptions(topology="Ring,Switch", npus_per_dim="8,16"), ranks=128,
+                        exact=True)
+    assert small.plan is not None and small.plan.simulated_ranks == 16
+    assert abs(small.step_ns - full.step_ns) <= 50
