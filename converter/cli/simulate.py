@@ -124,7 +124,7 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
     if args.out or args.ray or args.jobs != 1:
         args.usage_error("--out, --jobs and --ray are for --sweep")
     if args.ranks is None and (args.work_dir or args.compact or args.exact):
-        args.usage_error("--work-dir, --compact and --exact are for --ranks or --sweep (compact one job with the "
+        args.usage_error("--work-dir, --compact and --exact are for --sweep or --ranks (compact one job with the "
                          "compact command)")
     bar = _Bar(reporter.shows_progress)
     try:
@@ -259,7 +259,7 @@ def result_lines(result: api.SimulationResult) -> list[str]:
                      f"{f'{r.sends}/{r.recvs}':>9} {r.nodes:>9,}{mark}")
     if len(shown) < len(result.ranks):
         steps = [r.step_ns / 1e6 for r in result.ranks]
-        lines.append(f"  ... {len(result.ranks) - len(shown):,} more simulated; step per rank min / median / max: "
+        lines.append(f"  ... {len(result.ranks) - len(shown):,} more; step per rank min / median / max: "
                      f"{min(steps):,.3f} / {statistics.median(steps):,.3f} / {max(steps):,.3f} ms")
     lines.append("  (comm = transfer + waiting: a collective waits until the last rank of its group issues it; "
                  "docs/simulating.md)")
