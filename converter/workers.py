@@ -152,6 +152,8 @@ def become_worker(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _exit_on_signal)
+    with suppress(ValueError):  # the parent's wake-up pipe (cli/signals.py) is not ours to write into
+        signal.set_wakeup_fd(-1)
     _signal_on_parent_death()
     _quiet_stderr()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)

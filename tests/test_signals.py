@@ -29,6 +29,7 @@ from chakra_convert_fast.converter import api, cli
 
 from .clirun import CLI, ERROR_PREFIX, kill_session, listing
 from .linkcases import edge_case_pair
+from .simjobs import write_job
 from .tracebuild import trace, two_threads
 from .traces import ROOT
 
@@ -434,3 +435,50 @@ def test_main_in_this_process_leaves_no_signal_blocked(tmp_path: Path) -> None:
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == blocked
     api.convert(merged, tmp_path / "b.et")  # a library commit after main(): nothing held
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == blocked
+
+
+# -- round three (issue 29): two signals at once -------------------------------------------------------
+def _sleeping_simulator(tmp_path: Path) -> Path:
+    home = tmp_path / "fake-astra-sim"
+    (home / "bin").mkdir(parents=True)
+    for name in ("AstraSim_Analytical_Congestion_Unaware", "AstraSim_Analytical_Congestion_Aware"):
+        script = home / "bin" / name
+        script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(120)\n")
+        script.chmod(0o755)
+    return home
+
+
+def _two_signals_case(command: str, tmp_path: Path, big_trace: Path) -> tuple[list[str | Path], Callable[..., bool]]:
+    out = tmp_path / "out"
+    out.mkdir()
+    if command == "convert":
+        return ["convert", big_trace, out / "o.et"], writing_into(out)
+    if command == "text":
+        return ["text", ROOT / "tests" / "data" / "text" / "data.txt", out / "w", "--npus", "4",
+                "--passes", "1000000"], writing_into(out)
+    write_job(tmp_path / "job", 2)
+    return ["simulate", tmp_path / "job", "--astra-sim-bin", _sleeping_simulator(tmp_path),
+            "--json", out / "r.json"], has_worker
+
+
+@pytest.mark.parametrize("command", ["convert", "text", "simulate"])
+@pytest.mark.parametrize(("signals", "status"), [
+    ((signal.SIGTERM, signal.SIGINT), signal.SIGTERM),
+    ((signal.SIGINT, signal.SIGHUP, signal.SIGINT), signal.SIGHUP),
+    ((signal.SIGINT, signal.SIGINT), signal.SIGINT),
+], ids=["TERM+INT", "INT+HUP+INT", "INT+INT"])
+def test_signals_together_end_with_one_line_and_no_traceback(command: str, signals: tuple[int, ...], status: int,
+                                                             big_trace: Path, tmp_path: Path) -> None:
+    """Issue 29: SIGTERM and SIGINT at once printed ``OSError: Signal 15 ignored due to race
+    condition`` (a traceback) and exited 130. Signals that arrive together (the process stopped)
+    have no order the kernel keeps: the strongest (SIGTERM, then SIGHUP, then SIGINT) ends the
+    command, with its one line; the others are dropped."""
+    args, phase = _two_signals_case(command, tmp_path, big_trace)
+    process, group = start(args, phase)
+    for signum in signals[:-1]:
+        os.kill(process.pid, signum)
+    stderr = signal_and_wait(process, group, signals[-1])
+    assert "Traceback" not in stderr and "race condition" not in stderr, stderr
+    assert_stopped_cleanly(process, stderr, status)
+    assert_no_live_child(group)
+    assert listing(tmp_path / "out") == []
