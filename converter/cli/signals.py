@@ -38,7 +38,7 @@ class Terminated(BaseException):
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _AGAIN_SECONDS = 0.01
 #: Of stop signals received together, the one that ends the command.
-_STRENGTH = {signal.SIGINT: 1, signal.SIGHUP: 2, signal.SIGTERM: 3}
+_STRENGTH: dict[int, int] = {signal.SIGINT: 1, signal.SIGHUP: 2, signal.SIGTERM: 3}
 #: The wake-up pipe's descriptors (read, write) and the wake-up descriptor it replaced; -1: none.
 _WAKEUP = {"read": -1, "write": -1, "previous": -1}
 
