@@ -8,6 +8,7 @@ simulated time in the real ASTRA-sim is in tests/test_compact_astra_sim.py.
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -242,6 +243,40 @@ def test_compact_command_errors_are_one_line(tmp_path: Path) -> None:
     write(tmp_path / "bad.et", [(1, "cpu", 5, [7], [])])
     done = cli("compact", tmp_path / "bad.et", tmp_path / "out.et")
     assert done.returncode == 1 and "no node of the file" in done.stderr and not (tmp_path / "out.et").exists()
+
+
+def test_compact_refuses_a_gap_in_the_ranks(tmp_path: Path) -> None:
+    """Issue 29: ranks 0, 1, 3 were "compacted 2 rank(s)" (rank 3 dropped silently)."""
+    specs = CASES["a collective is never merged, nor merged across"][0]
+    for rank in (0, 1, 3):
+        write(tmp_path / f"trace.{rank}.et", specs)
+    done = cli("compact", tmp_path / "trace", tmp_path / "small")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "trace.2.et: rank 2 of 0..3 is missing (1 missing): ranks 0..1 are there, then trace.3.et" in done.stderr
+    assert not list(tmp_path.glob("small*")) and not list(tmp_path.glob(".*"))
+
+
+def test_compact_refuses_another_jobs_rank_files_beside_the_new_ones(tmp_path: Path) -> None:
+    """Issue 29: compacting 2 ranks into a prefix holding 4 left small.2.et and small.3.et of the
+    other job beside the 2 new files: one job of two."""
+    specs = CASES["a collective is never merged, nor merged across"][0]
+    for rank in (0, 1):
+        write(tmp_path / f"trace.{rank}.et", specs)
+    for rank in range(4):
+        (tmp_path / f"small.{rank}.et").write_bytes(b"old")
+    done = cli("compact", tmp_path / "trace", tmp_path / "small")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "small.2.et: exists (2 rank file(s) of small beyond the 2 rank(s) of" in done.stderr, done.stderr
+    assert all((tmp_path / f"small.{rank}.et").read_bytes() == b"old" for rank in range(4))
+
+
+def test_compact_calls_a_fifo_input_what_it_is(tmp_path: Path) -> None:
+    """Issue 29: a FIFO input was "IN.0.et: no such file" (taken for a prefix of rank files)."""
+    os.mkfifo(tmp_path / "in.et")
+    done = cli("compact", tmp_path / "in.et", tmp_path / "out.et")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "in.et: is a FIFO, not a regular file" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.et"]
 
 
 def test_convert_compact_writes_the_compacted_graph(tmp_path: Path) -> None:

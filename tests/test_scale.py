@@ -241,6 +241,32 @@ def test_missing_rank(gpt2_job: Path, tmp_path: Path) -> None:
     assert_refused(done, tmp_path / "out", "no ranks found", "(name the job's prefix, j, not one of its files)")
 
 
+def _memory_limit() -> None:
+    limit = 2 << 30  # set(range(N)) of the old check would have taken the machine's memory
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def test_a_stray_rank_number_costs_nothing_and_is_named(gpt2_job: Path, tmp_path: Path) -> None:
+    """Issue 29: an empty ``j.30000000.et`` beside ranks 0 and 1 cost 3 GB (``set(range(N))``); a
+    larger number the machine's memory. It is refused by name, at the cost of the listing."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for rank in (0, 1):
+        (folder / f"j.{rank}.et").write_bytes(Path(f"{gpt2_job}.0.et").read_bytes())
+    (folder / "j.3000000000.et").touch()
+    done = run_cli("scale", folder / "j", tmp_path / "out" / "x", "--ranks", "4", preexec_fn=_memory_limit)
+    assert_refused(done, tmp_path / "out", "j.2.et: rank 2 of 0..3000000000 is missing (2,999,999,998 missing)",
+                   "ranks 0..1 are there, then j.3000000000.et", "a stray or another job's rank file?")
+
+
+@pytest.mark.parametrize(("ranks", "gap"), [
+    ([], None), ([0], None), ([0, 1, 2], None), ([1], 0), ([0, 2], 1), ([0, 1, 3], 2), ([0, 1, 2, 10**12], 3),
+])
+def test_first_gap(ranks: list[int], gap: int | None) -> None:
+    from chakra_convert_fast.converter.ranks.discover import first_gap
+    assert first_gap(ranks) == gap
+
+
 def test_ranks_of_different_jobs(gpt2_job: Path, tmp_path: Path) -> None:
     """A rank of another model (other collectives), and a rank of another run of the same job
     (same collectives, captured a minute later): both refused, after rank 0 was already read."""

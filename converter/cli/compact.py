@@ -29,7 +29,7 @@ def add(commands: Any) -> None:
 
 
 def _run_compact(args: argparse.Namespace, reporter: Reporter) -> int:
-    if os.path.isfile(args.input):
+    if os.path.lexists(args.input) and not os.path.isdir(args.input):  # one file (a FIFO is refused as one)
         with ProgressBars(reporter.shows_progress) as bars:
             result = api.compact(args.input, args.output, progress=bars.progress)
         reporter.compaction(result)

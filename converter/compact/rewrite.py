@@ -27,6 +27,7 @@ from ..et import encode, wire
 from ..et.decode import EtTrace, field_spans, iter_records, read_et
 from ..et.records import Malformed, attribute
 from ..io import OutputSet, OutputTarget, SpillFile, atomic_output, check_input, check_output
+from ..ranks.discover import foreign_rank_files, job_rank_files
 from ..schema.chakra import ATTRIBUTE_FIELDS, NODE_FIELDS, WIRE_VARINT
 from .plan import SUMMED, Plan, plan
 
@@ -238,23 +239,18 @@ def _attr(decided: Plan, row: int, field: bytes, payload: bytes) -> bytes:
 _ZIGZAG = frozenset({ATTRIBUTE_FIELDS["sint32_val"][0], ATTRIBUTE_FIELDS["sint64_val"][0]})
 
 
-def rank_files(prefix: str) -> list[str]:
-    """``<prefix>.0.et``, ``<prefix>.1.et``, ... up to the first rank that has no file."""
-    found: list[str] = []
-    while os.path.exists(f"{prefix}.{len(found)}.et"):
-        found.append(f"{prefix}.{len(found)}.et")
-    return found
-
-
 def compact_ranks(in_prefix: str, out_prefix: str, on_rank_done: Callable[[CompactResult], None] | None = None
                   ) -> list[CompactResult]:
     """Every rank ``<in_prefix>.<r>.et`` compacted into ``<out_prefix>.<r>.et``, read one at a time
-    and written all or nothing (``io.OutputSet``: a failure leaves every old file as it was)."""
-    inputs = rank_files(in_prefix)
-    if not inputs and os.path.isdir(in_prefix):
+    and written all or nothing (``io.OutputSet``: a failure leaves every old file as it was). A gap
+    in the ranks is refused (``ranks.discover.job_rank_files``), and so are rank files of another
+    job under ``out_prefix`` beyond the new ones."""
+    if os.path.isdir(in_prefix):
         raise TraceFormatError(in_prefix, "is a directory: name a .et file, or the PREFIX of PREFIX.<rank>.et files")
-    if not inputs:
-        raise TraceFormatError(f"{in_prefix}.0.et", "no such file: no rank to compact under this prefix")
+    if os.path.lexists(in_prefix):  # a file, not a prefix: what it is (a FIFO, a device) is the error
+        check_input(in_prefix)
+    inputs = job_rank_files(in_prefix)
+    foreign_rank_files(out_prefix, len(inputs), f"the {len(inputs)} rank(s) of {os.path.basename(in_prefix)}")
     targets = []
     for rank, source in enumerate(inputs):  # every output checked before any work
         output = f"{out_prefix}.{rank}.et"

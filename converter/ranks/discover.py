@@ -1,4 +1,5 @@
-"""Finding each rank's host and Kineto traces in a directory.
+"""Finding each rank's traces: the host and Kineto traces in a directory (``discover``), and the
+rank files ``PREFIX.<r>.et`` of a job (``job_rank_files``; ``foreign_rank_files`` for outputs).
 
 A file is a Kineto (device) trace if its top-level object has ``traceEvents``, a host trace if it
 has ``nodes`` (other JSON files, such as ``chakra-profile``'s summary, are ignored). The rank of a
@@ -14,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConverterError
+from ..errors import ConverterError, OutputError, TraceFormatError
 from ..jsonstream import JsonObjectStream
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -96,3 +97,66 @@ def _sniff(path: str) -> tuple[str | None, dict[str, Any]]:
             elif key == "traceEvents":  # Kineto writes distributedInfo before it
                 return "device", info
     return None, info
+
+
+# -- a job's rank files: PREFIX.0.et .. PREFIX.<N-1>.et ---------------------------------------------
+def et_ranks(folder: str, base: str) -> list[int]:
+    """The ranks ``r`` of the files ``base.<r>.et`` in ``folder`` (decimal, no leading zero),
+    sorted: one listing, no file opened. Raises ``OSError`` if the folder cannot be listed."""
+    pattern = re.compile(re.escape(base) + r"\.(0|[1-9][0-9]*)\.et")
+    return sorted(int(m.group(1)) for m in map(pattern.fullmatch, os.listdir(folder or ".")) if m)
+
+
+def job_rank_files(prefix: str) -> list[str]:
+    """``PREFIX.0.et`` .. ``PREFIX.<N-1>.et``, every one of them.
+
+    A gap is refused, naming the first missing rank and the first file after it (a stray
+    ``PREFIX.30000000.et`` beside ranks 0 and 1 is named as such): the cost is the listing and a
+    sort, never anything of the size of the largest rank number (``set(range(N))`` took 3 GB)."""
+    folder, base = os.path.split(prefix)
+    if not base:
+        raise ConverterError(f"{prefix!r}: name a prefix of .et files (PREFIX for PREFIX.0.et, PREFIX.1.et, ...)")
+    try:
+        ranks = et_ranks(folder, base)
+    except OSError as exc:
+        raise TraceFormatError(folder or ".", f"cannot list: {exc.strerror or exc}") from None
+    if not ranks:
+        named = re.fullmatch(r"(.+)\.[0-9]+\.et", base)
+        hint = f" (name the job's prefix, {named.group(1)}, not one of its files)" if named else ""
+        raise TraceFormatError(prefix, f"no ranks found: no {base}.<rank>.et in {folder or '.'}{hint}")
+    gap = first_gap(ranks)
+    if gap is not None:
+        last, after = ranks[-1], ranks[gap]
+        there = f"ranks 0..{gap - 1} are there, then" if gap else "the first rank file is"
+        raise TraceFormatError(
+            f"{prefix}.{gap}.et", f"rank {gap} of 0..{last} is missing ({last + 1 - len(ranks):,} missing): {there} "
+                                  f"{base}.{after}.et (a job's ranks are {base}.0.et .. {base}.<N-1>.et; "
+                                  "a stray or another job's rank file?)")
+    return [f"{prefix}.{rank}.et" for rank in ranks]
+
+
+def first_gap(ranks: list[int]) -> int | None:
+    """The first number missing from the sorted, distinct ``ranks`` (None: they are 0..N-1)."""
+    if not ranks or ranks[-1] == len(ranks) - 1:
+        return None
+    low, high = 0, len(ranks) - 1  # ranks[i] == i holds for a prefix of the list: find its end
+    while low < high:
+        middle = (low + high) // 2
+        if ranks[middle] == middle:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def foreign_rank_files(out_prefix: str, ranks: int, option: str) -> None:
+    """Refuse ``OUT.<r>.et`` files with ``r >= ranks``: another job's rank files left beside the
+    ``ranks`` new ones would make one job of the two (``option`` says where the count came from)."""
+    folder, base = os.path.split(out_prefix)
+    try:
+        stale = [r for r in et_ranks(folder, base) if r >= ranks]
+    except OSError:  # the output checks say what is wrong with the folder
+        return
+    if stale:
+        raise OutputError(f"{out_prefix}.{stale[0]}.et", f"exists ({len(stale)} rank file(s) of {base} beyond "
+                          f"{option}): remove them or choose another prefix, so two jobs do not mix")

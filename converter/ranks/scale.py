@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -43,7 +42,7 @@ from ..et.decode import EtTrace, attribute_spans, read_et
 from ..io import OutputSet, OutputTarget, check_output, output_directory, same_file
 from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
-from . import commgroups
+from . import commgroups, discover
 
 #: ``progress(stage, done, total)``: "ranks" written so far of the N.
 Progress = Callable[[str, int, int], None]
@@ -82,24 +81,7 @@ class _Groups:
 
 def find_ranks(in_prefix: str) -> list[str]:
     """``IN.<k>.et`` for k = 0..K-1; an error names a missing rank or an empty prefix."""
-    folder, base = os.path.split(in_prefix)
-    if not base:
-        raise ConverterError(f"{in_prefix!r}: name a prefix of .et files (IN for IN.0.et, IN.1.et, ...)")
-    try:
-        names = os.listdir(folder or ".")
-    except OSError as exc:
-        raise TraceFormatError(folder or ".", f"cannot list: {exc.strerror or exc}") from None
-    pattern = re.compile(re.escape(base) + r"\.(0|[1-9][0-9]*)\.et")
-    ranks = sorted(int(m.group(1)) for m in map(pattern.fullmatch, names) if m)
-    if not ranks:
-        named = re.fullmatch(r"(.+)\.[0-9]+\.et", base)
-        hint = f" (name the job's prefix, {named.group(1)}, not one of its files)" if named else ""
-        raise TraceFormatError(in_prefix, f"no ranks found: no {base}.<rank>.et in {folder or '.'}{hint}")
-    missing = sorted(set(range(ranks[-1] + 1)) - set(ranks))
-    if missing:
-        raise TraceFormatError(f"{in_prefix}.{missing[0]}.et", f"rank {missing[0]} of 0..{ranks[-1]} is missing "
-                               f"({len(missing)} missing): a job's ranks are {base}.0.et .. {base}.{ranks[-1]}.et")
-    return [f"{in_prefix}.{rank}.et" for rank in ranks]
+    return discover.job_rank_files(in_prefix)
 
 
 def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | None = None,
@@ -160,15 +142,9 @@ def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | N
 def _targets(out_prefix: str, ranks: int, inputs: Sequence[str]) -> list[OutputTarget]:
     """Every output checked before any work: OUT.<r>.et, then OUT.comm_group.json; a rank file
     of the prefix beyond N (another job's) is refused rather than left to mix with this one."""
-    folder, base = os.path.split(out_prefix)
-    if not base:
+    if not os.path.basename(out_prefix):
         raise OutputError(out_prefix, "name a prefix for the outputs (OUT for OUT.0.et, OUT.1.et, ...)")
-    pattern = re.compile(re.escape(base) + r"\.(0|[1-9][0-9]*)\.et")
-    stale = sorted(int(m.group(1)) for m in map(pattern.fullmatch, os.listdir(folder or ".")) if m)
-    stale = [r for r in stale if r >= ranks]
-    if stale:
-        raise OutputError(f"{out_prefix}.{stale[0]}.et", f"exists ({len(stale)} rank file(s) of {base} beyond "
-                          f"--ranks {ranks}): remove them or choose another prefix, so two jobs do not mix")
+    discover.foreign_rank_files(out_prefix, ranks, f"--ranks {ranks}")
     group_target = check_output(commgroups.path_for(out_prefix), *inputs)  # the folder is writable
     real_folder = os.path.dirname(group_target.final)
     targets = []
