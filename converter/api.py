@@ -230,7 +230,8 @@ def check(paths: PathArg | Sequence[PathArg], comm_groups: PathArg | None = None
     traces = [read_et(path) for path in files]
     group_path = given if given is not None else _job_comm_groups(files)
     report = _check(traces, None if group_path is None else
-                    commgroups.read(group_path, "--comm-groups" if given is not None else "communicator group file"))
+                    commgroups.read(group_path, "--comm-groups" if given is not None else "communicator group file",
+                                    check_ids=False))  # check reports bad ids among its problems
     report.comm_group_path = group_path
     return report
 

@@ -39,7 +39,8 @@ class _FileProblem(ConverterError):
     def __init__(self, path: str, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
-        super().__init__(f"{shown(self.path)}: {problem}" if self.path else problem)
+        # the problem may quote other paths (an input, a log): shown the same way, on the same line
+        super().__init__(f"{shown(self.path)}: {shown(problem)}" if self.path else shown(problem))
 
 
 class TraceFormatError(_FileProblem):

@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -334,3 +335,65 @@ def test_check_takes_one_path_as_a_list_of_one(et_file: Path) -> None:
     """A single path used to be iterated letter by letter."""
     assert [f.path for f in api.check(et_file).files] == [str(et_file)]
     assert [f.path for f in api.check(str(et_file)).files] == [str(et_file)]
+
+
+# -- round three (issue 29): outside simulate's own code --------------------------------------------
+ASTRA_DATA = Path(__file__).parent / "data" / "astra_sim"
+_REPLAY = f"""
+import re, sys
+config = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--logging-configuration="))
+target = re.search(r'filename = "(.*)"', open(config).read()).group(1)
+open(target, "w").write(open({str(ASTRA_DATA / "tiny.events.log")!r}).read())
+"""
+
+
+def _replaying_simulator(tmp_path: Path) -> Path:
+    """A stand-in for ASTRA-sim that writes a real run's log of the two-rank job ``tiny``."""
+    home = tmp_path / "fake-astra-sim"
+    (home / "bin").mkdir(parents=True)
+    for name in ("AstraSim_Analytical_Congestion_Unaware", "AstraSim_Analytical_Congestion_Aware"):
+        script = home / "bin" / name
+        script.write_text(f"#!{sys.executable}\n{_REPLAY}")
+        script.chmod(0o755)
+    return home
+
+
+def _tiny_job(tmp_path: Path) -> Path:
+    for rank in (0, 1):
+        (tmp_path / f"job.{rank}.et").write_bytes((ASTRA_DATA / f"tiny.{rank}.et").read_bytes())
+    return tmp_path / "job"
+
+
+def test_a_full_stdout_names_standard_output_whoever_prints(tmp_path: Path) -> None:
+    """Issue 29: ``simulate > /dev/full`` said only "No space left on device" (its table is printed
+    with ``print``): every write to the process's stdout now names it."""
+    job, simulator = _tiny_job(tmp_path), _replaying_simulator(tmp_path)
+    for extra in ([], ["--json"]):
+        with open("/dev/full", "w") as full:
+            process = subprocess.run([*CLI, "simulate", str(job), "--astra-sim-bin", str(simulator), *extra],
+                                     stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert process.returncode == 1, process.stderr
+        assert process.stderr.splitlines() == [
+            ERROR_PREFIX + "cannot write to standard output: No space left on device"], process.stderr
+
+
+@pytest.mark.parametrize("key", ["\u00b2", "\u0663", str(10**23), " 1"])
+def test_group_ids_are_ascii_decimal_in_astra_sims_range(key: str, tmp_path: Path) -> None:
+    """Issue 29: group id "²" was ``internal error: ValueError`` in simulate; "٣" and 10^23 passed
+    its check (ASTRA-sim then aborted). One check, in the group file's reader, for every command
+    (scale's table: tests/test_scale.py)."""
+    job = _tiny_job(tmp_path)
+    Path(f"{job}.comm_group.json").write_text(json.dumps({key: [0, 1]}))
+    done = run_cli("simulate", job, "--astra-sim-bin", _replaying_simulator(tmp_path))
+    assert_one_error(done, f"job.comm_group.json: group id {key!r}: ASTRA-sim needs whole numbers > 0, in ASCII "
+                           "decimal digits, at most 2,147,483,647")
+
+
+def test_a_newline_in_a_name_is_escaped_in_the_whole_message(tmp_path: Path) -> None:
+    """Issue 29: the subject was escaped, the body (another path quoted in it) was not: two lines."""
+    source = tmp_path / "two\nlines.json"
+    source.write_text(json.dumps(GOOD))
+    line = assert_one_error(run_cli("convert", source, source), "would overwrite the input")
+    assert line.count("two\\nlines.json") == 2, line
+    line = assert_one_error(run_cli("--log-filename", source, "convert", source, tmp_path / "o.et"))
+    assert line.count("two\\nlines.json") == 2, line

@@ -310,7 +310,10 @@ def test_collectives_differ_on_a_named_group(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("groups", "expected"), [
     ({"1": [0, 1, 5]}, "communicator group 1 names rank(s) [5] but the job has 4 rank(s)"),
-    ({"0": [0, 1]}, "ids must be decimal integers > 0"),
+    ({"0": [0, 1]}, "group id '0': ASTRA-sim needs whole numbers > 0"),
+    ({"\u00b2": [0, 1]}, "group id '\u00b2': ASTRA-sim needs whole numbers > 0, in ASCII decimal digits"),
+    ({"\u0663": [0, 1]}, "group id '\u0663': ASTRA-sim needs whole numbers > 0, in ASCII decimal digits"),
+    ({str(10**23): [0, 1]}, f"group id '{10**23}': ASTRA-sim needs whole numbers > 0"),
     ({"1": "0,1"}, "its ranks must be a list of integers"),
     ({"1": [0, 1], "2": [2, 3]}, "node 3 'op3' is on group '3', which is not in"),
     ({"1": [0, 2], "2": [1, 3], "3": [0, 1, 2, 3]}, "is on group 1 [0, 2], which does not hold rank 1"),

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 
 from .. import api
-from ..errors import ConverterError
+from ..errors import ConverterError, shown
 from . import check, compact, convert, convert_all, generate, jsonize, link, repair, scale, simulate, text, visualize
 from .common import PROG, version
 from .report import Reporter, describe_failure, flush_stdout, standard_streams
@@ -134,7 +134,7 @@ def _interrupted(reporter: Reporter | None, what: str, status: int) -> int:
 def _fail(reporter: Reporter | None, message: str, status: int) -> int:
     if reporter is None:  # before the options were read: plain stderr
         with suppress(OSError, ValueError, AttributeError):
-            print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+            print(f"{PROG}: error: {shown(message)}", file=sys.stderr, flush=True)
     else:
         reporter.error(message)
     return status

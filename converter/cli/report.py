@@ -7,12 +7,12 @@ import logging
 import os
 import sys
 from contextlib import suppress
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from tqdm import tqdm
 
 from .. import api
-from ..errors import ConverterError
+from ..errors import ConverterError, shown
 from ..jsonstream import C_SCANNER
 from .common import PROG
 
@@ -27,6 +27,33 @@ def standard_streams() -> None:
             with suppress(OSError, ValueError):
                 setattr(sys, name, open(fd, "w", buffering=1, encoding="utf-8",  # noqa: SIM115
                                         errors="backslashreplace", closefd=False))
+    if sys.stdout is not None and sys.stdout is sys.__stdout__:  # this process's own stdout (not a caller's)
+        sys.stdout = _NamedStdout(sys.stdout)
+
+
+class _NamedStdout:
+    """The process's stdout, for every writer (``print`` included): a write or flush that fails
+    (``> /dev/full``, a closed pipe) is the command's one line naming standard output, not a bare
+    "No space left on device"."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            written: int = self._stream.write(text)
+        except OSError as exc:
+            _stdout_failed(exc)
+        return written
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            _stdout_failed(exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def write_stdout(text: str) -> None:
@@ -47,7 +74,7 @@ def flush_stdout() -> None:
         _stdout_failed(exc)
 
 
-def _stdout_failed(exc: BaseException) -> None:
+def _stdout_failed(exc: BaseException) -> NoReturn:
     with suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -156,7 +183,7 @@ class Reporter:
         self._log(logging.WARNING, message)
 
     def error(self, message: str) -> None:
-        self._log(logging.ERROR, message)
+        self._log(logging.ERROR, shown(message))  # one line, whatever a name in it holds
 
     def _log(self, level: int, message: str) -> None:
         # names that are not UTF-8 (surrogates) as \xNN, the way errors show them

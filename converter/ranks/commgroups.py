@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import TraceFormatError
 from ..io import OutputTarget, atomic_text_output, check_output, read_side_input
 from ..jsonstream import JsonObjectStream
-from ..schema.astra import ALL_RANKS_GROUPS, group_id
+from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
 from .discover import distributed_info
 
 #: The file beside ``PREFIX.<rank>.et``: ``PREFIX`` + this.
@@ -47,11 +47,13 @@ def find(prefix: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def read(path: str | os.PathLike[str], option: str = "communicator group file") -> dict[str, Any]:
+def read(path: str | os.PathLike[str], option: str = "communicator group file", *,
+         check_ids: bool = True) -> dict[str, Any]:
     """A communicator group file as it is (``{"<id>": [ranks]}`` expected; the caller checks the
-    entries), read as a side input (``io.read_side_input``: a FIFO, device, directory or a file
+    members), read as a side input (``io.read_side_input``: a FIFO, device, directory or a file
     over its size bound is refused naming ``option``); raises ``TraceFormatError`` if it cannot be
-    read or is not a JSON object."""
+    read, is not a JSON object, or (``check_ids``) has a key that is not a group id ASTRA-sim takes
+    (``schema.astra.group_id``: ASCII decimal, 1 to 2,147,483,647: "²", "٣" and 10^23 are not)."""
     path = os.fspath(path)
     try:
         groups = json.loads(read_side_input(path, option))
@@ -59,7 +61,16 @@ def read(path: str | os.PathLike[str], option: str = "communicator group file") 
         raise TraceFormatError(path, f"not a JSON communicator group file: {exc}") from None
     if not isinstance(groups, dict):
         raise TraceFormatError(path, 'not a communicator group file: expected {"<id>": [ranks], ...}')
+    for key in groups if check_ids else ():
+        if not group_id(key):
+            raise TraceFormatError(path, f"group id {shown(key)}: ASTRA-sim needs whole numbers > 0, in ASCII "
+                                         f"decimal digits, at most {MAX_GROUP_ID:,}")
     return groups
+
+
+def shown(key: str, limit: int = 40) -> str:
+    """A group id as a message quotes it: ``repr``, cut after ``limit`` characters."""
+    return repr(key) if len(key) <= limit else f"{key[:limit]!r}... ({len(key):,} characters)"
 PROCESS_GROUP_INIT = "process_group:init"
 
 

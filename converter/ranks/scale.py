@@ -161,9 +161,7 @@ def _read_groups(path: str, captured: int, ranks: int) -> _Groups:
     raw = commgroups.read(path)
     groups = _Groups()
     for name, members in raw.items():
-        number = group_id(name)
-        if number is None or number == 0:
-            raise TraceFormatError(path, f"communicator group {name!r}: ids must be decimal integers > 0")
+        number = group_id(name) or 0  # commgroups.read refused every other id
         if not isinstance(members, list) or not members or any(type(m) is not int for m in members):
             raise TraceFormatError(path, f"communicator group {name}: its ranks must be a list of integers")
         outside = sorted({m for m in members if not 0 <= m < captured})
