@@ -482,3 +482,27 @@ def test_signals_together_end_with_one_line_and_no_traceback(command: str, signa
     assert_stopped_cleanly(process, stderr, status)
     assert_no_live_child(group)
     assert listing(tmp_path / "out") == []
+
+
+def _files_written(directory: Path, count: int) -> Callable[[psutil.Process], bool]:
+    """At least ``count`` files written in ``directory`` or a staging directory in it."""
+    def written(_process: psutil.Process) -> bool:
+        found = 0
+        for folder in [directory, *directory.glob(".chakra-staging-*")]:
+            with suppress(OSError):
+                found += len(os.listdir(folder))
+        return found >= count
+    return written
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_generate_stopped_half_way_writes_nothing_and_says_so_in_a_short_line(signum: int, tmp_path: Path) -> None:
+    """Issue 29: SIGTERM left 4k-28k files and a "one line" error of 0.2-1.9 MB naming every one of
+    them. The files are written through ``io.OutputSet``: all or nothing."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "ALL_REDUCE.0.et").write_bytes(b"old")
+    process, group = start(["generate", out, "--num-npus", "2000"], _files_written(out, 100))
+    stderr = signal_and_wait(process, group, signum)
+    assert_stopped_cleanly(process, stderr, signum)
+    assert listing(out) == ["ALL_REDUCE.0.et"] and (out / "ALL_REDUCE.0.et").read_bytes() == b"old"

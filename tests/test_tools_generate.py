@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from chakra_convert_fast.converter import api
-from tests.clirun import assert_one_error, run_cli
+from tests.clirun import as_nobody, assert_one_error, run_cli, shared_directory
 
 
 def reference(directory: Path, *options: str) -> dict[str, bytes]:
@@ -43,6 +46,48 @@ def test_dashed_options_and_default_directory(tmp_path: Path) -> None:
 
 
 def test_bad_options(tmp_path: Path) -> None:
-    assert_one_error(run_cli("generate", tmp_path, "--default_runtime", "-1"), "default_runtime")
+    for option, value, stated in (("--default_runtime", "-1", "from 0 to 18,446,744,073,709,551,615"),
+                                  ("--num-npus", "65537", "from 1 to 65,536"),  # 14 files each: a bound
+                                  ("--num-npus", "0", "from 1 to 65,536"),
+                                  ("--num_npus", "\u0663", "a whole number"),
+                                  ("--default_comm_size", str(1 << 63), "from -9,223,372,036,854,775,808")):
+        done = run_cli("generate", tmp_path / "new", option, value)
+        assert done.returncode == 2 and stated in done.stderr.splitlines()[-1], (option, value, done.stderr)
+        assert "Traceback" not in done.stderr and not (tmp_path / "new").exists()
     (tmp_path / "file").write_text("x")
     assert_one_error(run_cli("generate", tmp_path / "file"), "not a directory")
+
+
+@contextmanager
+def small_tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
+    """A file system of ``size`` bytes, for a real full disk (mounting needs root)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0777", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"a full disk needs a small tmpfs, and mounting one failed: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_full_disk_leaves_every_old_file_and_no_new_one(tmp_path: Path, user: str) -> None:
+    """Issue 29: on a full disk ``generate`` left 256 of 2,800 files. All or nothing now."""
+    if user == "nobody" and os.geteuid() != 0:
+        pytest.skip("the tests run unprivileged already (the root case is this one)")
+    with shared_directory() as shared, small_tmpfs(shared, "256k") as disk:  # nobody may enter a shared one
+        out = disk / "out"
+        out.mkdir(mode=0o777)
+        out.chmod(0o777)
+        (out / "ALL_REDUCE.0.et").write_bytes(b"old")
+        (out / "ALL_REDUCE.0.et").chmod(0o666)
+        done = run_cli("generate", out, "--num-npus", "200", preexec_fn=as_nobody() if user == "nobody" else None)
+        line = assert_one_error(done, ": cannot write: No space left on device")
+        assert len(line) < 300, line
+        assert os.listdir(out) == ["ALL_REDUCE.0.et"] and (out / "ALL_REDUCE.0.et").read_bytes() == b"old"
+        done = run_cli("generate", disk / "fresh", "--num-npus", "200")
+        assert_one_error(done, "No space left on device")
+        assert sorted(os.listdir(disk)) == ["out"]  # the folder it made is gone again

@@ -6,7 +6,9 @@ import argparse
 from typing import Any
 
 from .. import api
+from ..tools.generate import INT64_MAX, INT64_MIN, MAX_NPUS, UINT64_MAX
 from .common import PROG, add_output_options, subcommand
+from .numbers import whole
 from .report import ProgressBars, Reporter
 
 COMMANDS = ("generate",)
@@ -21,11 +23,13 @@ def add(commands: Any) -> None:
     parser.add_argument("output_dir", nargs="?", default=".", metavar="DIR",
                         help="where the traces go (default: the current directory, as chakra_generator)")
     defaults = api.GenerateOptions()
-    for name, help_text in (("num_npus", "number of NPUs: one file per NPU and benchmark"),
-                            ("default_runtime", "duration of compute nodes (microseconds)"),
-                            ("default_tensor_size", "tensor size of memory, send and receive nodes (bytes)"),
-                            ("default_comm_size", "size of collectives (bytes)")):
-        parser.add_argument(f"--{name.replace('_', '-')}", f"--{name}", dest=name, type=int, metavar="N",
+    for name, low, high, help_text in (
+        ("num_npus", 1, MAX_NPUS, f"number of NPUs: one file per NPU and benchmark, at most {MAX_NPUS:,}"),
+        ("default_runtime", 0, UINT64_MAX, "duration of compute nodes (microseconds)"),
+        ("default_tensor_size", 0, UINT64_MAX, "tensor size of memory, send and receive nodes (bytes)"),
+        ("default_comm_size", INT64_MIN, INT64_MAX, "size of collectives (bytes; any int64, as chakra_generator)"),
+    ):
+        parser.add_argument(f"--{name.replace('_', '-')}", f"--{name}", dest=name, type=whole(low, high), metavar="N",
                             default=getattr(defaults, name), help=f"{help_text} (default {getattr(defaults, name)})")
     add_output_options(parser)
     parser.set_defaults(run=_run)

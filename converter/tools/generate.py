@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConverterError
 from ..et import encode, wire
-from ..io import atomic_output, check_output, output_directory
+from ..io import OutputSet, OutputTarget, check_output, output_directory
 from ..schema.chakra import GLOBAL_METADATA_FIELDS, CollectiveCommType, NodeType
 
 #: The microbenchmarks, in the order the reference writes them.
@@ -26,6 +27,10 @@ BENCHMARKS = (
     "two_comp_nodes_independent", "two_comp_nodes_dependent", "ALL_REDUCE", "ALL_TO_ALL", "ALL_GATHER",
     "REDUCE_SCATTER", "BROADCAST", "BARRIER", "one_comm_send_node", "one_comm_recv_node",
 )
+#: The most NPUs ``generate`` writes traces for (14 files each: 917,504 files at most).
+MAX_NPUS = 1 << 16
+UINT64_MAX = (1 << 64) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 _METADATA = wire.delimited_message(wire.length_delimited(wire.key(GLOBAL_METADATA_FIELDS["version"]), b"1.0.0"))
 
 
@@ -128,22 +133,54 @@ def traces(options: GenerateOptions) -> Iterator[tuple[str, bytes]]:
 
 def generate(output_dir: str, options: GenerateOptions | None = None,
              progress: Callable[[str, int, int], None] | None = None) -> GenerateResult:
-    """Write every microbenchmark trace of ``chakra_generator`` in ``output_dir`` (created if missing)."""
+    """Write every microbenchmark trace of ``chakra_generator`` in ``output_dir`` (created if
+    missing, and removed again if the command fails), all or nothing (``io.OutputSet``: a failure,
+    a full disk or a signal leaves every old file as it was and no new one)."""
     options = options or GenerateOptions()
-    for name, value in (("num_npus", options.num_npus), ("default_runtime", options.default_runtime),
+    check_options(options)
+    created = output_directory(output_dir)
+    try:
+        return _write_all(output_dir, options, progress)
+    except BaseException:
+        if created:
+            with suppress(OSError):  # only if empty: nothing of the user's is ever removed
+                os.rmdir(output_dir)
+        raise
+
+
+def check_options(options: GenerateOptions) -> None:
+    """Refuse options no trace can hold (``ConverterError`` naming the option), and more NPUs
+    than ``MAX_NPUS``."""
+    if not 1 <= options.num_npus <= MAX_NPUS:
+        raise ConverterError(f"--num-npus {options.num_npus}: must be from 1 to {MAX_NPUS:,} "
+                             f"({len(BENCHMARKS)} files per NPU)")
+    for name, value in (("default_runtime", options.default_runtime),
                         ("default_tensor_size", options.default_tensor_size)):
-        if value < 0:  # the last two are uint64 fields: the reference fails on them too
-            raise ConverterError(f"--{name} must not be negative, got {value}")
-    if not -(1 << 63) <= options.default_comm_size < 1 << 63:
+        if not 0 <= value <= UINT64_MAX:  # uint64 fields: the reference fails on a negative value too
+            raise ConverterError(f"--{name} must be from 0 to {UINT64_MAX:,}, got {value}")
+    if not INT64_MIN <= options.default_comm_size <= INT64_MAX:
         raise ConverterError(f"--default_comm_size is out of the int64 range: {options.default_comm_size}")
-    output_directory(output_dir)
+
+
+def _write_all(output_dir: str, options: GenerateOptions,
+               progress: Callable[[str, int, int], None] | None) -> GenerateResult:
+    names = [f"{benchmark}.{npu}.et" for benchmark in BENCHMARKS for npu in range(options.num_npus)]
+    targets = _targets(output_dir, names)  # every output checked before any work
     result = GenerateResult(output_dir)
-    total = len(BENCHMARKS) * options.num_npus
-    for name, data in traces(options):
-        path = os.path.join(output_dir, name)
-        with atomic_output(check_output(path)) as out:
-            out.write(data)
-        result.files.append(path)
-        if progress is not None:
-            progress("write", len(result.files), total)
+    with OutputSet(shown=os.path.join(output_dir, "*.et")) as files:
+        for target, (_, data) in zip(targets, traces(options), strict=True):
+            files.write(target, data)
+            result.files.append(target.path)
+            if progress is not None:
+                progress("write", len(result.files), len(targets))
+        files.commit()
     return result
+
+
+def _targets(output_dir: str, names: Sequence[str]) -> list[OutputTarget]:
+    """The output of each name: an existing file is checked on its own (a directory, a FIFO or a
+    read-only file there is refused), a new one in the folder ``output_directory`` checked."""
+    real_folder = os.path.realpath(output_dir)
+    existing = set(os.listdir(output_dir))
+    return [check_output(os.path.join(output_dir, name)) if name in existing else
+            OutputTarget(os.path.join(output_dir, name), os.path.join(real_folder, name), False) for name in names]
