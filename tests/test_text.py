@@ -253,7 +253,7 @@ def test_bad_outputs_and_options(tmp_path: Path) -> None:
     done = run_cli("text", DATA / "hybrid_customized.txt", tmp_path / "w", "--npus", "4", "--first-dim", "3")
     assert_one_error(done, "--first-dim 3 does not divide the 4 NPUs")
     done = run_cli("text", DATA / "data.txt", tmp_path / "w", "--npus", "0")
-    assert done.returncode == 2 and "at least 1" in done.stderr
+    assert done.returncode == 2 and "from 1 to 1,048,576, got '0'" in done.stderr
     done = run_cli("--log-filename", tmp_path / "w.0.et", "text", DATA / "data.txt", tmp_path / "x", "--npus", "1")
     assert done.returncode == 0, done.stderr  # another prefix: no conflict
     done = run_cli("--log-filename", tmp_path / "x.0.et", "text", DATA / "data.txt", tmp_path / "x", "--npus", "1")
@@ -366,3 +366,37 @@ def test_killed_runs_leave_nothing_and_few_descriptors_still_work(tmp_path: Path
     api.text(DATA / "data.txt", tmp_path / "many", 40, 1)
     for rank in range(40):
         assert (tmp_path / f"few.{rank}.et").read_bytes() == (tmp_path / f"many.{rank}.et").read_bytes()
+
+
+# -- round three (issue 29): bounded ---------------------------------------------------------------
+def _peak_bytes(passes: int) -> int:
+    """The most memory one NPU's file of ``data.txt`` takes to lay out (its bytes are dropped)."""
+    import tracemalloc
+
+    from chakra_convert_fast.converter.text.groups import Groups
+    from chakra_convert_fast.converter.text.workload import read_workload
+
+    workload = read_workload(str(DATA / "data.txt"))
+    tracemalloc.start()
+    try:
+        emitter = layout.Emitter(lambda _: None, 0, 0, Groups(2, 2), [])
+        layout.LAYOUTS[workload.kind](workload, emitter, passes)
+        emitter.flush()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_does_not_grow_with_the_passes() -> None:
+    """Issue 29: 890 MB at 10^6 passes (every node's id kept for the whole file)."""
+    few, many = _peak_bytes(200), _peak_bytes(6_000)  # 3,000 and 90,000 nodes (the ids kept took 3.8 MB more)
+    assert many - few < 1 << 20, (few, many)
+
+
+def test_npus_and_passes_have_stated_bounds(tmp_path: Path) -> None:
+    for option, value, stated in (("--npus", "1048577", "from 1 to 1,048,576"), ("--npus", "\u0663", "whole number"),
+                                  ("--passes", "1000001", "from 0 to 1,000,000"), ("--passes", "1e3", "whole")):
+        args = ["--npus", "2", "--passes", "1", option, value]
+        done = run_cli("text", DATA / "data.txt", tmp_path / "w", *args)
+        assert done.returncode == 2 and stated in done.stderr.splitlines()[-1], (option, value, done.stderr)
+        assert "Traceback" not in done.stderr and listing(tmp_path) == []

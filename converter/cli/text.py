@@ -6,10 +6,14 @@ import argparse
 from typing import Any
 
 from .. import api
-from .common import PROG, add_output_options, positive, subcommand
+from ..text.convert import MAX_NPUS, MAX_PASSES
+from .common import PROG, add_output_options, subcommand
+from .numbers import whole
 from .report import ProgressBars, Reporter
 
 COMMANDS = ("text", "Text")
+_NPUS = whole(1, MAX_NPUS)
+_PASSES = whole(0, MAX_PASSES)
 
 
 def add(commands: Any) -> None:
@@ -22,8 +26,10 @@ def add(commands: Any) -> None:
     )
     parser.add_argument("input", metavar="INPUT", help="the workload: a text file (DATA, HYBRID_TRANSFORMER, ...)")
     parser.add_argument("output", metavar="OUT_PREFIX", help="write OUT_PREFIX.0.et ... OUT_PREFIX.<N-1>.et")
-    parser.add_argument("--npus", type=positive, required=True, metavar="N", help="number of NPUs: one file each")
-    parser.add_argument("--passes", type=_passes, default=1, metavar="P", help="training passes (default 1)")
+    parser.add_argument("--npus", type=_NPUS, required=True, metavar="N",
+                        help=f"number of NPUs: one file each (at most {MAX_NPUS:,})")
+    parser.add_argument("--passes", type=_PASSES, default=1, metavar="P",
+                        help=f"training passes (default 1, at most {MAX_PASSES:,})")
     _add_first_dim(parser)
     add_output_options(parser)
     parser.set_defaults(run=_run)
@@ -35,10 +41,10 @@ def add(commands: Any) -> None:
     )
     reference.add_argument("--input", required=True, metavar="INPUT", help="the workload text file")
     reference.add_argument("--output", required=True, metavar="OUT_PREFIX", help="write OUT_PREFIX.<npu>.et")
-    reference.add_argument("--num-npus", dest="npus", type=positive, required=True, metavar="N",
-                           help="number of NPUs: one file each")
-    reference.add_argument("--num-passes", dest="passes", type=_passes, required=True, metavar="P",
-                           help="training passes")
+    reference.add_argument("--num-npus", dest="npus", type=_NPUS, required=True, metavar="N",
+                           help=f"number of NPUs: one file each (at most {MAX_NPUS:,})")
+    reference.add_argument("--num-passes", dest="passes", type=_PASSES, required=True, metavar="P",
+                           help=f"training passes (at most {MAX_PASSES:,})")
     _add_first_dim(reference)
     add_output_options(reference)
     reference.set_defaults(run=_run)
@@ -47,20 +53,10 @@ def add(commands: Any) -> None:
 
 
 def _add_first_dim(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--first-dim", type=positive, metavar="K",
+    parser.add_argument("--first-dim", type=_NPUS, metavar="K",
                         help="HYBRID_CUSTOMIZED: NPUs in the network's first dimension (default: all N, a "
                              "one-dimensional network); its layers' HYBRID_DATA_MODEL/HYBRID_MODEL_DATA "
                              "collectives span that dimension or the others")
-
-
-def _passes(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"cannot be negative, got {value}")
-    return value
 
 
 def _run(args: argparse.Namespace, reporter: Reporter) -> int:

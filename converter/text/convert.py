@@ -18,6 +18,10 @@ from .layout import LAYOUTS, Emitter
 from .replay import Recorded, Replay
 from .workload import REFERENCE_TYPES, Workload, read_workload
 
+#: The most NPUs (one file each) and training passes a workload is written for (memory does not
+#: grow with the passes; the files do: about 9 bytes per node).
+MAX_NPUS = 1 << 20
+MAX_PASSES = 1_000_000
 SCHEMA = "1.0.2-chakra.1.0.0"  # what chakra_converter Text writes in the GlobalMetadata
 _TAG_METADATA_ATTR = wire.key(GLOBAL_METADATA_FIELDS["attr"])
 
@@ -45,10 +49,10 @@ def convert_text(input_path: str, prefix: str, npus: int, passes: int, *, first_
                  progress: Progress | None = None) -> TextResult:
     """Write ``prefix.<npu>.et`` for ``npus`` NPUs and ``passes`` training passes of the workload."""
     started = time.perf_counter()
-    if npus < 1:
-        raise ConverterError(f"the number of NPUs must be at least 1, got {npus}")
-    if passes < 0:
-        raise ConverterError(f"the number of passes cannot be negative, got {passes}")
+    if not 1 <= npus <= MAX_NPUS:
+        raise ConverterError(f"the number of NPUs must be from 1 to {MAX_NPUS:,}, got {npus}")
+    if not 0 <= passes <= MAX_PASSES:
+        raise ConverterError(f"the number of passes must be from 0 to {MAX_PASSES:,}, got {passes}")
     check_input(input_path)
     workload = read_workload(input_path)
     groups = _groups(workload, npus, first_dim)

@@ -41,7 +41,12 @@ class Emitter:
         self.groups = groups
         self._write = write
         self._first = first_id
-        self._ids: list[bytes] = []  # the varint of each node's id, from first_id on
+        #: The varint of each node's id from ``_window`` on: the nodes of this pass and the one
+        #: before, which is what dependencies name (an older one is encoded again); memory follows
+        #: the size of a pass, not the number of passes (10^6 passes took 890 MB).
+        self._ids: list[bytes] = []
+        self._window = first_id
+        self._pass_window = first_id  # where the pass before this one started
         self._batch: list[bytes] = []
         self._parts: dict[tuple[object, ...], tuple[bytes, bytes]] = {}  # node kind -> (name+type, rest)
 
@@ -66,10 +71,19 @@ class Emitter:
     def passes(self, count: int) -> Iterator[int]:
         """The training passes, each noted where it starts (recording stops after the first three)."""
         for number in range(count):
-            self.pass_starts.append(self.next_id - self._first)
+            if number <= RECORDED_PASSES:  # what replay.py reads: the recorded passes' starts
+                self.pass_starts.append(self.next_id - self._first)
             if number == RECORDED_PASSES:
                 self.record = None
+            self._slide(self._pass_window)
+            self._pass_window = self.next_id
             yield number
+
+    def _slide(self, start: int) -> None:
+        """Forget the ids of the nodes before ``start``."""
+        if start > self._window:
+            del self._ids[:start - self._window]
+            self._window = start
 
     def collective(self, layer: str, collective: str, size: int, deps: Sequence[int], span: Span) -> int | None:
         """ASTRA-sim 1.0's collective of a phase: none for NONE or where it spans one NPU only."""
@@ -83,18 +97,22 @@ class Emitter:
         dependencies name nodes of this file, whose varints are kept by position."""
         node_id = self.next_id
         self.next_id = node_id + 1
-        ids, first = self._ids, self._first
+        ids, window = self._ids, self._window
         own = varint(node_id)
         ids.append(own)
         if not deps:
             body = _TAG_ID + own + parts[0] + parts[1] if node_id else parts[0] + parts[1]
         else:
-            listed = ids[deps[0] - first] if len(deps) == 1 else b"".join([ids[d - first] for d in deps])
+            if deps[0] >= window and (len(deps) == 1 or min(deps) >= window):
+                listed = ids[deps[0] - window] if len(deps) == 1 else b"".join([ids[d - window] for d in deps])
+            else:  # a node older than the pass before: encoded again
+                listed = b"".join([ids[d - window] if d >= window else varint(d) for d in deps])
             body = b"".join((_TAG_ID, own, parts[0], _TAG_DATA, SMALL[len(listed)], listed, parts[1]) if node_id
                             else (parts[0], _TAG_DATA, SMALL[len(listed)], listed, parts[1]))
         size = len(body)
         self._batch.append((SMALL[size] if size < 16384 else varint(size)) + body)
         if self.record is not None:
+            first = self._first
             self.record.append((parts, tuple(d - first for d in deps)))
         if len(self._batch) >= 4096:
             self.flush()
