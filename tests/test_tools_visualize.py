@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import stat
 import subprocess
+import sys
+import time
+from contextlib import suppress
 from pathlib import Path
 
 import graphviz
@@ -17,7 +21,7 @@ from chakra.src.visualizer.visualizer import escape_label
 
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.et.wire import delimited_message
-from tests.clirun import assert_one_error, listing, run_cli
+from tests.clirun import CLI, assert_one_error, kill_session, listing, run_cli
 from tests.traces import read_et
 
 DATA = Path(__file__).parent / "data" / "traces"
@@ -190,3 +194,58 @@ def test_output_locations(tricky_et: Path, tmp_path: Path) -> None:
     assert_one_error(run_cli("visualize", tricky_et, "/dev/full", "--ids", "1:3"), "unknown graph format")
     assert_one_error(run_cli("visualize", tricky_et, tmp_path / "missing" / "g.dot"), "missing")
     assert tricky_et.read_bytes() == before
+
+
+_HANGING_DOT = """#!{python}
+import os, sys, time
+child = os.fork()
+if child == 0:  # a program dot started, in its group
+    time.sleep(120)
+    os._exit(0)
+with open({pids!r}, "w") as out:
+    out.write(f"{{os.getpid()}} {{child}}")
+time.sleep(120)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat_file:
+            return stat_file.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_dot_and_its_children_end_with_the_command(signum: int, tricky_et: Path, tmp_path: Path) -> None:
+    """Issue 29: after SIGTERM, visualize's ``dot`` kept running. It runs in a group of its own that
+    is killed however the command ends (its own children included)."""
+    pids = tmp_path / "pids"
+    fake = tmp_path / "bin" / "dot"
+    fake.parent.mkdir()
+    fake.write_text(_HANGING_DOT.format(python=sys.executable, pids=str(pids)))
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    with subprocess.Popen([*CLI, "visualize", str(tricky_et), str(out / "g.svg")], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=env, start_new_session=True) as process:
+        try:
+            deadline = time.monotonic() + 60
+            while not pids.exists() or not pids.read_text():
+                assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+                time.sleep(0.05)
+            dot, child = map(int, pids.read_text().split())
+            process.send_signal(signum)
+            stderr = process.communicate(timeout=60)[1]
+            deadline = time.monotonic() + 10
+            while not (_gone(dot) and _gone(child)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _gone(dot) and _gone(child), "dot or its child outlived the command"
+        finally:
+            kill_session(process.pid)
+            for pid in map(int, pids.read_text().split()) if pids.exists() and pids.read_text() else ():
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    assert process.returncode == 128 + signum and len(stderr.splitlines()) == 1, stderr
+    assert "no output written" in stderr and listing(out) == []

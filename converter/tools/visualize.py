@@ -23,12 +23,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
+from ..children import run_child
 from ..errors import ConverterError, OutputError
 from ..et.records import EtRecords, NodeRecord
 from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
@@ -277,8 +277,7 @@ def _render(dot: str, fmt: str, target: OutputTarget, out: IO[bytes], nodes: Ite
         spill.flush()
         os.lseek(spill.fileno(), 0, os.SEEK_SET)
         try:
-            done = subprocess.run([dot, f"-T{fmt}"], stdin=spill.fileno(), capture_output=True,
-                                  check=False)
+            done = run_child([dot, f"-T{fmt}"], stdin=spill.fileno())  # ended with us, and its children
         except OSError as exc:
             raise ConverterError(f"cannot run {dot}: {exc.strerror or exc}") from None
         if done.returncode != 0:
