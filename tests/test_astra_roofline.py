@@ -100,3 +100,14 @@ def test_host_time_captured_replays_the_host_between_the_roofline_ops(simulator:
         assert cpu_ns(tmp_path / f"none.{with_host.rank}.et") == 0
         assert host <= with_host.cycles - without.cycles <= host + with_host.comm_cycles
         assert with_host.comm_done == {"collective": 2}
+
+
+def test_unreadable_shapes_as_accelerator_finish(simulator: Path, tmp_path: Path) -> None:  # noqa: F811
+    """Issue 29: chakra_1.0.2_host_2rank as accelerator never finished (accelerator ops without
+    num_ops); its unreadable nodes stay replayed CPU ops now, and every rank finishes."""
+    trace = REAL_TRACES_DIR / "host" / "chakra_1.0.2_host_2rank.json.gz"
+    for rank in range(2):  # the one captured rank, twice: a job of two
+        api.convert(trace, tmp_path / f"h.{rank}.et", ConvertOptions(astra_sim=True, roofline=True,
+                                                                       target="accelerator"))
+    ranks = run(tmp_path / "h", 2, 0.1, tmp_path / "sim")
+    assert len(ranks) == 2

@@ -316,3 +316,62 @@ def test_host_time_needs_the_accelerator_target(tmp_path: Path) -> None:
     done = run_cli("convert", GPT2 / "rank0_merged_by_chakra_trace_link.json.gz", tmp_path / "y.et",
                    "--roofline", "--target", "accelerator", "--host-time", "captured")
     assert done.returncode == 0 and "as CPU ops with their captured duration" in done.stderr, done.stderr
+
+
+# -- round three (issue 29): no accelerator node without values -------------------------------------
+HOST_102 = Path(__file__).parent / "data" / "traces" / "host" / "chakra_1.0.2_host_2rank.json.gz"
+
+
+def assert_every_accelerator_op_has_values(path: Path) -> list[Any]:
+    """Every non-CPU compute node carries num_ops and tensor_size; returns the CPU compute nodes."""
+    _, nodes = read_et(path)
+    cpu = []
+    for node in nodes:
+        if node.type != COMP:
+            continue
+        if attrs(node)["is_cpu_op"].bool_val:
+            cpu.append(node)
+        else:
+            assert values(node) is not None, node
+    return cpu
+
+
+def test_unreadable_shapes_stay_replayed_cpu_ops_with_target_accelerator(tmp_path: Path) -> None:
+    """Issue 29: chakra_1.0.2_host_2rank's record_param_comms nodes (shapes that do not match their
+    types) were written as accelerator ops without num_ops, exit 0; ASTRA-sim then never finished.
+    They stay CPU ops, replayed for their captured durations, and the warning says so."""
+    done = run_cli("convert", HOST_102, tmp_path / "h.et", "--astra-sim", "--roofline", "--target", "accelerator")
+    assert done.returncode == 0, done.stderr
+    assert ("warning: --roofline: 10 compute node(s) have shapes or dtypes that cannot be read and get no "
+            "num_ops/tensor_size (with --target accelerator they stay CPU ops, replayed for their captured "
+            "durations") in done.stderr
+    _, captured = read_et(_converted(tmp_path, ConvertOptions(astra_sim=True)))
+    durations = {node.id: node.duration_micros for node in captured}
+    replayed = [n for n in assert_every_accelerator_op_has_values(tmp_path / "h.et") if values(n) is None]
+    assert len(replayed) == 10 and {n.name for n in replayed} == {"record_param_comms"}
+    assert all(n.duration_micros == durations[n.id] for n in replayed)  # as captured
+
+
+def _converted(tmp_path: Path, options: ConvertOptions) -> Path:
+    out = tmp_path / "captured.et"
+    api.convert(HOST_102, out, options)
+    return out
+
+
+def test_kernels_of_an_unreadable_launcher_are_replayed_cpu_ops(tmp_path: Path) -> None:
+    """A GPU kernel whose launcher's shapes cannot be read has no cost either: with --target
+    accelerator it is written as a CPU op with its measured duration, never a non-CPU op without
+    num_ops."""
+    trace = load_trace(RESNET_MERGED)
+    broken = set()
+    for node in trace["nodes"]:
+        if node["name"] == "aten::cudnn_convolution" and not broken:
+            node["inputs"]["shapes"][0] = 7  # not a list
+            broken.add(node["id"])
+    path = write_trace(trace, tmp_path / "broken.json")
+    out = tmp_path / "out.et"
+    result = api.convert(path, out, ConvertOptions(astra_sim=True, roofline=True, target="accelerator"))
+    assert result.roofline is not None and result.roofline.unreadable >= 2
+    cpu = assert_every_accelerator_op_has_values(out)
+    kernels = [n for n in cpu if n.ctrl_deps and n.ctrl_deps[0] in broken]
+    assert kernels and all(values(k) is None and k.duration_micros > 0 for k in kernels)

@@ -28,7 +28,8 @@ _GPU = nodes.OpKind.GPU
 
 
 #: ``TraceGraph.accelerator``'s values (``--target accelerator``): how the writer writes a compute row.
-ACCELERATOR_OP, DROP_DURATION, KEEP_DURATION = 0, 1, 2
+#: ``REPLAYED``: a CPU op with its captured duration, a GPU kernel included (no cost known for it).
+ACCELERATOR_OP, DROP_DURATION, KEEP_DURATION, REPLAYED = 0, 1, 2, 3
 
 class SendRecv(NamedTuple):
     """A SendRecv kernel's communication attributes, known once its launcher is."""
@@ -151,7 +152,7 @@ class TraceGraph:
         self.drop_missing_ctrl = False  # omit ctrl_deps that name a node not written
         self.roofline: tuple[array[int], array[int]] | None = None  # num_ops, tensor_size by row (0: none)
         # --target accelerator: per row, ACCELERATOR_OP (a non-CPU op), or a CPU op written without its
-        # duration (DROP_DURATION) or with it (KEEP_DURATION, --host-time captured)
+        # duration (DROP_DURATION) or with it (KEEP_DURATION, --host-time captured; REPLAYED: made one)
         self.accelerator: bytearray | None = None
         self.deps = DepTable(0)
         self.final = bytearray()

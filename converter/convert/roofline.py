@@ -20,7 +20,9 @@ tensor_size / bandwidth)``, in whole nanoseconds. A node without ``num_ops`` abo
 4. ops whose work the network simulates (the ``gloo:`` worker ops of a host-side collective under
    ``--astra-sim``) get 1 and 1;
 5. a node whose shapes or dtypes cannot be read gets no values, and the summary warns (ASTRA-sim's
-   roofline would refuse that node if it is not a CPU op).
+   roofline would refuse that node if it is not a CPU op); with ``accelerator`` it stays a CPU op,
+   replayed for its captured duration (a GPU kernel of such a launcher is made one): no accelerator
+   node is ever written without ``num_ops`` and ``tensor_size``.
 
 With ``accelerator`` (``--target accelerator``) every compute node that does work is written with
 ``is_cpu_op`` false, so ASTRA-sim times a CPU capture's ops with the roofline instead of replaying
@@ -41,7 +43,7 @@ from ..et import decode
 from ..et.wire import BoundedCache
 from ..schema.chakra import NodeType
 from ..schema.opcost import BadShapes, Cost, OpClass, op_cost, parse_list
-from .graph import DROP_DURATION, KEEP_DURATION, TraceGraph
+from .graph import ACCELERATOR_OP, DROP_DURATION, KEEP_DURATION, REPLAYED, TraceGraph
 from .writer import TailSpill
 
 _COMP = int(NodeType.COMP_NODE)
@@ -67,6 +69,7 @@ class RooflineSummary:
     kernels: int = 0  # GPU kernels given a share of their launcher's cost
     kernels_without_launcher: int = 0  # given the minimum
     unreadable: int = 0  # nodes given no values
+    replayed: int = 0  # with accelerator: of them, the nodes kept CPU ops with their captured durations
     examples: list[str] = field(default_factory=list)  # the first few of them, with the reason
     accelerator: bool = False
     host_time: bool = False  # the no-work nodes keep their captured durations
@@ -91,9 +94,11 @@ class RooflineSummary:
     def warnings(self) -> list[str]:
         if not self.unreadable:
             return []
+        fate = ("with --target accelerator they stay CPU ops, replayed for their captured durations, as "
+                "ASTRA-sim's roofline cannot time them" if self.accelerator else
+                "ASTRA-sim's roofline refuses such a node unless it is a CPU op")
         return [f"--roofline: {self.unreadable:,} compute node(s) have shapes or dtypes that cannot be read and "
-                f"get no num_ops/tensor_size (ASTRA-sim's roofline refuses such a node unless it is a CPU op): "
-                + "; ".join(self.examples)]
+                f"get no num_ops/tensor_size ({fate}): " + "; ".join(self.examples)]
 
 
 def apply(graph: TraceGraph, spill: TailSpill, accelerator: bool, keep_host_time: bool = False) -> RooflineSummary:
@@ -161,6 +166,10 @@ def apply(graph: TraceGraph, spill: TailSpill, accelerator: bool, keep_host_time
     summary.classes = {name: ClassTotals(*entry) for name, entry in totals.items()}
     graph.roofline = (num_ops, tensor_size)
     if accelerator:
+        for row in rows:  # never an accelerator op without values (ASTRA-sim would never finish)
+            if not num_ops[row] and stay_cpu[row] == ACCELERATOR_OP:
+                stay_cpu[row] = REPLAYED if is_gpu[row] else KEEP_DURATION
+                summary.replayed += 1
         graph.accelerator = stay_cpu
     return summary
 

@@ -20,7 +20,7 @@ from ..et import encode
 from ..io import SpillFile
 from ..schema.chakra import COMM_NODE_TYPES, NodeType
 from ..workers import Worker, fork_available
-from .graph import ACCELERATOR_OP, DROP_DURATION, TraceGraph
+from .graph import ACCELERATOR_OP, DROP_DURATION, REPLAYED, TraceGraph
 from .records import NodeRecord, RowBatch
 
 _BUFFER = 1 << 20
@@ -251,7 +251,9 @@ def _write_rows(out: _Writable, graph: TraceGraph, spill: TailSpill, rows: Seque
                 if stays == DROP_DURATION:
                     rest = encode.without_duration(rest)
                 elif stays == ACCELERATOR_OP:
-                    rest = encode.as_accelerator_op(rest)  # KEEP_DURATION: the CPU op as captured
+                    rest = encode.as_accelerator_op(rest)
+                elif stays == REPLAYED:  # no cost known: a CPU op, replayed for its captured duration
+                    rest = encode.as_cpu_op(rest)  # KEEP_DURATION: the CPU op as captured
             if roofline is not None and roofline[0][row]:
                 rest += encode.roofline_attrs(roofline[0][row], roofline[1][row])
         node_deps = deps.ids(row) if dep_count[row] else ()

@@ -283,3 +283,11 @@ def as_accelerator_op(rest: bytes) -> bytes:
     if at < 0:
         return rest
     return rest[:at] + _IS_GPU + rest[at + len(_IS_CPU):]
+
+
+def as_cpu_op(rest: bytes) -> bytes:
+    """A tail with its ``is_cpu_op`` false made true (``as_accelerator_op`` the other way)."""
+    at = rest.rfind(_IS_GPU)
+    if at < 0:
+        return rest
+    return rest[:at] + _IS_CPU + rest[at + len(_IS_GPU):]
