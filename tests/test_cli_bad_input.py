@@ -3,9 +3,11 @@ problem, and no output file (an existing one is left untouched)."""
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from chakra_convert_fast.converter import api
+from chakra_convert_fast.converter.cli.numbers import quantity, whole
 from chakra_convert_fast.converter.errors import ConverterError
 
 from .clirun import CLI, ERROR_PREFIX, assert_one_error, run_cli
@@ -397,3 +400,43 @@ def test_a_newline_in_a_name_is_escaped_in_the_whole_message(tmp_path: Path) -> 
     assert line.count("two\\nlines.json") == 2, line
     line = assert_one_error(run_cli("--log-filename", source, "convert", source, tmp_path / "o.et"))
     assert line.count("two\\nlines.json") == 2, line
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("7", 7), (" 12 ", 12), ("+3", 3), ("0", "must be at least 1, got 0"), ("101", "must be at most 100, got 101"),
+    ("\u0663", "must be a whole number from 1 to 100, got '\u0663'"), ("1_0", "must be a whole number"),
+    ("1e2", "must be a whole number"), ("1" * 5000, "must be a whole number from 1 to 100, got '111"),
+])
+def test_whole_numbers_in_a_stated_range(text: str, expected: int | str) -> None:
+    parse = whole(1, 100)
+    if isinstance(expected, int):
+        assert parse(text) == expected
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(expected)):
+            parse(text)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("1", 1.0), ("2.5e3", 2500.0), (".5", 0.5), ("1e-300", "must be a number from 0.001 to 1e+06 GB/s"),
+    ("nan", "must be a number from"), ("inf", "must be a number from"), ("-1", "must be a number from"),
+    ("1e400", "must be a number from"), ("\u0663", "must be a number from"), ("0x10", "must be a number from"),
+])
+def test_quantities_are_finite_and_in_a_stated_range(text: str, expected: float | str) -> None:
+    parse = quantity(1e-3, 1e6, "GB/s")
+    if isinstance(expected, float):
+        assert parse(text) == expected
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(expected)):
+            parse(text)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["scale", "in", "out", "--ranks", "1048577"], "must be at most 1,048,576"),
+    (["convert-all", "in", "out", "--jobs", "4097"], "must be at most 4,096"),
+    (["convert", "--host", "h.json", "--device", "d.json", "o.et", "--rank", "-1"], "must be at least 0"),
+    (["visualize", "in.et", "o.dot", "--around", "\u0663"], "must be a whole number from 0 to"),
+])
+def test_numbers_outside_their_range_are_usage_errors(args: list[str], expected: str, tmp_path: Path) -> None:
+    done = run_cli(*args, cwd=tmp_path)
+    assert done.returncode == 2 and expected in done.stderr.splitlines()[-1], done.stderr
+    assert "Traceback" not in done.stderr and os.listdir(tmp_path) == []

@@ -253,7 +253,7 @@ def test_bad_outputs_and_options(tmp_path: Path) -> None:
     done = run_cli("text", DATA / "hybrid_customized.txt", tmp_path / "w", "--npus", "4", "--first-dim", "3")
     assert_one_error(done, "--first-dim 3 does not divide the 4 NPUs")
     done = run_cli("text", DATA / "data.txt", tmp_path / "w", "--npus", "0")
-    assert done.returncode == 2 and "from 1 to 1,048,576, got '0'" in done.stderr
+    assert done.returncode == 2 and "must be at least 1, got 0" in done.stderr
     done = run_cli("--log-filename", tmp_path / "w.0.et", "text", DATA / "data.txt", tmp_path / "x", "--npus", "1")
     assert done.returncode == 0, done.stderr  # another prefix: no conflict
     done = run_cli("--log-filename", tmp_path / "x.0.et", "text", DATA / "data.txt", tmp_path / "x", "--npus", "1")
@@ -394,8 +394,9 @@ def test_memory_does_not_grow_with_the_passes() -> None:
 
 
 def test_npus_and_passes_have_stated_bounds(tmp_path: Path) -> None:
-    for option, value, stated in (("--npus", "1048577", "from 1 to 1,048,576"), ("--npus", "\u0663", "whole number"),
-                                  ("--passes", "1000001", "from 0 to 1,000,000"), ("--passes", "1e3", "whole")):
+    for option, value, stated in (("--npus", "1048577", "must be at most 1,048,576"),
+                                  ("--npus", "\u0663", "must be a whole number from 1 to 1,048,576"),
+                                  ("--passes", "1000001", "must be at most 1,000,000"), ("--passes", "1e3", "whole")):
         args = ["--npus", "2", "--passes", "1", option, value]
         done = run_cli("text", DATA / "data.txt", tmp_path / "w", *args)
         assert done.returncode == 2 and stated in done.stderr.splitlines()[-1], (option, value, done.stderr)

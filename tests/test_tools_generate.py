@@ -46,11 +46,11 @@ def test_dashed_options_and_default_directory(tmp_path: Path) -> None:
 
 
 def test_bad_options(tmp_path: Path) -> None:
-    for option, value, stated in (("--default_runtime", "-1", "from 0 to 18,446,744,073,709,551,615"),
-                                  ("--num-npus", "65537", "from 1 to 65,536"),  # 14 files each: a bound
-                                  ("--num-npus", "0", "from 1 to 65,536"),
-                                  ("--num_npus", "\u0663", "a whole number"),
-                                  ("--default_comm_size", str(1 << 63), "from -9,223,372,036,854,775,808")):
+    for option, value, stated in (("--default_runtime", "-1", "must be at least 0, got -1"),
+                                  ("--num-npus", "65537", "must be at most 65,536"),  # 14 files each: a bound
+                                  ("--num-npus", "0", "must be at least 1"),
+                                  ("--num_npus", "\u0663", "must be a whole number from 1 to 65,536"),
+                                  ("--default_comm_size", str(1 << 63), "must be at most 9,223,372,036,854,775,807")):
         done = run_cli("generate", tmp_path / "new", option, value)
         assert done.returncode == 2 and stated in done.stderr.splitlines()[-1], (option, value, done.stderr)
         assert "Traceback" not in done.stderr and not (tmp_path / "new").exists()

@@ -8,6 +8,8 @@ import importlib.metadata
 from typing import Any
 
 from .. import api
+from ..ranks.scale import MAX_RANKS
+from .numbers import MAX_JOBS, whole
 
 PROG = "chakra-convert-fast"
 
@@ -79,13 +81,14 @@ def add_pair_options(parser: argparse.ArgumentParser, *, required: bool) -> None
                        help="host trace (ExecutionTraceObserver), .json or .json.gz")
     group.add_argument("--device", "--chakra-device-trace", dest="device", metavar="DEVICE", required=required,
                        help="the Kineto trace of the same rank and run")
-    group.add_argument("--rank", type=int, help="rank of the trace (checked against the Kineto trace; with "
+    group.add_argument("--rank", type=whole(0, MAX_RANKS - 1),
+                       help="rank of the trace (checked against the Kineto trace; with "
                        "--astra-sim, the own end of sends and receives)")
     group.add_argument("--allow-mismatch", action="store_true", help="link a pair even if it looks like two runs")
 
 
 def add_jobs_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-j", "--jobs", dest="read_jobs", type=positive, metavar="N",
+    parser.add_argument("-j", "--jobs", dest="read_jobs", type=whole(1, MAX_JOBS), metavar="N",
                         help="processes reading a large plain-JSON input, a byte range each (default: CPU count)")
 
 

@@ -11,9 +11,9 @@ from .common import (
     add_conversion_options,
     add_output_options,
     conversion_options,
-    positive,
     subcommand,
 )
+from .numbers import MAX_JOBS, whole
 from .report import ProgressBars, Reporter
 
 COMMANDS = ('convert-all',)
@@ -32,7 +32,8 @@ def _add_convert_all(commands: Any) -> None:
     parser.add_argument("directory", metavar="DIRECTORY",
                         help="each rank's host and Kineto traces (or host traces alone, each converted by itself)")
     parser.add_argument("outdir", metavar="OUTDIR", help="where <prefix>.<rank>.et files go (created if missing)")
-    parser.add_argument("-j", "--jobs", type=positive, help="ranks converted at once (default: CPU count)")
+    parser.add_argument("-j", "--jobs", type=whole(1, MAX_JOBS),
+                        help=f"ranks converted at once (default: CPU count; at most {MAX_JOBS:,})")
     parser.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                         help="run each rank as a task on this Ray cluster instead of local processes; without "
                              "ADDRESS, ray.init()'s rule: RAY_ADDRESS, else the cluster running on this "

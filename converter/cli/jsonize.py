@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from .. import api
-from .common import PROG, add_output_options, positive, subcommand
+from .common import PROG, add_output_options, subcommand
+from .numbers import MAX_JOBS, whole
 from .report import ProgressBars, Reporter
 
 COMMANDS = ("jsonize",)
@@ -31,7 +32,7 @@ def add(commands: Any) -> None:
                         help="exactly what chakra_jsonizer writes (indented objects concatenated: not one "
                              "JSON document)")
     parser.set_defaults(layout="document")
-    parser.add_argument("-j", "--jobs", type=positive, metavar="N",
+    parser.add_argument("-j", "--jobs", type=whole(1, MAX_JOBS), metavar="N",
                         help="processes printing a large plain .et, a run of records each (default: CPU count)")
     add_output_options(parser)
     parser.set_defaults(run=_run)

@@ -7,8 +7,10 @@ finite, or is outside its range is a usage error (exit 2) whose message states t
     parser.add_argument("--npus", type=whole(1, MAX_NPUS), ...)
     parser.add_argument("--bandwidth", type=quantity(1e-3, 1e6, "GB/s"), ...)
 
-    $ chakra-convert-fast text w.txt out --npus 0
-    ... argument --npus: must be a whole number from 1 to 1,048,576, got '0'
+    $ chakra-convert-fast text w.txt out --npus 2000000
+    ... argument --npus: must be at most 1,048,576, got 2,000,000
+    $ chakra-convert-fast text w.txt out --npus ٣
+    ... argument --npus: must be a whole number from 1 to 1,048,576, got '٣'
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ _WHOLE = re.compile(r"[+-]?[0-9]+")
 _REAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 #: Digits enough for any range this module states; a longer number is out of range unread.
 _MAX_DIGITS = 400
+#: The most processes a command runs at once (``--jobs``).
+MAX_JOBS = 4096
+#: The largest node id (``uint64``).
+MAX_NODE_ID = (1 << 64) - 1
 
 
 def whole(low: int, high: int) -> Callable[[str], int]:
@@ -30,10 +36,13 @@ def whole(low: int, high: int) -> Callable[[str], int]:
 
     def parse(text: str) -> int:
         written = text.strip()
-        if not _WHOLE.fullmatch(written):
+        if not _WHOLE.fullmatch(written) or len(written) > _MAX_DIGITS:
             raise argparse.ArgumentTypeError(f"must be {stated}, got {_quoted(text)}")
-        if len(written) > _MAX_DIGITS or not low <= (value := int(written)) <= high:
-            raise argparse.ArgumentTypeError(f"must be {stated}, got {_quoted(text)}")
+        value = int(written)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low:,}, got {value:,}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high:,}, got {value:,}")
         return value
 
     parse.__name__ = "whole number"  # argparse names the type so in its own messages

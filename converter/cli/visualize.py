@@ -8,6 +8,7 @@ from typing import Any
 from .. import api
 from .common import PROG, add_output_options, subcommand
 from .jsonize import paths
+from .numbers import MAX_NODE_ID, whole
 from .report import ProgressBars, Reporter
 
 COMMANDS = ("visualize",)
@@ -36,7 +37,7 @@ def add(commands: Any) -> None:
     cuts.add_argument("--collectives", action="store_true",
                       help="only the collective, send and receive nodes and the nodes depending on them "
                            "within --depth hops")
-    parser.add_argument("--depth", type=_node_id, metavar="N",
+    parser.add_argument("--depth", type=_depth, metavar="N",
                         help="hops for --around (default 2) and --collectives (default 1)")
     parser.add_argument("--laid-out", action="store_true",
                         help="a .dot laid out by graphviz's dot (positions added), as chakra_visualizer writes "
@@ -45,21 +46,15 @@ def add(commands: Any) -> None:
     parser.set_defaults(run=_run)
 
 
-def _node_id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
+_node_id = whole(0, MAX_NODE_ID)
+_depth = whole(0, 1 << 20)
 
 
 def _id_range(text: str) -> tuple[int, int]:
     first, colon, last = text.partition(":")
     if not colon:
         raise argparse.ArgumentTypeError(f"expected FIRST:LAST, got {text!r}")
-    low, high = _node_id(first) if first else 0, _node_id(last) if last else (1 << 64) - 1
+    low, high = _node_id(first) if first else 0, _node_id(last) if last else MAX_NODE_ID
     if low > high:
         raise argparse.ArgumentTypeError(f"FIRST is above LAST in {text!r}")
     return low, high
