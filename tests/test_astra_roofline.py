@@ -102,7 +102,7 @@ def test_host_time_captured_replays_the_host_between_the_roofline_ops(simulator:
         assert with_host.comm_done == {"collective": 2}
 
 
-def test_unreadable_shapes_as_accelerator_finish(simulator: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_unreadable_shapes_as_accelerator_finish(simulator: Path, tmp_path: Path) -> None:
     """Issue 29: chakra_1.0.2_host_2rank as accelerator never finished (accelerator ops without
     num_ops); its unreadable nodes stay replayed CPU ops now, and every rank finishes."""
     trace = REAL_TRACES_DIR / "host" / "chakra_1.0.2_host_2rank.json.gz"
