@@ -48,6 +48,8 @@ from .io import (  # the log file of the command line: appended to, never trunca
     same_file,
     signal_deferred,
 )
+from .kineto import DEPENDENCY_KINDS, KinetoConversion
+from .kineto import convert_kineto as _convert_kineto
 from .link.pipeline import LinkResult
 from .link.pipeline import link as _link
 from .ranks import commgroups
@@ -55,6 +57,7 @@ from .ranks.commgroups import CommGroups
 from .ranks.convert_all import MultiRankResult, RankOutcome
 from .ranks.convert_all import convert_all as _convert_all
 from .ranks.convert_all import uses_file as _convert_all_uses
+from .ranks.discover import trace_kind
 from .ranks.onray import ended_by_signal as ray_run_ended_by_signal
 from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
@@ -87,6 +90,7 @@ PathArg = str | os.PathLike[str]
 
 __all__ = [
     "ACCELERATORS",
+    "DEPENDENCY_KINDS",
     "GENERATED_BENCHMARKS",
     "HOST_TIMES",
     "TARGETS",
@@ -101,6 +105,7 @@ __all__ = [
     "GenerateResult",
     "GraphCut",
     "JsonizeResult",
+    "KinetoConversion",
     "LinkResult",
     "MultiRankResult",
     "Network",
@@ -130,11 +135,13 @@ __all__ = [
     "convert",
     "convert_all",
     "convert_all_uses",
+    "convert_kineto",
     "convert_pair",
     "find_comm_groups",
     "forget_committed",
     "generate",
     "hold_signals_after_commit",
+    "is_kineto_trace",
     "jsonize",
     "link",
     "op_cost",
@@ -165,6 +172,29 @@ def convert(
     """Convert a merged (or host) trace, ``.json`` or ``.json.gz``, into a Chakra ``.et`` file."""
     return convert_file(_path("input_path", input_path), _path("output_path", output_path),
                         _options(options), _callable("progress", progress))
+
+
+def is_kineto_trace(path: PathArg) -> bool:
+    """Whether ``path`` is a Kineto (Chrome JSON) trace rather than a host or merged trace (the
+    top-level keys are read up to the first big array). Unreadable files raise ``ConverterError``."""
+    return trace_kind(_path("path", path)) == "device"
+
+
+def convert_kineto(input_path: PathArg, output_path: PathArg, *, step: int | None = None, rank: int | None = None,
+                   drop: Sequence[str] = ()) -> KinetoConversion:
+    """Convert one ProfilerStep of a Kineto trace (alone, no host trace) into an ASTRA-sim-ready
+    ``.et`` (``docs/kineto.md``): ``step`` (default: the last complete one), ``rank`` (default:
+    ``distributedInfo``'s), ``drop``: dependency kinds left out (``DEPENDENCY_KINDS``, the ablation)."""
+    if step is not None:
+        _int("step", step)
+    if rank is not None:
+        _int("rank", rank)
+    kinds = frozenset(drop)
+    if not kinds <= set(DEPENDENCY_KINDS):
+        raise ValueError(f"drop: unknown kinds {sorted(kinds - set(DEPENDENCY_KINDS))}; "
+                         f"known: {', '.join(DEPENDENCY_KINDS)}")
+    return _convert_kineto(_path("input_path", input_path), _path("output_path", output_path), step=step,
+                           rank=rank, drop=kinds)
 
 
 def convert_pair(

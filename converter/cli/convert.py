@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .. import api
+from ..errors import ConverterError
 from .common import (
     PROG,
     add_conversion_options,
@@ -29,13 +30,21 @@ def _add_convert(commands: Any) -> None:
     parser = subcommand(
         commands, "convert", "convert a merged or host trace, or a host + device pair, into a .et file",
         f"  {PROG} convert merged.json.gz out.et --break-cycles\n"
-        f"  {PROG} convert --host rank0_host.json --device rank0_device.json out.0.et\n",
+        f"  {PROG} convert --host rank0_host.json --device rank0_device.json out.0.et\n"
+        f"  {PROG} convert rank0.pt.trace.json.gz out.0.et --step 12     # a Kineto trace alone\n",
     )
     parser.usage = ("%(prog)s [options] INPUT OUTPUT\n"
                     "       %(prog)s [options] --host HOST --device DEVICE OUTPUT")
     parser.add_argument("paths", nargs="+", metavar="[INPUT] OUTPUT",
                         help="INPUT OUTPUT, or only OUTPUT with --host and --device")
     add_pair_options(parser, required=False)
+    kineto = parser.add_argument_group("a Kineto trace alone (recognised by its traceEvents; docs/kineto.md)")
+    kineto.add_argument("--kineto", action="store_true", help="INPUT is a Kineto (Chrome JSON) trace")
+    kineto.add_argument("--step", type=int, metavar="N", help="convert ProfilerStep#N (default: the last "
+                        "complete step)")
+    kineto.add_argument("--drop-dependency", action="append", choices=api.DEPENDENCY_KINDS, default=[],
+                        metavar="KIND", help="leave out one kind of dependency (the ablation): "
+                        + ", ".join(api.DEPENDENCY_KINDS))
     parser.add_argument("--keep-merged", metavar="PATH", help="with --host/--device: also write the merged JSON")
     add_jobs_option(parser)
     add_conversion_options(parser)
@@ -64,6 +73,10 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
         args.usage_error("give INPUT OUTPUT, or OUTPUT with --host and --device")
     if args.keep_merged and not pair:
         args.usage_error("--keep-merged needs --host and --device")
+    if not pair and (args.kineto or _is_kineto(args.paths[0])):
+        return _run_kineto(args, reporter)
+    if args.step is not None or args.drop_dependency:
+        args.usage_error("--step and --drop-dependency are for a Kineto trace")
     options = conversion_options(args)
     with ProgressBars(reporter.shows_progress) as bars:
         if not pair:
@@ -79,7 +92,34 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
     return 0
 
 
+def _is_kineto(path: str) -> bool:
+    try:
+        return api.is_kineto_trace(path)
+    except ConverterError:  # unreadable: the host-trace path reports it as it always has
+        return False
+
+
+_NOT_FOR_KINETO = (("simulate", "--simulate"), ("break_cycles", "--break-cycles"),
+                   ("allow_missing_parents", "--allow-missing-parents"), ("roofline", "--roofline"),
+                   ("keep_merged", "--keep-merged"), ("read_jobs", "--jobs"), ("allow_mismatch", "--allow-mismatch"))
+
+
+def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
+    for attribute, option in _NOT_FOR_KINETO:
+        if getattr(args, attribute, None):
+            args.usage_error(f"{option} is not for a Kineto trace (its output is always ASTRA-sim ready)")
+    if args.compact:
+        args.usage_error("--compact is not for a Kineto trace: convert, then run `compact OUT.et COMPACT.et`")
+    if args.target != "captured" or args.host_time != "none":
+        args.usage_error("--target and --host-time are not for a Kineto trace")
+    result = api.convert_kineto(args.paths[0], args.paths[1], step=args.step, rank=args.rank,
+                                drop=args.drop_dependency)
+    reporter.kineto(result)
+    return 0
+
+
 def _run_reference_form(args: argparse.Namespace, reporter: Reporter) -> int:
     args.paths = [args.input, args.output]
     args.host = args.device = args.keep_merged = None
+    args.kineto, args.step, args.drop_dependency = False, None, []
     return _run_convert(args, reporter)

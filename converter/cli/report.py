@@ -213,6 +213,17 @@ class Reporter:
                   f"{result.dependencies_read:,} ({result.redundant_dependencies:,} redundant) "
                   f"in {result.seconds:.2f} s")
 
+    def kineto(self, result: api.KinetoConversion) -> None:
+        for warning in result.warnings:
+            self.warning(warning)
+        rank = "" if result.rank is None else f" rank {result.rank},"
+        self.info(f"wrote {result.output_path}:{rank} ProfilerStep#{result.step}: {result.nodes:,} nodes "
+                  f"({result.gpu_ops:,} GPU ops, {result.comm_nodes:,} communication) from {result.events:,} events "
+                  f"in {result.seconds:.2f} s ({result.events / max(result.seconds, 1e-9):,.0f} events/s)")
+        self.info(f"measured step {result.measured_us / 1000:,.3f} ms (the CPU span "
+                  f"{result.cpu_span_us / 1000:,.3f} ms to the end of its GPU work); replay it: "
+                  f"{PROG} simulate PREFIX --replay")
+
     def conversion(self, result: api.ConversionResult) -> None:
         for warning in result.warnings:
             self.warning(warning)

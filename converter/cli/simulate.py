@@ -34,7 +34,8 @@ def add(commands: Any) -> None:
         f"  {PROG} simulate outputs/gpt2_small_np2 --sweep ranks=2,64,1024 --compact --jobs 4\n"
         f"  {PROG} simulate outputs/gpt2_small_np2 --sweep bandwidth=25,50,100,200 --topology Ring --topology Switch\n"
         f"  {PROG} simulate outputs/gpt2_small_np2_accel --sweep accelerator=A100,H100,MI300X --ray\n"
-        f"  {PROG} simulate outputs/gpt2_small_np2 --ranks 1048576   # an equivalent reduced job: docs/reduced.md\n",
+        f"  {PROG} simulate outputs/gpt2_small_np2 --ranks 1048576   # an equivalent reduced job: docs/reduced.md\n"
+        f"  {PROG} simulate kineto/job --replay      # every node its traced duration, vs the measured step\n",
     )
     parser.add_argument("prefix", metavar="PREFIX", help="the job: PREFIX.0.et ... PREFIX.<N-1>.et")
     net = parser.add_argument_group("network (ASTRA-sim's analytical backend)")
@@ -65,6 +66,9 @@ def add(commands: Any) -> None:
         f"{a.name} ({a.peak_tflops:g} TFLOPS, {a.mem_bandwidth_gbps:g} GB/s)" for a in api.ACCELERATORS.values()))
     compute.add_argument("--peak-tflops", type=float, metavar="T", help="peak compute, TFLOPS")
     compute.add_argument("--mem-bandwidth", type=float, metavar="GB/s", help="memory bandwidth, GB/s")
+    parser.add_argument("--replay", action="store_true", help="replay-only: every node, communication included, "
+                        "takes its traced duration; with .et files converted from Kineto traces, prints the "
+                        "measured step and the error (docs/kineto.md)")
     parser.add_argument("--comm-groups", metavar="F", help="communicator group file (default: PREFIX.comm_group.json, "
                         "else comm_group.json beside the files)")
     parser.add_argument("--astra-sim-bin", metavar="PATH", help="the ASTRA-sim binary or its folder (default: "
@@ -109,7 +113,7 @@ def _options(args: argparse.Namespace, topology: str) -> api.SimulateOptions:
         accelerator=args.accelerator, peak_tflops=args.peak_tflops, mem_bandwidth=args.mem_bandwidth,
         timeout=args.timeout, check=args.check, system_config=args.system_config,
         network_config=args.network_config, remote_memory_config=args.remote_memory_config,
-        collective=args.collective, active_chunks=args.active_chunks)
+        collective=args.collective, active_chunks=args.active_chunks, replay=args.replay)
 
 
 def _run(args: argparse.Namespace, reporter: Reporter) -> int:
@@ -236,7 +240,7 @@ def result_lines(result: api.SimulationResult) -> list[str]:
     net = result.network
     links = ", ".join(f"{b:g} GB/s {lat:g} ns" for b, lat in zip(net.bandwidth, net.latency, strict=True))
     system = result.setup.system if result.setup is not None else {}
-    compute = "traced durations" if result.roofline is None else (
+    compute = "traced durations" + (" (replay-only)" if result.replay else "") if result.roofline is None else (
         f"roofline {result.roofline.name}: {result.roofline.peak_tflops:g} TFLOPS, "
         f"{result.roofline.mem_bandwidth_gbps:g} GB/s")
     if result.roofline is None and system.get("roofline-enabled"):
@@ -267,4 +271,22 @@ def result_lines(result: api.SimulationResult) -> list[str]:
     lines.append(f"job step: {result.step_ns / 1e6:,.3f} ms (rank {slowest.rank}, the slowest); communication "
                  f"{slowest.comm_busy_ns / 1e6:,.3f} ms of it ({share:.1%}), exposed "
                  f"{slowest.exposed_comm_ns / 1e6:,.3f} ms")
+    return lines + replay_lines(result)
+
+
+def replay_lines(result: api.SimulationResult) -> list[str]:
+    """Simulated against measured, where the files record the measured step (Kineto conversions)."""
+    if not result.measured_ns:
+        return []
+    lines = [f"{'rank':>6} {'measured (ms)':>14} {'simulated (ms)':>15} {'error':>8}"]
+    for r in result.ranks:
+        measured = result.measured_ns.get(r.rank)
+        if measured:
+            lines.append(f"{r.rank:>6} {measured / 1e6:>14,.3f} {r.step_ns / 1e6:>15,.3f} "
+                         f"{(r.step_ns - measured) / measured:>+8.2%}")
+    measured_job = max(result.measured_ns.values())
+    if measured_job:
+        lines.append(f"measured step: {measured_job / 1e6:,.3f} ms (the slowest rank's ProfilerStep to the end of "
+                     f"its GPU work); simulated {result.step_ns / 1e6:,.3f} ms; error "
+                     f"{(result.step_ns - measured_job) / measured_job:+.2%}")
     return lines

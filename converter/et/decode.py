@@ -290,6 +290,17 @@ def _attribute(data: bytes) -> tuple[str, Any]:
     return name, value
 
 
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The GlobalMetadata attributes of an ``.et`` file (its first record only); {} if it has
+    none or they do not decode."""
+    for _, message in iter_records(path):
+        try:
+            return _global_metadata(message)
+        except _Malformed:
+            return {}
+    return {}
+
+
 def _global_metadata(message: bytes) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     for number, _, raw in _fields(message):

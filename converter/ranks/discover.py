@@ -83,6 +83,12 @@ def distributed_info(path: str) -> dict[str, Any]:
     return info
 
 
+def trace_kind(path: str) -> str | None:
+    """``"host"`` (a host or merged trace), ``"device"`` (a Kineto trace) or None, from the file's
+    top-level keys (read up to the big array only)."""
+    return _sniff(path)[0]
+
+
 def _sniff(path: str) -> tuple[str | None, dict[str, Any]]:
     r"""('host' | 'device' | None, the Kineto trace's distributedInfo) from its top-level keys,
     read up to the big array (which is not decoded). A file that cannot be read or parsed up to

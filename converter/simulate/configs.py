@@ -176,10 +176,11 @@ def accelerator(name: str | None, peak_tflops: float | None, mem_bandwidth: floa
     return Accelerator(label, peak, bandwidth, source)
 
 
-def system_config(dimensions: int, roofline: Accelerator | None) -> dict[str, Any]:
+def system_config(dimensions: int, roofline: Accelerator | None, replay: bool = False) -> dict[str, Any]:
     """The system configuration: ASTRA-sim's example one (ring collectives, one entry a network
     dimension), per-node tracing on (the ``issue``/``callback`` lines the results are read from)
-    and the roofline when asked for."""
+    and the roofline when asked for; ``replay``: ``replay-only`` (every node, communication
+    included, takes its traced duration)."""
     collectives = ["ring"] * dimensions
     config: dict[str, Any] = {
         "scheduling-policy": "LIFO",
@@ -197,6 +198,8 @@ def system_config(dimensions: int, roofline: Accelerator | None) -> dict[str, An
         "peak-perf": 900,
         "trace-enabled": 1,
     }
+    if replay:
+        config["replay-only"] = 1
     if roofline is not None:
         config.update({"roofline-enabled": 1, "peak-perf": roofline.peak_tflops,
                        "local-mem-bw": roofline.mem_bandwidth_gbps})

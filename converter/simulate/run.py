@@ -34,6 +34,7 @@ from . import configs, preflight
 from .configs import Accelerator, Network, logging_config
 from .job import Job, find_job
 from .logs import KIND, LogReader
+from .measured import measured_steps
 from .reduced import Plan
 from .setup import Setup, make_setup, read_network
 from .timeline import TimelineWriter
@@ -98,11 +99,18 @@ class SimulationResult:
     warnings: list[str] = field(default_factory=list)
     setup: Setup | None = None
     plan: Plan | None = None  # simulate --ranks: the job asked for, and whether a reduced one ran for it
+    #: rank -> the measured step (ns) its ``.et`` records (Kineto conversions: ``measured.py``)
+    measured_ns: dict[int, int] = field(default_factory=dict)
 
     @property
     def modelled_ranks(self) -> int:
         """The ranks of the job this result stands for (more than ran, where a reduced job ran)."""
         return self.plan.ranks if self.plan is not None else len(self.ranks)
+
+    @property
+    def replay(self) -> bool:
+        """``replay-only``: every node took its traced duration."""
+        return self.setup is not None and bool(self.setup.system.get("replay-only"))
 
     @property
     def slowest(self) -> RankResult:
@@ -127,6 +135,8 @@ class SimulationResult:
             "comm_groups": self.comm_groups, "simulator": self.simulator, "wall_seconds": round(self.seconds, 3),
             "timeline": self.timeline,
             "configs": None if self.setup is None else self.setup.as_json(),
+            "replay": self.replay,
+            "measured_step_ns": max(self.measured_ns.values()) if self.measured_ns else None,
             "per_rank": [{**r.__dict__, "transfer_ns": r.transfer_ns} for r in self.ranks],
         }
 
@@ -188,7 +198,8 @@ def simulate(
                         waited[r.rank])
              for r in reader.ranks]
     return SimulationResult(job.prefix, ranks, network, backend, roofline, job.comm_groups, simulator,
-                            time.monotonic() - started, timeline, writer.events if writer else 0, warnings, setup)
+                            time.monotonic() - started, timeline, writer.events if writer else 0, warnings, setup,
+                            measured_ns=measured_steps(job))
 
 
 def _collective_groups(job: Job) -> dict[tuple[int, int], str]:
@@ -401,6 +412,7 @@ class SimulateOptions:
     remote_memory_config: str | None = None
     collective: str | None = None  # one algorithm, or one a dimension
     active_chunks: int | None = None
+    replay: bool = False  # replay-only: every node its traced duration
 
 
 def roofline_option(options: SimulateOptions) -> str:
@@ -439,6 +451,9 @@ def network_of(options: SimulateOptions, ranks: int, topology: str | None = None
 
 
 def setup_of(options: SimulateOptions, network: Network, roofline: Accelerator | None) -> Setup:
-    return make_setup(len(network.npus), roofline, system_file=options.system_config,
-                      network_file=options.network_config, remote_memory_file=options.remote_memory_config,
-                      collective=options.collective, active_chunks=options.active_chunks)
+    setup = make_setup(len(network.npus), roofline, system_file=options.system_config,
+                       network_file=options.network_config, remote_memory_file=options.remote_memory_config,
+                       collective=options.collective, active_chunks=options.active_chunks)
+    if options.replay:  # every node its traced duration, communication included (Workload::issue)
+        setup.system["replay-only"] = 1
+    return setup

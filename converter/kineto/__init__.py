@@ -1,0 +1,71 @@
+"""The second front end: a Kineto (Chrome JSON) trace alone -> an ASTRA-sim-ready ``.et``.
+
+``events`` streams the trace and keeps its host, runtime and GPU events; ``graph`` builds one
+ProfilerStep's dependency graph (host timeline with its gaps, CPU -> GPU launches, GPU -> CPU
+synchronisation, GPU -> GPU stream order and cross-stream waits); ``comm`` types NCCL kernels as
+communication nodes; ``write`` encodes the graph.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from ..io import check_input, check_output
+from .events import KinetoEvents, read_events
+from .graph import DEPENDENCY_KINDS, KinetoGraph, build
+from .write import write
+
+__all__ = ["DEPENDENCY_KINDS", "KinetoConversion", "KinetoEvents", "KinetoGraph", "build", "convert_kineto",
+           "read_events", "trace_rank"]
+
+
+@dataclass
+class KinetoConversion:
+    """What ``convert_kineto`` did."""
+
+    input_path: str
+    output_path: str
+    rank: int | None
+    step: int
+    nodes: int
+    gpu_ops: int
+    comm_nodes: int
+    events: int
+    measured_us: float
+    cpu_span_us: float
+    device: str | None
+    seconds: float
+    warnings: list[str] = field(default_factory=list)
+
+
+def trace_rank(events: KinetoEvents) -> int | None:
+    """The rank in ``distributedInfo``, if any."""
+    info = events.distributed_info or {}
+    rank = info.get("rank")
+    return rank if type(rank) is int and rank >= 0 else None
+
+
+def convert_kineto(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
+                   step: int | None = None, rank: int | None = None,
+                   drop: frozenset[str] = frozenset()) -> KinetoConversion:
+    """Convert one ProfilerStep (``step``, else the last complete one) of a Kineto trace into an
+    ASTRA-sim-ready ``.et``. ``rank`` overrides ``distributedInfo``'s. Nothing is written on error."""
+    started = time.perf_counter()
+    source = os.fspath(input_path)
+    check_input(source)
+    target = check_output(output_path, source)
+    events = read_events(source)
+    own_rank = rank if rank is not None else trace_rank(events)
+    graph = build(events, step, own_rank, drop)
+    pid = graph_pid(events)
+    write(graph, target, own_rank, pid)
+    return KinetoConversion(source, os.fspath(output_path), own_rank, graph.step, len(graph.nodes), graph.gpu_ops,
+                            graph.comm_nodes, events.events, graph.measured_us, graph.cpu_span_us,
+                            events.device_name, time.perf_counter() - started, graph.warnings)
+
+
+def graph_pid(events: KinetoEvents) -> int:
+    pid = events.steps[0].pid if events.steps else 0
+    return pid if type(pid) is int and pid >= 0 else 0

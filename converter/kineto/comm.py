@@ -1,0 +1,136 @@
+"""NCCL/RCCL kernels as communication nodes: type, bytes, group and peer.
+
+Read, in order of trust: the kernel's own args (``Collective name``, ``In msg nelems``, ``Out msg
+nelems``, ``dtype``, ``Process Group Name``, ``Process Group Ranks``; PyTorch 2.2+), then the
+``record_param_comms`` op that launched it (the same args), then the names of the host ops around
+the launch (``nccl:all_reduce``, ``c10d::allreduce_``, ...), then the kernel name
+(``ncclKernel_AllReduce_...``, ``ncclDevKernel_AllGather_...``). Bytes are ``In msg nelems`` x the
+dtype's size (all-gather: the per-rank input, reduce-scatter: the whole input, as ASTRA-sim reads
+``comm_size``), else the launching op's first input (``Input Dims`` x ``Input type``), else 0.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..schema.astra import REPLAYED_COLLECTIVES, SIMULATED_COLLECTIVES, group_id
+from ..schema.chakra import CollectiveCommType
+
+_C = CollectiveCommType
+#: Normalised collective names (lower case, no ``_``/``-``) -> type; "send"/"recv" are point-to-point.
+_NAMES: dict[str, CollectiveCommType | str] = {
+    "allreduce": _C.ALL_REDUCE, "allreducecoalesced": _C.ALL_REDUCE,
+    "allgather": _C.ALL_GATHER, "allgatherbase": _C.ALL_GATHER, "allgatherintotensor": _C.ALL_GATHER,
+    "allgatherintotensorcoalesced": _C.ALL_GATHER, "allgathercoalesced": _C.ALL_GATHER,
+    "reducescatter": _C.REDUCE_SCATTER, "reducescatterbase": _C.REDUCE_SCATTER,
+    "reducescattertensor": _C.REDUCE_SCATTER, "reducescattertensorcoalesced": _C.REDUCE_SCATTER,
+    "alltoall": _C.ALL_TO_ALL, "alltoallbase": _C.ALL_TO_ALL, "alltoallv": _C.ALL_TO_ALL,
+    "broadcast": _C.BROADCAST, "reduce": _C.REDUCE, "gather": _C.GATHER, "scatter": _C.SCATTER,
+    "barrier": _C.BARRIER, "send": "send", "recv": "recv",
+}
+_KERNEL = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
+_KERNEL_TYPES: dict[str, CollectiveCommType | str] = {
+    "allreduce": _C.ALL_REDUCE, "allgather": _C.ALL_GATHER, "reducescatter": _C.REDUCE_SCATTER,
+    "broadcast": _C.BROADCAST, "reduce": _C.REDUCE, "alltoall": _C.ALL_TO_ALL, "sendrecv": "sendrecv",
+}
+_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "float64": 8, "double": 8, "float16": 2, "half": 2, "bfloat16": 2,
+    "c10::half": 2, "c10::bfloat16": 2, "int": 4, "int32": 4, "int64": 8, "long": 8, "long int": 8,
+    "int16": 2, "short": 2, "int8": 1, "uint8": 1, "char": 1, "unsigned char": 1, "signed char": 1,
+    "bool": 1, "byte": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "complexfloat": 8, "complexdouble": 16,
+}
+
+
+def is_nccl_kernel(name: str) -> bool:
+    return name.startswith(("nccl", "rccl")) or "nccl" in name[:32].lower()
+
+
+@dataclass
+class CommInfo:
+    """What a communication node needs; ``problem`` says why it stays a compute node (else None)."""
+
+    kind: str  # "coll", "send", "recv"
+    comm_type: int | None
+    size: int
+    pg_name: str
+    peer: int | None = None
+    problem: str | None = None
+
+
+def _norm(name: Any) -> str:
+    return re.sub(r"[^a-z]", "", name.lower()) if isinstance(name, str) else ""
+
+
+def _from_op_name(name: str) -> CollectiveCommType | str | None:
+    for prefix in ("nccl:", "c10d::", "gloo:"):
+        if name.startswith(prefix):
+            return _NAMES.get(_norm(name[len(prefix):]))
+    return None
+
+
+def _bytes(nelems: Any, dtype: Any) -> int | None:
+    size = _DTYPE_BYTES.get(dtype.lower()) if isinstance(dtype, str) else None
+    if size is None or type(nelems) is not int or nelems < 0:
+        return None
+    return nelems * size
+
+
+def _input_bytes(dims: Any, types: Any) -> int | None:
+    if not isinstance(dims, list) or not isinstance(types, list) or not dims or not types:
+        return None
+    first, dtype = dims[0], types[0]
+    if not isinstance(first, list) or not all(type(d) is int and d >= 0 for d in first) or not first:
+        return None
+    return _bytes(math.prod(first), dtype)
+
+
+def classify(kernel_name: str, kernel_args: Any, launch_ops: list[Any], rank: int | None) -> CommInfo:
+    """The communication a kernel does. ``launch_ops``: the host events open around its launch,
+    innermost first (their ``name`` and ``args``)."""
+    sources = [kernel_args] + [op.args for op in launch_ops if op.name == "record_param_comms"]
+    found: CollectiveCommType | str | None = None
+    nelems: Any = None
+    dtype: Any = None
+    pg: Any = None
+    peer: Any = None
+    for args in sources:
+        if found is None and args.collective is not None:
+            found = _NAMES.get(_norm(args.collective))
+        if nelems is None and args.in_nelems is not None:
+            nelems, dtype = args.in_nelems, args.dtype
+        if pg is None and args.pg_name is not None:
+            pg = args.pg_name
+        if peer is None:
+            peer = args.dst_rank if found == "send" else args.src_rank if found == "recv" else None
+    if found is None:
+        for op in launch_ops:
+            found = _from_op_name(op.name)
+            if found is not None:
+                break
+    if found is None:
+        match = _KERNEL.match(kernel_name)
+        found = _KERNEL_TYPES.get(match.group(1).lower()) if match else None
+    size = _bytes(nelems, dtype)
+    if size is None:
+        for op in launch_ops:
+            size = _input_bytes(op.args.input_dims, op.args.input_type)
+            if size is not None:
+                break
+    pg_name = pg if isinstance(pg, str) and group_id(pg) is not None else "0"
+    info = CommInfo("coll", None, size or 0, pg_name)
+    if found is None or found == "sendrecv":
+        info.problem = "its collective is not in the trace (no 'Collective name', no nccl:/c10d:: op around its launch)"
+    elif found in ("send", "recv"):
+        info.kind = str(found)
+        if type(peer) is not int or rank is None:
+            info.problem = f"a {found} whose peer rank is not in the trace"
+        info.peer = peer if type(peer) is int else None
+    else:
+        assert isinstance(found, CollectiveCommType)
+        info.comm_type = int(found)
+        if found not in SIMULATED_COLLECTIVES and found not in REPLAYED_COLLECTIVES:
+            info.problem = f"{found.name} is not a collective ASTRA-sim runs"
+    return info

@@ -1,0 +1,289 @@
+"""One ProfilerStep of a Kineto trace -> a replayable dependency graph (Lumos's four kinds).
+
+The nodes, in id order:
+
+- **the host timeline**: every host event of the step's process that starts inside the step's
+  span (``ProfilerStep#N`` first, then ``cpu_op``, ``user_annotation`` and runtime calls of every
+  thread, in start order) is a CPU compute node. A node lasts from its start to the next event's
+  start or to its own end, whichever comes first; the time from there to the next event's start
+  (host idle, launch gaps, the tail of a parent op) is a ``[host gap]`` node. So the nodes of the
+  host timeline tile the step's span exactly: durations are taken between rounded timestamps, so
+  rounding to ASTRA-sim's microseconds never drifts. Threads are merged into this one timeline
+  (ASTRA-sim runs one CPU op at a time per rank), so each thread's order is kept, and so is the
+  order across threads that the trace shows.
+- **CPU -> GPU**: each kernel, memcpy and memset launched (``correlation``, else the ``ac2g`` flow)
+  by a runtime call of the step is a GPU node right after that call, depending on it.
+- **GPU -> CPU**: a synchronising call (``SYNC_CALLS``) is followed by a ``(wait)`` node that
+  depends on the GPU work it waited for (per stream, the last op launched before it that ended
+  during the call) and lasts from that work's end to the call's end.
+- **GPU -> GPU**: each GPU op depends on the previous op of its stream; and where it started later
+  than both its launch and that op allow, on the op of another stream that ended last just before
+  it (the ``cudaEventRecord`` -> ``cudaStreamWaitEvent`` edge, read from the timing, since Kineto
+  records neither the event nor the stream waited on).
+
+NCCL/RCCL kernels become communication nodes (``comm.py``). ``drop`` removes one kind of
+dependency (or the gap nodes) for the ablation.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import TraceContentError
+from ..schema.chakra import NodeType
+from . import comm
+from .events import HOST, RUNTIME, STEP, STEP_PREFIX, Event, KinetoEvents
+
+#: Runtime calls that return only when GPU work is done.
+SYNC_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+    "cudaMemcpy2D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol", "cudaMemset", "cuCtxSynchronize",
+    "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
+    "hipMemcpyWithStream", "hipMemset",
+})
+#: Runtime calls that launch GPU work (a step whose launches lack their GPU op is incomplete).
+_LAUNCH = re.compile(r"^(cu|cuda|hip)(Ext)?(Module)?(LaunchKernel|LaunchCooperativeKernel|Memcpy|Memset|"
+                     r"GraphLaunch)")
+#: Dependency kinds ``drop`` may name, and the gap nodes.
+DEPENDENCY_KINDS = ("cpu", "launch", "sync", "stream", "gaps")
+_CROSS_STREAM_WINDOW = 10.0  # us: an op on another stream that ended this close before a late start
+_SLACK = 1.0  # us: start later than this after what it waits for = it waited for something else
+GAP_NAME = "[host gap]"
+
+
+class Node:
+    __slots__ = ("comm", "cpu", "deps", "dur", "end", "id", "name", "tag", "type")
+
+    def __init__(self, node_id: int, name: str, dur: int, deps: list[int], cpu: bool = True) -> None:
+        self.id = node_id
+        self.name = name
+        self.type = int(NodeType.COMP_NODE)
+        self.dur = dur
+        self.deps = deps
+        self.cpu = cpu
+        self.comm: comm.CommInfo | None = None
+        self.tag: int | None = None
+        self.end = 0.0  # a GPU op's traced end (microseconds)
+
+
+@dataclass
+class KinetoGraph:
+    nodes: list[Node]
+    step: int
+    step_start: float
+    #: the step's span: ProfilerStep#N's start to the later of its end and the end of the GPU work
+    #: it launched (microseconds)
+    measured_us: float
+    cpu_span_us: float
+    gpu_ops: int = 0
+    comm_nodes: int = 0
+    warnings: list[str] = field(default_factory=list)
+    incomplete: int = 0
+
+
+def step_number(event: Event) -> int | None:
+    text = event.name[len(STEP_PREFIX):]
+    return int(text) if text.isdecimal() else None
+
+
+def pick_step(trace: KinetoEvents, step: int | None, gpu_by_corr: dict[Any, list[Event]]) -> tuple[Event, int]:
+    """The ProfilerStep to convert and how many of its launches lack their GPU work."""
+    steps = [(n, e) for e in trace.steps if (n := step_number(e)) is not None]
+    if not steps:
+        raise TraceContentError(trace.path, "no ProfilerStep#N event: profile with torch.profiler's schedule "
+                                            "(prof.step() each iteration) to mark the steps")
+    if step is not None:
+        chosen = [e for n, e in steps if n == step]
+        if not chosen:
+            have = ", ".join(str(n) for n, _ in steps[:20])
+            raise TraceContentError(trace.path, f"no ProfilerStep#{step} in the trace (it has {have})")
+        return chosen[-1], _missing_launches(trace, chosen[-1], gpu_by_corr)
+    for _, event in reversed(steps):
+        missing = _missing_launches(trace, event, gpu_by_corr)
+        if not missing:
+            return event, 0
+    return steps[-1][1], _missing_launches(trace, steps[-1][1], gpu_by_corr)
+
+
+def _missing_launches(trace: KinetoEvents, step: Event, gpu_by_corr: dict[Any, list[Event]]) -> int:
+    end = step.end
+    return sum(1 for e in trace.host if e.kind == RUNTIME and step.ts <= e.ts < end and e.pid == step.pid
+               and _LAUNCH.match(e.name) and not e.name.startswith(("cudaMemcpyAsync", "hipMemcpyAsync"))
+               and e.corr not in gpu_by_corr and "Graph" not in e.name)
+
+
+def gpu_by_correlation(trace: KinetoEvents) -> dict[Any, list[Event]]:
+    """Launch correlation id -> the GPU ops it launched (``correlation``, else the ``ac2g`` flow)."""
+    found: dict[Any, list[Event]] = {}
+    for gpu in trace.gpu:
+        corr = gpu.corr
+        if corr is None:
+            flow = trace.flow_ends.get((gpu.tid, gpu.ts))
+            corr = ("flow", trace.flow_starts.get(flow)) if flow is not None else None
+        if corr is not None:
+            found.setdefault(corr, []).append(gpu)
+    return found
+
+
+class _Builder:
+    def __init__(self, trace: KinetoEvents, step: Event, rank: int | None, drop: frozenset[str]) -> None:
+        self.trace = trace
+        self.step = step
+        self.rank = rank
+        self.drop = drop
+        self.nodes: list[Node] = []
+        self.prev: Node | None = None  # the host timeline's last node
+        self.cursor = 0  # where the host timeline ends, rounded microseconds from the step's start
+        #: stream -> ([ends], [nodes]) of its GPU ops so far, in launch order
+        self.streams: dict[Any, tuple[list[float], list[Node]]] = {}
+        self.problems: Counter[str] = Counter()
+        self.sends: Counter[int] = Counter()
+        self.recvs: Counter[int] = Counter()
+        self.gpu_end = step.end
+        self.gpu_ops = 0
+        self.comm_nodes = 0
+
+    def rt(self, t: float) -> int:
+        return round(t - self.step.ts)
+
+    def add(self, name: str, dur: int, deps: list[Node], cpu: bool = True) -> Node:
+        node = Node(len(self.nodes) + 1, name, max(0, dur), [d.id for d in deps], cpu)
+        self.nodes.append(node)
+        return node
+
+    def host_node(self, name: str, end: int, start: int | None = None) -> Node:
+        """A node of the host timeline, after the previous one, ending at ``end``."""
+        deps = [self.prev] if self.prev is not None and "cpu" not in self.drop else []
+        begin = self.cursor if start is None else max(self.cursor, start)
+        node = self.add(name, end - begin, deps)
+        self.prev = node
+        self.cursor = max(self.cursor, end)
+        return node
+
+    def gap_to(self, point: int) -> None:
+        if point > self.cursor:
+            if "gaps" in self.drop:
+                self.cursor = point
+            else:
+                self.host_node(GAP_NAME, point)
+
+    def build(self, gpu_by_corr: dict[Any, list[Event]]) -> None:
+        step = self.step
+        events = [e for e in self.trace.host
+                  if step.ts <= e.ts < step.end and e.pid == step.pid and (e.kind != STEP or e is step)]
+        stacks: dict[Any, list[Event]] = {}
+        for i, event in enumerate(events):
+            stack = stacks.setdefault(event.tid, [])
+            while stack and stack[-1].end <= event.ts:
+                stack.pop()
+            self.gap_to(self.rt(event.ts))
+            end = self.rt(event.end)
+            if i + 1 < len(events):
+                end = min(end, self.rt(events[i + 1].ts))
+            launched = gpu_by_corr.get(event.corr, ()) if event.kind == RUNTIME else ()
+            if not launched and event.kind == RUNTIME and event.corr is None:
+                launched = gpu_by_corr.get(("flow", (event.tid, event.ts)), ())
+            sync = event.kind == RUNTIME and event.name in SYNC_CALLS
+            waited = self.waited(event) if sync else []
+            blocking = sync and (waited or launched)
+            node = self.host_node(event.name, self.cursor if blocking else end)
+            waited += [self.gpu_node(gpu, node, event, stack[::-1]) for gpu in launched]
+            if blocking:
+                latest = max((n.end for n in waited if n.end <= event.end + _SLACK), default=event.ts)
+                wait = self.host_node(event.name + " (wait)", end, self.rt(latest))
+                if "sync" not in self.drop:
+                    wait.deps.extend(n.id for n in waited)
+            if event.kind in (HOST, STEP):
+                stack.append(event)
+        self.gap_to(self.rt(step.end))
+
+    def waited(self, call: Event) -> list[Node]:
+        """Per stream, the last GPU op launched before ``call`` if it ended while the call ran."""
+        found = []
+        for ends, nodes in self.streams.values():
+            if ends and call.ts < ends[-1] <= call.end + _SLACK:
+                found.append(nodes[-1])
+        return found
+
+    def gpu_node(self, gpu: Event, launch: Node, call: Event, around: list[Event]) -> Node:
+        key = (gpu.pid, gpu.stream)
+        ends, nodes = self.streams.setdefault(key, ([], []))
+        deps: list[Node] = []
+        if "launch" not in self.drop:
+            deps.append(launch)
+        ready = call.end
+        if nodes:
+            ready = max(ready, ends[-1])
+            if "stream" not in self.drop:
+                deps.append(nodes[-1])
+        if gpu.ts - ready > _SLACK and "stream" not in self.drop:
+            other = self._cross_stream(key, ready, gpu.ts)
+            if other is not None:
+                deps.append(other)
+        node = self.add(gpu.name, self.rt(gpu.end) - self.rt(gpu.ts), deps, cpu=False)
+        self.gpu_ops += 1
+        if comm.is_nccl_kernel(gpu.name):
+            self._communication(node, gpu, around)
+        ends.append(gpu.end)
+        nodes.append(node)
+        self.gpu_end = max(self.gpu_end, gpu.end)
+        node.end = gpu.end
+        return node
+
+    def _cross_stream(self, own: Any, ready: float, start: float) -> Node | None:
+        best: tuple[float, Node] | None = None
+        for key, (ends, nodes) in self.streams.items():
+            if key == own or not ends:
+                continue
+            at = bisect_right(ends, start + 0.5) - 1
+            if (at >= 0 and ends[at] > ready - 0.5 and start - ends[at] <= _CROSS_STREAM_WINDOW
+                    and (best is None or ends[at] > best[0])):
+                best = (ends[at], nodes[at])
+        return best[1] if best is not None else None
+
+    def _communication(self, node: Node, gpu: Event, around: list[Event]) -> None:
+        info = comm.classify(gpu.name, gpu.args, around, self.rank)
+        if info.problem is not None:
+            self.problems[info.problem] += 1
+            return
+        node.comm = info
+        self.comm_nodes += 1
+        if info.kind == "coll":
+            node.type = int(NodeType.COMM_COLL_NODE)
+        elif info.kind == "send":
+            node.type = int(NodeType.COMM_SEND_NODE)
+            assert info.peer is not None
+            node.tag = self.sends[info.peer]
+            self.sends[info.peer] += 1
+        else:
+            node.type = int(NodeType.COMM_RECV_NODE)
+            assert info.peer is not None
+            node.tag = self.recvs[info.peer]
+            self.recvs[info.peer] += 1
+
+
+def build(trace: KinetoEvents, step: int | None = None, rank: int | None = None,
+          drop: frozenset[str] = frozenset()) -> KinetoGraph:
+    """The graph of one step of ``trace`` (the last complete one by default)."""
+    unknown = drop - set(DEPENDENCY_KINDS)
+    if unknown:
+        raise ValueError(f"unknown dependency kinds {sorted(unknown)}; known: {', '.join(DEPENDENCY_KINDS)}")
+    by_corr = gpu_by_correlation(trace)
+    chosen, missing = pick_step(trace, step, by_corr)
+    builder = _Builder(trace, chosen, rank, drop)
+    builder.build(by_corr)
+    number = step_number(chosen)
+    assert number is not None
+    graph = KinetoGraph(builder.nodes, number, chosen.ts, builder.gpu_end - chosen.ts, chosen.dur,
+                        builder.gpu_ops, builder.comm_nodes, incomplete=missing)
+    if missing:
+        graph.warnings.append(f"ProfilerStep#{number}: {missing} launch(es) have no GPU op in the trace "
+                              "(the profiler stopped before their work was recorded); that work is left out")
+    for problem, count in builder.problems.items():
+        graph.warnings.append(f"{count} NCCL kernel(s) kept as compute nodes: {problem}")
+    return graph

@@ -1,0 +1,51 @@
+"""A ``KinetoGraph`` as a Chakra ``.et`` file, ready for ASTRA-sim.
+
+Every node gets ``duration_micros`` and ``is_cpu_op`` (host nodes true, GPU and communication nodes
+false); communication nodes ``comm_type`` (collectives), ``comm_size`` in bytes, ``pg_name`` (a
+decimal group id; ``"0"`` is every rank) and, for sends and receives, ``comm_src``, ``comm_dst``
+and ``comm_tag``. Dependencies are ``data_deps`` and always name earlier nodes, so the file has
+no cycle and no dangling id; there is no METADATA node. The GlobalMetadata record comes first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import IO
+
+from ..et import encode, wire
+from ..io import OutputTarget, atomic_output
+from ..schema.chakra import NodeType
+from .graph import KinetoGraph, Node
+
+SCHEMA = "kineto-replay.1"
+_IS_CPU_OP = wire.attr_name("is_cpu_op")
+_CPU = wire.bool_attr(_IS_CPU_OP, True)
+_GPU = wire.bool_attr(_IS_CPU_OP, False)
+
+
+def node_bytes(node: Node, rank: int | None) -> bytes:
+    head = encode.head(node.id, encode.name_field(node.name, "name"), node.type, (), node.deps)
+    body = encode.duration(node.dur) + (_CPU if node.cpu else _GPU)
+    info = node.comm
+    if info is not None:
+        body += encode.comm_attrs(node.type, info.comm_type, info.size, info.pg_name)
+        if node.type == NodeType.COMM_SEND_NODE:
+            body += encode.p2p_attrs(rank, info.peer, node.tag)
+        elif node.type == NodeType.COMM_RECV_NODE:
+            body += encode.p2p_attrs(info.peer, rank, node.tag)
+    return encode.node_record(head, body)
+
+
+def write(graph: KinetoGraph, output: str | os.PathLike[str] | OutputTarget, rank: int | None, pid: int = 0) -> None:
+    """Write ``graph`` to ``output`` atomically (nothing is left behind on an error)."""
+    with atomic_output(output) as out:
+        _write(out, graph, rank, pid)
+
+
+def _write(out: IO[bytes], graph: KinetoGraph, rank: int | None, pid: int) -> None:
+    start = max(0, round(graph.step_start))
+    out.write(encode.global_metadata({"schema": SCHEMA, "pid": pid, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                                      "start_ts": start, "finish_ts": start + round(graph.measured_us)}))
+    for node in graph.nodes:
+        out.write(node_bytes(node, rank))
