@@ -29,6 +29,7 @@ HOST_CATEGORIES = frozenset({"cpu_op", "user_annotation", "cuda_runtime", "cuda_
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 FLOW_CATEGORIES = frozenset({"ac2g"})
+STEP_CATEGORIES = frozenset({"cpu_op", "user_annotation"})  # not gpu_user_annotation (its GPU-side copy)
 STEP_PREFIX = "ProfilerStep#"
 
 
@@ -171,7 +172,7 @@ def _keep(trace: KinetoEvents, raw: _Raw, index: int) -> None:
     if raw.ph != "X":
         return
     name = raw.name
-    if type(name) is str and name.startswith(STEP_PREFIX):
+    if type(name) is str and name.startswith(STEP_PREFIX) and cat in STEP_CATEGORIES:
         kind = STEP
     elif cat in HOST_CATEGORIES:
         kind = RUNTIME if cat in RUNTIME_CATEGORIES else HOST

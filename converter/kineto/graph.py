@@ -46,14 +46,15 @@ SYNC_CALLS = frozenset({
     "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
     "hipMemcpyWithStream", "hipMemset",
 })
-#: Runtime calls that launch GPU work (a step whose launches lack their GPU op is incomplete).
-_LAUNCH = re.compile(r"^(cu|cuda|hip)(Ext)?(Module)?(LaunchKernel|LaunchCooperativeKernel|Memcpy|Memset|"
-                     r"GraphLaunch)")
+#: Runtime calls that launch kernels (a step whose kernel launches lack their kernel is incomplete;
+#: memcpy and memset calls are left out: small ones often record no GPU op).
+_LAUNCH = re.compile(r"^(cu|cuda|hip)(Ext)?(Module)?(LaunchKernel|LaunchCooperativeKernel)")
 #: Dependency kinds ``drop`` may name, and the gap nodes.
 DEPENDENCY_KINDS = ("cpu", "launch", "sync", "stream", "gaps")
 _CROSS_STREAM_WINDOW = 10.0  # us: an op on another stream that ended this close before a late start
 _SLACK = 1.0  # us: start later than this after what it waits for = it waited for something else
 GAP_NAME = "[host gap]"
+CARRY_IN_NAME = "[GPU work launched before the step]"
 
 
 class Node:
@@ -103,18 +104,26 @@ def pick_step(trace: KinetoEvents, step: int | None, gpu_by_corr: dict[Any, list
             have = ", ".join(str(n) for n, _ in steps[:20])
             raise TraceContentError(trace.path, f"no ProfilerStep#{step} in the trace (it has {have})")
         return chosen[-1], _missing_launches(trace, chosen[-1], gpu_by_corr)
-    for _, event in reversed(steps):
-        missing = _missing_launches(trace, event, gpu_by_corr)
-        if not missing:
+    # the last step whose kernels are all in the trace; one that launched none is skipped where
+    # others did (the short step torch.profiler's stop() leaves)
+    counted = [(e, *_launches(trace, e, gpu_by_corr)) for _, e in reversed(steps)]
+    any_launches = any(launches for _, launches, _ in counted)
+    for event, launches, missing in counted:
+        if not missing and (launches or not any_launches):
             return event, 0
-    return steps[-1][1], _missing_launches(trace, steps[-1][1], gpu_by_corr)
+    return steps[-1][1], counted[0][2]
+
+
+def _launches(trace: KinetoEvents, step: Event, gpu_by_corr: dict[Any, list[Event]]) -> tuple[int, int]:
+    """Kernel launches of the step, and how many of them have no kernel in the trace."""
+    end = step.end
+    launches = [e for e in trace.host if e.kind == RUNTIME and step.ts <= e.ts < end and e.pid == step.pid
+                and _LAUNCH.match(e.name)]
+    return len(launches), sum(1 for e in launches if e.corr not in gpu_by_corr)
 
 
 def _missing_launches(trace: KinetoEvents, step: Event, gpu_by_corr: dict[Any, list[Event]]) -> int:
-    end = step.end
-    return sum(1 for e in trace.host if e.kind == RUNTIME and step.ts <= e.ts < end and e.pid == step.pid
-               and _LAUNCH.match(e.name) and not e.name.startswith(("cudaMemcpyAsync", "hipMemcpyAsync"))
-               and e.corr not in gpu_by_corr and "Graph" not in e.name)
+    return _launches(trace, step, gpu_by_corr)[1]
 
 
 def gpu_by_correlation(trace: KinetoEvents) -> dict[Any, list[Event]]:
@@ -174,8 +183,10 @@ class _Builder:
 
     def build(self, gpu_by_corr: dict[Any, list[Event]]) -> None:
         step = self.step
-        events = [e for e in self.trace.host
-                  if step.ts <= e.ts < step.end and e.pid == step.pid and (e.kind != STEP or e is step)]
+        pids = {step.pid} if any(e.pid == step.pid and e.kind != STEP for e in self.trace.host) else None
+        events = [e for e in self.trace.host if step.ts <= e.ts < step.end and (pids is None or e.pid in pids)
+                  and (e.kind != STEP or e is step)]
+        self.carry_in(gpu_by_corr)
         stacks: dict[Any, list[Event]] = {}
         for i, event in enumerate(events):
             stack = stacks.setdefault(event.tid, [])
@@ -202,6 +213,26 @@ class _Builder:
                 stack.append(event)
         self.gap_to(self.rt(step.end))
 
+    def carry_in(self, gpu_by_corr: dict[Any, list[Event]]) -> None:
+        """GPU work launched before the step and still running or queued at its start: one GPU node
+        (streams' backlogs would serialise on ASTRA-sim's one GPU), ending where the latest ends,
+        that the step's first op on each such stream waits for."""
+        step = self.step
+        ends: dict[Any, float] = {}
+        for event in self.trace.host:
+            if event.ts >= step.ts:
+                break
+            if event.kind == RUNTIME and event.pid == step.pid:
+                for gpu in gpu_by_corr.get(event.corr, ()):
+                    if gpu.end > step.ts:
+                        key = (gpu.pid, gpu.stream)
+                        ends[key] = max(ends.get(key, gpu.end), gpu.end)
+        if not ends or "stream" in self.drop:
+            return
+        node = self.add(CARRY_IN_NAME, self.rt(max(ends.values())), [], cpu=False)
+        for key, end in ends.items():
+            self.streams[key] = ([end], [node])
+
     def waited(self, call: Event) -> list[Node]:
         """Per stream, the last GPU op launched before ``call`` if it ended while the call ran."""
         found = []
@@ -225,7 +256,10 @@ class _Builder:
             other = self._cross_stream(key, ready, gpu.ts)
             if other is not None:
                 deps.append(other)
-        node = self.add(gpu.name, self.rt(gpu.end) - self.rt(gpu.ts), deps, cpu=False)
+        start = gpu.ts
+        if "GraphLaunch" in call.name and ready < start:
+            start = ready  # the graph's unrecorded kernels ran before its first recorded op (CUPTI)
+        node = self.add(gpu.name, self.rt(gpu.end) - self.rt(start), deps, cpu=False)
         self.gpu_ops += 1
         if comm.is_nccl_kernel(gpu.name):
             self._communication(node, gpu, around)
