@@ -206,8 +206,10 @@ class _Builder:
             waited += [self.gpu_node(gpu, node, event, stack[::-1]) for gpu in launched]
             if blocking:
                 latest = max((n.end for n in waited if n.end <= event.end + _SLACK), default=event.ts)
-                wait = self.host_node(event.name + " (wait)", end, self.rt(latest))
-                if "sync" not in self.drop:
+                if "sync" in self.drop:  # the call keeps its traced time, waiting included
+                    self.host_node(event.name + " (wait)", end)
+                else:
+                    wait = self.host_node(event.name + " (wait)", end, self.rt(latest))
                     wait.deps.extend(n.id for n in waited)
             if event.kind in (HOST, STEP):
                 stack.append(event)
@@ -313,7 +315,7 @@ def build(trace: KinetoEvents, step: int | None = None, rank: int | None = None,
     builder.build(by_corr)
     number = step_number(chosen)
     assert number is not None
-    graph = KinetoGraph(builder.nodes, number, chosen.ts, builder.gpu_end - chosen.ts, chosen.dur,
+    graph = KinetoGraph(builder.nodes, number, chosen.ts, max(chosen.dur, builder.gpu_end - chosen.ts), chosen.dur,
                         builder.gpu_ops, builder.comm_nodes, incomplete=missing)
     if missing:
         graph.warnings.append(f"ProfilerStep#{number}: {missing} launch(es) have no GPU op in the trace "

@@ -3,14 +3,14 @@
 Every node gets ``duration_micros`` and ``is_cpu_op`` (host nodes true, GPU and communication nodes
 false); communication nodes ``comm_type`` (collectives), ``comm_size`` in bytes, ``pg_name`` (a
 decimal group id; ``"0"`` is every rank) and, for sends and receives, ``comm_src``, ``comm_dst``
-and ``comm_tag``. Dependencies are ``data_deps`` and always name earlier nodes, so the file has
+and ``comm_tag``. The output depends on the trace alone (no conversion time is written).
+Dependencies are ``data_deps`` and always name earlier nodes, so the file has
 no cycle and no dangling id; there is no METADATA node. The GlobalMetadata record comes first.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from typing import IO
 
 from ..et import encode, wire
@@ -45,7 +45,7 @@ def write(graph: KinetoGraph, output: str | os.PathLike[str] | OutputTarget, ran
 
 def _write(out: IO[bytes], graph: KinetoGraph, rank: int | None, pid: int) -> None:
     start = max(0, round(graph.step_start))
-    out.write(encode.global_metadata({"schema": SCHEMA, "pid": pid, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+    out.write(encode.global_metadata({"schema": SCHEMA, "pid": pid, "time": "",
                                       "start_ts": start, "finish_ts": start + round(graph.measured_us)}))
     for node in graph.nodes:
         out.write(node_bytes(node, rank))
