@@ -226,18 +226,22 @@ def link(
 def convert_all(
     directory: PathArg, output_dir: PathArg, options: ConvertOptions | None = None, *, jobs: int | None = None,
     prefix: str = "trace", allow_mismatch: bool = False, on_rank_done: Callable[[RankOutcome], None] | None = None,
-    ray_address: str | None = None,
+    ray_address: str | None = None, step: int | None = None,
 ) -> MultiRankResult:
     """Link and convert every rank in ``directory`` into ``output_dir/<prefix>.<rank>.et``, ``jobs``
     ranks at a time (or each a task on the Ray cluster at ``ray_address``, "auto" for the local one),
-    and write ``<prefix>.comm_group.json``; failing ranks are reported, not raised."""
+    and write ``<prefix>.comm_group.json``; failing ranks are reported, not raised. A directory of
+    Kineto traces alone is converted by the Kineto front end (``step``: ProfilerStep#N, default each
+    trace's last complete one)."""
+    if step is not None:
+        _int("step", step)
     if not isinstance(prefix, str):
         raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
     if ray_address is not None and not isinstance(ray_address, str):
         raise TypeError(f"ray_address must be a str or None, got {type(ray_address).__name__}")
     return _convert_all(_path("directory", directory), _path("output_dir", output_dir), _options(options),
                         jobs=_jobs("jobs", jobs), prefix=prefix, allow_mismatch=_bool("allow_mismatch", allow_mismatch),
-                        on_rank_done=_callable("on_rank_done", on_rank_done), ray_address=ray_address)
+                        on_rank_done=_callable("on_rank_done", on_rank_done), ray_address=ray_address, step=step)
 
 
 def write_comm_groups(device_traces: Sequence[PathArg], output_path: PathArg) -> CommGroups:

@@ -27,7 +27,8 @@ def _add_convert_all(commands: Any) -> None:
     parser = subcommand(
         commands, "convert-all", "link and convert every rank whose traces are in a directory",
         f"  {PROG} convert-all outputs/ et/ --jobs 4      # -> et/trace.<rank>.et, et/trace.comm_group.json\n"
-        f"  {PROG} convert-all dlrm/ et/ --astra-sim      # dlrm_eg_<R>.json + worker<R>_step_12.*.pt.trace.json\n",
+        f"  {PROG} convert-all dlrm/ et/ --astra-sim      # dlrm_eg_<R>.json + worker<R>_step_12.*.pt.trace.json\n"
+        f"  {PROG} convert-all kineto/ et/ --step 12     # Kineto traces alone (docs/kineto.md)\n",
     )
     parser.add_argument("directory", metavar="DIRECTORY",
                         help="each rank's host and Kineto traces (or host traces alone, each converted by itself)")
@@ -39,6 +40,8 @@ def _add_convert_all(commands: Any) -> None:
                              "ADDRESS, ray.init()'s rule: RAY_ADDRESS, else the cluster running on this "
                              "machine, else a new local one; paths must be the same on every node")
     parser.add_argument("--prefix", default="trace", help="output name prefix (default: trace)")
+    parser.add_argument("--step", type=int, metavar="N", help="a directory of Kineto traces alone: convert "
+                        "ProfilerStep#N (default: each trace's last complete step)")
     parser.add_argument("--allow-mismatch", action="store_true", help="link pairs even if they look like two runs")
     add_conversion_options(parser)
     add_output_options(parser)
@@ -49,7 +52,7 @@ def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
     with ProgressBars(reporter.shows_progress) as bars:
         result = api.convert_all(args.directory, args.outdir, conversion_options(args), jobs=args.jobs,
                                  prefix=args.prefix, allow_mismatch=args.allow_mismatch, on_rank_done=bars.rank_done,
-                                 ray_address=args.ray)
+                                 ray_address=args.ray, step=args.step)
     if result.ray_cluster is not None:
         reporter.info(f"ran on {result.ray_cluster}")
     reporter.info(f"{'rank':>4}  {'status':6}  {'nodes':>9}  {'seconds':>7}  output / problem")

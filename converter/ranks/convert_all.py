@@ -1,5 +1,7 @@
 """``convert-all``: every rank of a job, host + device pairs found in one directory, in parallel
-(a directory of host traces alone, with no Kineto trace at all: each host trace converted alone).
+(a directory of host traces alone, with no Kineto trace at all: each host trace converted alone;
+a directory of Kineto traces alone, with no host trace: each converted by the Kineto front end,
+``kineto/``, the rank from its ``distributedInfo``, else its file name).
 
 Writes ``OUTDIR/<prefix>.<rank>.et`` (the names ASTRA-sim's workload loader expects) and
 ``OUTDIR/<prefix>.comm_group.json``, ASTRA-sim's ``--comm-group-configuration`` (``ranks/commgroups.py``),
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from ..convert.pipeline import ConversionResult, ConvertOptions, convert_file
 from ..errors import ConverterError
 from ..io import OutputSet, OutputTarget, check_output, output_directory, same_file
+from ..kineto import convert_kineto
 from ..workers import run_all
 from . import commgroups
 from .commgroups import CommGroups
@@ -59,6 +62,8 @@ class _Task:
     output: str
     options: ConvertOptions
     allow_mismatch: bool
+    kineto: bool = False  # a Kineto trace alone (``device``), converted by the Kineto front end
+    step: int | None = None
 
 
 def convert_all(
@@ -71,16 +76,21 @@ def convert_all(
     allow_mismatch: bool = False,
     on_rank_done: Callable[[RankOutcome], None] | None = None,
     ray_address: str | None = None,
+    step: int | None = None,
 ) -> MultiRankResult:
     """Link and convert every rank found in ``directory``; see the module docstring.
     ``on_rank_done`` is called with each rank's outcome as it finishes. With ``ray_address``,
-    each rank is a task on that Ray cluster (``ranks/onray.py``), else a local process.
+    each rank is a task on that Ray cluster (``ranks/onray.py``), else a local process. ``step``:
+    the ProfilerStep of a job of Kineto traces alone (default: each trace's last complete one).
     ``output_dir`` is created if missing (and removed again if the command ends with nothing in it)."""
     _check_prefix(prefix)
     found = discover(directory)
     created = output_directory(output_dir)
     try:
-        result = _convert_all(found, output_dir, options, jobs, prefix, allow_mismatch, on_rank_done, ray_address)
+        if step is not None and (found.hosts or not found.devices):
+            raise ConverterError(f"{directory}: a step is for a job of Kineto traces alone (this one has host traces)")
+        result = _convert_all(found, output_dir, options, jobs, prefix, allow_mismatch, on_rank_done, ray_address,
+                              step)
     finally:
         if created:
             with suppress(OSError):  # only succeeds if nothing was written there
@@ -91,6 +101,7 @@ def convert_all(
 def _convert_all(
     found: FoundTraces, output_dir: str, options: ConvertOptions, jobs: int | None, prefix: str,
     allow_mismatch: bool, on_rank_done: Callable[[RankOutcome], None] | None, ray_address: str | None,
+    step: int | None = None,
 ) -> MultiRankResult:
     if found.devices:
         groups = commgroups.from_distributed_info(found.dist_info.values())
@@ -102,6 +113,8 @@ def _convert_all(
     cluster: list[str] = []
     with OutputSet(shown=output_dir) as files:
         tasks, outcomes, targets = _plan(found, output_dir, files, prefix, options, allow_mismatch)
+        if found.devices and not found.hosts:
+            tasks = [replace(t, kineto=True, step=step) for t in tasks]
         for outcome in _run(tasks, jobs, ray_address, cluster.append):
             outcome = _in_place(outcome, output_dir)
             outcomes.append(outcome)
@@ -169,7 +182,8 @@ def _plan(found: FoundTraces, out_dir: str, files: OutputSet, prefix: str, optio
     output = ""
     for rank in found.ranks():
         hosts, devices = found.hosts.get(rank, []), found.devices.get(rank, [])
-        problem = _pair_problem(rank, hosts, devices if found.devices else [""])
+        kineto_alone = bool(found.devices) and not found.hosts
+        problem = _pair_problem(rank, devices if kineto_alone else hosts, devices if found.devices else [""])
         if problem and rank in found.unreadable:
             problem = "; ".join([problem, *found.unreadable[rank]])
         if not problem:
@@ -182,7 +196,8 @@ def _plan(found: FoundTraces, out_dir: str, files: OutputSet, prefix: str, optio
         if problem:
             failures.append(RankOutcome(rank, _one(hosts), _one(devices), None, False, problem))
         else:
-            tasks.append(_Task(rank, hosts[0], devices[0] if devices else None, output, options, allow_mismatch))
+            tasks.append(_Task(rank, devices[0] if kineto_alone else hosts[0], devices[0] if devices else None, output,
+                               options, allow_mismatch))
     return tasks, failures, targets
 
 
@@ -209,6 +224,8 @@ def _convert_rank(task: _Task) -> RankOutcome:
     """One worker's job; every failure becomes a row rather than an exception."""
     if task.device is None:
         return _convert_host(task)
+    if task.kineto:
+        return _convert_kineto(task)
     try:
         result = convert_pair(task.host, task.device, task.output, task.options, rank=task.rank,
                               allow_mismatch=task.allow_mismatch)
@@ -225,6 +242,19 @@ def _convert_rank(task: _Task) -> RankOutcome:
 def _nodes(conversion: ConversionResult) -> int:
     """The nodes the rank's file holds (after compaction, with --compact)."""
     return conversion.nodes_written if conversion.compaction is None else conversion.compaction.nodes_written
+
+
+def _convert_kineto(task: _Task) -> RankOutcome:
+    """A rank of a job of Kineto traces alone."""
+    assert task.device is not None
+    try:
+        result = convert_kineto(task.device, task.output, step=task.step, rank=task.rank)
+    except ConverterError as exc:
+        return RankOutcome(task.rank, None, task.device, None, False, str(exc))
+    except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
+        return RankOutcome(task.rank, None, task.device, None, False, f"internal error: {exc!r}")
+    return RankOutcome(task.rank, None, task.device, task.output, True, "; ".join(result.warnings), result.nodes,
+                       result.seconds)
 
 
 def _convert_host(task: _Task) -> RankOutcome:
