@@ -25,7 +25,7 @@ from chakra_convert_fast.converter.kineto.graph import GAP_NAME, build
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, NodeType
 
 from .clirun import assert_one_error, listing, run_cli
-from .conftest import REAL_TRACES_DIR
+from .traces import REAL_TRACES_DIR
 
 PUBLIC = REAL_TRACES_DIR / "kineto_public"
 EVENT_SYNC = PUBLIC / "hta_a100_cuda_event_sync.json.gz"

@@ -1,12 +1,10 @@
-"""Kineto traces replayed in the real ASTRA-sim (``ASTRA_SIM_HOME``; skipped with the reason where
-it is unset, a failure where it is unset under CI=true, as tests/test_simulate_astra.py).
+"""Kineto traces replayed in the real ASTRA-sim (conftest's ``simulator``: ``ASTRA_SIM_HOME``).
 
 Each replayed step is read from the simulator's own log (every rank finished) and held against
 the measured step the ``.et`` records; the bound here is the issue's target for every trace (5%)."""
 
 from __future__ import annotations
 
-import os
 import tarfile
 from pathlib import Path
 
@@ -15,25 +13,13 @@ import pytest
 from chakra_convert_fast.converter import api
 
 from .clirun import run_cli
-from .conftest import REAL_TRACES_DIR
+from .traces import REAL_TRACES_DIR
 
 PUBLIC = REAL_TRACES_DIR / "kineto_public"
 
 
 @pytest.fixture(scope="module")
-def simulator() -> Path:
-    root = os.environ.get("ASTRA_SIM_HOME")
-    if not root and os.environ.get("CI"):
-        pytest.fail("ASTRA_SIM_HOME is not set in CI: .ci/run sets it to ../shared/astra-sim")
-    if not root:
-        pytest.skip("ASTRA_SIM_HOME is not set: point it at the ASTRA-sim binaries (../shared/astra-sim)")
-    if not (Path(root) / "bin" / "AstraSim_Analytical_Congestion_Unaware").is_file():
-        pytest.fail(f"ASTRA_SIM_HOME={root} holds no bin/AstraSim_Analytical_Congestion_Unaware")
-    return Path(root)
-
-
-@pytest.fixture(scope="module")
-def dlrm_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dlrm_job(simulator: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """PARAM's 8 DLRM worker traces (V100, NCCL) converted with convert-all: OUT/trace.<rank>.et."""
     base = tmp_path_factory.mktemp("dlrm")
     with tarfile.open(REAL_TRACES_DIR / "gpu_public" / "dlrm_kineto.tar.gz") as tar:
