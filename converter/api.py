@@ -52,6 +52,7 @@ from .kineto import DEPENDENCY_KINDS, KinetoConversion
 from .kineto import convert_kineto as _convert_kineto
 from .link.pipeline import LinkResult
 from .link.pipeline import link as _link
+from .link.steps import ALL_STEPS, StepChoice, StepSelection
 from .ranks import commgroups
 from .ranks.commgroups import CommGroups
 from .ranks.convert_all import MultiRankResult, RankOutcome
@@ -90,6 +91,7 @@ PathArg = str | os.PathLike[str]
 
 __all__ = [
     "ACCELERATORS",
+    "ALL_STEPS",
     "DEPENDENCY_KINDS",
     "GENERATED_BENCHMARKS",
     "HOST_TIMES",
@@ -123,6 +125,8 @@ __all__ = [
     "SimulationProgress",
     "SimulationResult",
     "SimulatorError",
+    "StepChoice",
+    "StepSelection",
     "SweepPoint",
     "SweepResult",
     "TextResult",
@@ -200,27 +204,29 @@ def convert_kineto(input_path: PathArg, output_path: PathArg, *, step: int | Non
 def convert_pair(
     host_path: PathArg, device_path: PathArg, output_path: PathArg, options: ConvertOptions | None = None, *,
     rank: int | None = None, keep_merged: PathArg | None = None, allow_mismatch: bool = False,
-    progress: Progress | None = None,
+    progress: Progress | None = None, steps: StepChoice = None,
 ) -> PairResult:
     """Link a host trace with its Kineto trace and convert the result; ``keep_merged`` also writes
     the merged JSON. ``rank`` is checked against the Kineto trace's; a pair that does not belong
-    together is refused unless ``allow_mismatch``."""
+    together is refused unless ``allow_mismatch``. ``steps``: the ProfilerSteps to convert (None:
+    those the Kineto trace covers; N: ProfilerStep#N; ``"all"``: every one)."""
     return _convert_pair(
         _path("host_path", host_path), _path("device_path", device_path), _path("output_path", output_path),
         _options(options), rank=_int("rank", rank), keep_merged=_path("keep_merged", keep_merged, optional=True),
         allow_mismatch=_bool("allow_mismatch", allow_mismatch), progress=_callable("progress", progress),
+        steps=_steps("steps", steps),
     )
 
 
 def link(
     host_path: PathArg, device_path: PathArg, output_path: PathArg | None, *, rank: int | None = None,
-    allow_mismatch: bool = False,
+    allow_mismatch: bool = False, steps: StepChoice = None,
 ) -> LinkResult:
     """Write the merged trace ``chakra_trace_link`` writes for this pair (``.gz`` output is gzipped);
-    with ``output_path`` None, only link and check the pair."""
+    with ``output_path`` None, only link and check the pair. ``steps``: as ``convert_pair``."""
     return _link(_path("host_path", host_path), _path("device_path", device_path),
                  _path("output_path", output_path, optional=True), rank=_int("rank", rank),
-                 allow_mismatch=_bool("allow_mismatch", allow_mismatch))
+                 allow_mismatch=_bool("allow_mismatch", allow_mismatch), steps=_steps("steps", steps))
 
 
 def convert_all(
@@ -488,6 +494,12 @@ def _jobs(name: str, value: Any) -> Any:
     if value is not None and value < 1:
         raise ValueError(f"{name} must be at least 1 (or None: one per CPU), got {value}")
     return value
+
+
+def _steps(name: str, value: Any) -> StepChoice:
+    if value is None or value == ALL_STEPS or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value  # type: ignore[no-any-return]
+    raise TypeError(f"{name} must be None, a step number or {ALL_STEPS!r}, got {value!r}")
 
 
 def _bool(name: str, value: Any) -> bool:

@@ -75,16 +75,39 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
                             "captured with it (the host's work replayed between the accelerator ops)"),
 
 
-def add_pair_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+def add_pair_options(parser: argparse.ArgumentParser, *, required: bool, step: bool = True) -> None:
+    """The host + device pair's options; ``step`` False: the command defines ``--step`` itself
+    (``convert``, where it also picks a Kineto trace's step), and checks it against ``--all-steps``."""
     group = parser.add_argument_group("host + device pair")
     group.add_argument("--host", "--chakra-host-trace", dest="host", metavar="HOST", required=required,
                        help="host trace (ExecutionTraceObserver), .json or .json.gz")
     group.add_argument("--device", "--chakra-device-trace", dest="device", metavar="DEVICE", required=required,
                        help="the Kineto trace of the same rank and run")
-    group.add_argument("--rank", type=whole(0, MAX_RANKS - 1),
-                       help="rank of the trace (checked against the Kineto trace; with "
+    group.add_argument("--rank", type=int, help="rank of the trace (checked against the Kineto trace; with "
                        "--astra-sim, the own end of sends and receives)")
     group.add_argument("--allow-mismatch", action="store_true", help="link a pair even if it looks like two runs")
+    steps = group.add_mutually_exclusive_group() if step else group
+    if step:
+        steps.add_argument("--step", type=nonnegative, metavar="N",
+                           help="link ProfilerStep#N alone (default: the steps the Kineto trace covers, when the "
+                                "host trace holds more)")
+    steps.add_argument("--all-steps", action="store_true",
+                       help="link every ProfilerStep of the host trace, those without device data too")
+
+
+def pair_steps(args: argparse.Namespace) -> api.StepChoice:
+    """``--step N`` / ``--all-steps`` as the API takes them."""
+    return api.ALL_STEPS if args.all_steps else args.step
+
+
+def nonnegative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def add_jobs_option(parser: argparse.ArgumentParser) -> None:

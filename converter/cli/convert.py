@@ -14,6 +14,7 @@ from .common import (
     add_output_options,
     add_pair_options,
     conversion_options,
+    pair_steps,
     subcommand,
 )
 from .report import ProgressBars, Reporter
@@ -37,11 +38,12 @@ def _add_convert(commands: Any) -> None:
                     "       %(prog)s [options] --host HOST --device DEVICE OUTPUT")
     parser.add_argument("paths", nargs="+", metavar="[INPUT] OUTPUT",
                         help="INPUT OUTPUT, or only OUTPUT with --host and --device")
-    add_pair_options(parser, required=False)
+    add_pair_options(parser, required=False, step=False)
     kineto = parser.add_argument_group("a Kineto trace alone (recognised by its traceEvents; docs/kineto.md)")
     kineto.add_argument("--kineto", action="store_true", help="INPUT is a Kineto (Chrome JSON) trace")
-    kineto.add_argument("--step", type=int, metavar="N", help="convert ProfilerStep#N (default: the last "
-                        "complete step)")
+    kineto.add_argument("--step", type=int, metavar="N", help="convert ProfilerStep#N: of a Kineto trace alone "
+                        "(default: the last complete step), or of a host + device pair (default: the steps the "
+                        "Kineto trace covers, when the host trace holds more)")
     kineto.add_argument("--drop-dependency", action="append", choices=api.DEPENDENCY_KINDS, default=[],
                         metavar="KIND", help="leave out one kind of dependency (the ablation): "
                         + ", ".join(api.DEPENDENCY_KINDS))
@@ -73,10 +75,18 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
         args.usage_error("give INPUT OUTPUT, or OUTPUT with --host and --device")
     if args.keep_merged and not pair:
         args.usage_error("--keep-merged needs --host and --device")
+    if args.step is not None and args.all_steps:
+        args.usage_error("--step N or --all-steps, not both")
     if not pair and (args.kineto or _is_kineto(args.paths[0])):
+        if args.all_steps:
+            args.usage_error("--all-steps is for a host + device pair (a Kineto trace alone: --step N)")
         return _run_kineto(args, reporter)
-    if args.step is not None or args.drop_dependency:
-        args.usage_error("--step and --drop-dependency are for a Kineto trace")
+    if args.drop_dependency:
+        args.usage_error("--drop-dependency is for a Kineto trace")
+    if (args.step is not None or args.all_steps) and not pair:
+        args.usage_error("--step is for a Kineto trace or a host + device pair, --all-steps for a pair")
+    if args.step is not None and args.step < 0:
+        args.usage_error(f"--step {args.step}: a step number is 0 or more")
     options = conversion_options(args)
     with ProgressBars(reporter.shows_progress) as bars:
         if not pair:
@@ -86,7 +96,7 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
             return 0
         paired = api.convert_pair(args.host, args.device, args.paths[0], options, rank=args.rank,
                                   keep_merged=args.keep_merged, allow_mismatch=args.allow_mismatch,
-                                  progress=bars.progress)
+                                  progress=bars.progress, steps=pair_steps(args))
     reporter.link(paired.link)
     reporter.conversion(paired.conversion)
     return 0
@@ -121,5 +131,5 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
 def _run_reference_form(args: argparse.Namespace, reporter: Reporter) -> int:
     args.paths = [args.input, args.output]
     args.host = args.device = args.keep_merged = None
-    args.kineto, args.step, args.drop_dependency = False, None, []
+    args.kineto, args.step, args.drop_dependency, args.all_steps = False, None, [], False
     return _run_convert(args, reporter)

@@ -10,6 +10,7 @@ from .common import (
     PROG,
     add_output_options,
     add_pair_options,
+    pair_steps,
     subcommand,
 )
 from .report import Reporter
@@ -38,7 +39,8 @@ def _run_link(args: argparse.Namespace, reporter: Reporter) -> int:
     output = args.output if args.output is not None else args.output_file
     if output is None or (args.output_file is not None and args.output_file != output):
         args.usage_error("give the merged output once: OUTPUT (or --output-file OUTPUT)")
-    result = api.link(args.host, args.device, output, rank=args.rank, allow_mismatch=args.allow_mismatch)
+    result = api.link(args.host, args.device, output, rank=args.rank, allow_mismatch=args.allow_mismatch,
+                      steps=pair_steps(args))
     reporter.link(result)
     reporter.info(f"wrote {output}: {result.nodes_written:,} nodes in {result.seconds:.2f} s")
     return 0

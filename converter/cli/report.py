@@ -205,7 +205,9 @@ class Reporter:
         for warning in result.warnings:
             self.warning(warning)
         s = result.stats
-        self.info(f"linked {s.linked:,} of {s.host_ops:,} host ops and {s.gpu_linked:,} device ops")
+        steps = result.steps.describe()
+        self.info(f"linked {s.linked:,} of {s.host_ops:,} host ops and {s.gpu_linked:,} device ops"
+                  + (f" of {steps}" if steps else ""))
 
     def compaction(self, result: api.CompactResult, lead: str = "") -> None:
         self.info(f"{lead}wrote {result.output_path}: {result.nodes_written:,} nodes from {result.nodes_read:,} "

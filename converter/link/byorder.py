@@ -36,7 +36,15 @@ from typing import Any
 
 from .hostindex import HostIndex
 from .kineto import PROFILER_STEP, KinetoEvent, KinetoTrace
-from .linker import LinkedOp, LinkPlan, LinkStats, _cpu_ops_by_thread, _exclusive_durations, _inter_thread_deps
+from .linker import (
+    OBSERVER_RECORD_PREFIX,
+    LinkedOp,
+    LinkPlan,
+    LinkStats,
+    _cpu_ops_by_thread,
+    _exclusive_durations,
+    _inter_thread_deps,
+)
 
 _MARKER_PREFIX = "[pytorch|profiler|execution_"
 _ANCHOR = 4  # host ops that must match in a row where the alignment starts
@@ -83,7 +91,8 @@ def _host_threads(index: HostIndex, stats: LinkStats) -> dict[Any, list[tuple[in
     rows: dict[Any, list[tuple[Any, int, str]]] = {}
     for position, host_id in enumerate(index.ids):
         rf_id, name = index.rf_ids[position], index.names[position]
-        if host_id not in reachable or rf_id is None or name.startswith(_MARKER_PREFIX) or PROFILER_STEP in name:
+        if (host_id not in reachable or rf_id is None or name.startswith((_MARKER_PREFIX, OBSERVER_RECORD_PREFIX))
+                or PROFILER_STEP in name):
             continue
         stats.host_ops += 1
         rows.setdefault(index.tids[position], []).append((rf_id, host_id, name))

@@ -38,6 +38,10 @@ class HostIndex:
     tids: list[Any] = field(default_factory=list)  # the ``tid`` attribute (the observer's thread number)
     metadata: dict[str, Any] = field(default_factory=dict)
     ascending: bool = True
+    #: ids left out of the merged trace (steps not linked: ``steps.py``), whole subtrees
+    left_out: frozenset[int] = frozenset()
+    #: ids of nodes whose parent was lost (a cut-off trace, ``cutoff.py``), linked as if under the root
+    orphans: frozenset[int] = frozenset()
 
     @property
     def node_count(self) -> int:
@@ -51,16 +55,19 @@ class HostIndex:
         return sorted(range(len(ids)), key=ids.__getitem__)
 
     def reachable_ids(self) -> set[int]:
-        """Ids reachable from node 1 through children (et_replay's tree), iteratively."""
+        """Ids reachable from node 1 (and the orphans of a cut-off trace) through children
+        (et_replay's tree), iteratively; the subtrees left out are not."""
         present = set(self.ids)
-        if ROOT_ID not in present:
+        tops = ({ROOT_ID} if ROOT_ID in present else set()) | set(self.orphans)
+        tops -= self.left_out
+        if not tops:
             return set()
         children: dict[Any, list[int]] = {}
         for node_id, parent in zip(self.ids, self.ctrl_deps, strict=True):
-            if node_id != ROOT_ID and parent in present:
+            if node_id != ROOT_ID and parent in present and node_id not in self.left_out:
                 children.setdefault(parent, []).append(node_id)
-        seen = {ROOT_ID}
-        stack = [ROOT_ID]
+        seen = set(tops)
+        stack = list(tops)
         while stack:
             for child in children.get(stack.pop(), ()):
                 if child not in seen:

@@ -27,6 +27,9 @@ INTER_THREAD_GAP = 1000  # microseconds; a larger gap on a thread starts a new g
 PROCESS_ANNOTATION = "[pytorch|profiler|execution_trace|process]"
 THREAD_ANNOTATION = "[pytorch|profiler|execution_trace|thread]"
 _MARKER_PREFIX = "[pytorch|profiler|execution_"  # process/thread nodes of the host trace
+#: Records the observer writes itself when it is registered (``## process_group:init ##``, the job's
+#: process groups): no op ran, so no Kineto trace holds a twin; not counted as unlinked host ops.
+OBSERVER_RECORD_PREFIX = "## "
 
 
 @dataclass(slots=True)
@@ -285,7 +288,7 @@ def _link_host_ops(
         if host_id not in reachable or rf_id is None:
             continue
         name = index.names[position]
-        counted = not (name.startswith(_MARKER_PREFIX) or PROFILER_STEP in name)  # no device twin
+        counted = not (name.startswith((_MARKER_PREFIX, OBSERVER_RECORD_PREFIX)) or PROFILER_STEP in name)
         stats.host_ops += counted
         op = by_rf.get(rf_id)
         if op is None:

@@ -40,14 +40,19 @@ class Renumbering:
         self.new_id: dict[int, int] = {}
         next_id = 0
         order = index.sorted_positions()
+        left_out = index.left_out
         for position in order:
             host_id = index.ids[position]
+            if host_id in left_out:
+                continue
             self.new_id[host_id] = next_id
             linked = plan.linked.get(host_id)
             next_id += 1 + (len(linked.gpu_ops) if linked else 0)
         self.fresh: dict[Any, int] = {}
         for position in order:
             parent = index.ctrl_deps[position]
+            if index.ids[position] in left_out:
+                continue
             if parent is not NO_CTRL_DEPS and self._lookup(parent) is None:
                 self.fresh[parent] = next_id
                 next_id += 1
@@ -184,9 +189,12 @@ def _in_id_order(texts: Iterator[bytes], index: HostIndex, spill_dir: str) -> It
 
 def _written_blocks(index: HostIndex, plan: LinkPlan, ids: Renumbering, nodes: Iterator[tuple[Any, bool]]
                     ) -> Iterator[bytes]:
-    """Each host node's merged block as JSON text, in file order."""
+    """Each host node's merged block as JSON text, in file order (empty for a node left out)."""
+    left_out = index.left_out
     for position, (node, exact) in enumerate(nodes):
-        if exact:
+        if left_out and index.ids[position] in left_out:
+            yield b""
+        elif exact:
             yield _raw_block(node, position, index, plan, ids)
         else:
             yield _block_text(merged_nodes(node, plan, ids))
@@ -204,8 +212,11 @@ def merged_document(index: HostIndex, plan: LinkPlan, spill_dir: str) -> Iterato
             if not index.ascending:
                 texts = _in_id_order(texts, index, spill_dir)
             yield b"[\n"
-            for count, text in enumerate(texts):
-                yield b",\n" * (count > 0) + text
+            count = 0
+            for text in texts:
+                if text:  # an empty block: a node left out
+                    yield b",\n" * (count > 0) + text
+                    count += 1
             yield b"\n]"
         else:
             yield _dumps(value).encode("ascii")

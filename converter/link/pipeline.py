@@ -23,6 +23,7 @@ from .kineto import KinetoTrace, read_kineto
 from .linker import LinkPlan, LinkStats
 from .linker import link as plan_links
 from .merged import DocumentReader, merged_document, write_merged
+from .steps import StepChoice, StepSelection, choose_steps
 
 _MISMATCH_SHARE = 0.5  # more matched ops with differing names than this share: another run
 _MIN_PARALLEL_BYTES = 16 << 20  # both inputs at least this large: read them in two processes
@@ -39,6 +40,7 @@ class LinkResult:
     stats: LinkStats
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    steps: StepSelection = field(default_factory=StepSelection)  # the ProfilerSteps linked
 
 
 def link(
@@ -48,12 +50,14 @@ def link(
     *,
     rank: int | None = None,
     allow_mismatch: bool = False,
+    steps: StepChoice = None,
 ) -> LinkResult:
     """Merge a host trace with its Kineto trace into ``output_path`` (same document as the reference).
 
     Raises ``TraceFormatError``/``TraceContentError`` for unreadable input, a rank that is not the
     device trace's, or a pair from different runs (unless ``allow_mismatch``); nothing is written then.
-    ``output_path`` None links and checks without writing.
+    ``output_path`` None links and checks without writing. ``steps``: which ProfilerSteps
+    (``steps.py``: by default those the Kineto trace covers).
     """
     started = time.perf_counter()
     host, device = os.fspath(host_path), os.fspath(device_path)
@@ -61,7 +65,8 @@ def link(
     check_input(device)
     target = None if output_path is None else check_output(output_path, host, device)
     with gc_paused():
-        result, index, plan = _plan(host, device, None if target is None else target.path, rank, allow_mismatch)
+        result, index, plan = _plan(host, device, None if target is None else target.path, rank, allow_mismatch,
+                                    steps=steps)
         if target is not None:
             write_merged(index, plan, target)
     return replace(result, seconds=time.perf_counter() - started)
@@ -69,7 +74,7 @@ def link(
 
 def _plan(
     host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: str | None,
-    rank: int | None, allow_mismatch: bool, parallel: bool = True,
+    rank: int | None, allow_mismatch: bool, parallel: bool = True, steps: StepChoice = None,
 ) -> tuple[LinkResult, HostIndex, LinkPlan]:
     """First pass over the host trace, the Kineto trace, and the links between them (checked);
     ``parallel``: both traces at once, in two processes, when they are large."""
@@ -77,12 +82,15 @@ def _plan(
     host, device = os.fspath(host_path), os.fspath(device_path)
     index, trace = _read_pair(host, device, parallel)
     trace_rank = _check_rank(trace.distributed_info, rank, device)
+    selection = choose_steps(index, trace, steps)
+    index.left_out = selection.left_out
     plan = link_by_order(index, trace) if needs_order_linking(trace) else plan_links(index, trace)
-    warnings = check_pair(plan.stats, host, device, allow_mismatch)
+    warnings = check_pair(plan.stats, host, device, allow_mismatch, expect_links=not selection.host_only)
     warnings += _check_pid(index.metadata, trace.pids, host, allow_mismatch)
-    written = index.node_count + plan.stats.gpu_linked
+    warnings += selection.warnings
+    written = index.node_count - len(selection.left_out) + plan.stats.gpu_linked
     result = LinkResult(
-        host, device, target, trace_rank, written, plan.stats, warnings, time.perf_counter() - started
+        host, device, target, trace_rank, written, plan.stats, warnings, time.perf_counter() - started, selection
     )
     return result, index, plan
 
@@ -118,14 +126,14 @@ def _worth_a_worker(host: str, device: str) -> bool:
 
 def link_document(
     host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: OutputTarget, *,
-    rank: int | None, allow_mismatch: bool, parallel: bool = True,
+    rank: int | None, allow_mismatch: bool, parallel: bool = True, steps: StepChoice = None,
 ) -> tuple[LinkResult, IO[bytes]]:
     """The link plan, and the merged trace's JSON as a readable stream, made as it is read (the
     host trace's second pass); spill files for an out-of-order host trace go where ``target``
     keeps its temporary data.
     ``parallel``: as ``_plan``. The caller closes the stream."""
     with gc_paused():
-        result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch, parallel)
+        result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch, parallel, steps)
     document = merged_document(index, plan, target.work_dir)
     return result, io.BufferedReader(DocumentReader(document), _DOCUMENT_BUFFER)
 
@@ -138,9 +146,13 @@ def _check_rank(info: dict[str, Any] | None, rank: int | None, device: str) -> i
     return found if isinstance(found, int) else rank
 
 
-def check_pair(stats: LinkStats, host: str, device: str, allow_mismatch: bool = False) -> list[str]:
-    """Errors for pairs that cannot belong together; warnings, with counts, for partial links."""
+def check_pair(stats: LinkStats, host: str, device: str, allow_mismatch: bool = False, *,
+               expect_links: bool = True) -> list[str]:
+    """Errors for pairs that cannot belong together; warnings, with counts, for partial links.
+    ``expect_links`` False (a step chosen that has no device data): no link is no error."""
     problems: list[str] = []
+    if not expect_links:
+        return []
     if stats.by_order and stats.host_ops and not stats.linked:
         problems.append(
             f"{device} has no 'Record function id' on its CPU ops (a PyTorch 2.0/2.1 Kineto trace), and "
