@@ -39,6 +39,8 @@ from .io import TraceFile, open_trace
 #: False where Python's json C accelerator is missing (some alternative builds): the pure-Python
 #: scanner then parses several times slower, and the CLI says so.
 C_SCANNER = json.decoder.c_scanstring is not None  # type: ignore[attr-defined]
+#: Where a file ends too early: the trace of a job killed before its observer closed the file.
+_CUT_OFF_HINT = " (cut off before its end? the repair command keeps its complete nodes)"
 _WS = re.compile(r"[ \t\n\r]*")
 _CHUNK_BYTES = 1 << 20
 #: Refill before decoding when less than this is buffered: a value cut by the buffer's end makes
@@ -212,7 +214,7 @@ class JsonObjectStream:
 
     def _unexpected(self, found: str, expectation: str) -> str:
         if not found:
-            return f"truncated JSON: the file ends where {expectation}"
+            return f"truncated JSON: the file ends where {expectation}{_CUT_OFF_HINT}"
         return self._at(f"invalid JSON: {expectation}, found {found!r}")
 
     # -- values ---------------------------------------------------------------------------
@@ -253,7 +255,7 @@ class JsonObjectStream:
 
     def _decode_error(self, exc: json.JSONDecodeError) -> TraceFormatError:
         if exc.pos >= len(self._buf) - 1 or exc.msg.startswith("Unterminated"):
-            return self._fail("truncated JSON: the file ends in the middle of a value")
+            return self._fail(f"truncated JSON: the file ends in the middle of a value{_CUT_OFF_HINT}")
         return self._fail(f"invalid JSON at character {self._base + exc.pos}: {exc.msg}")
 
     def _array(self) -> Iterator[Any]:

@@ -1,4 +1,4 @@
-"""Repair a host trace that holds several concatenated JSON objects: keep the last complete one.
+"""Repair a host trace: keep the last complete JSON object of several, or salvage a cut-off one.
 
 Seen when two ranks write the same file, or when the observer saves twice: ``{...}{...}``, perhaps
 with a torn object at the end. Readers refuse such files; ``repair`` finds the top-level object
@@ -13,6 +13,9 @@ The scan finds candidates: objects whose braces balance and that are made of JSO
 JSON's escapes), which rules out binary data and other encodings (UTF-16) at once. The last
 candidate that is a trace (valid JSON, read by the converter's streaming reader, with a top-level
 ``nodes`` or ``traceEvents`` array) is kept, so a repaired file always reads.
+
+A file with no complete object whose last object is still open is a trace cut off before the
+observer closed it (its job was killed): ``salvage.py`` keeps every complete node of it.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from .errors import TraceFormatError
-from .io import TraceFile, atomic_text_output, check_input, check_output, open_trace
+from .io import OutputTarget, TraceFile, atomic_text_output, check_input, check_output, open_trace
 from .jsonstream import JsonObjectStream
+from .salvage import Salvaged, salvage
 
 _CHUNK = 1 << 20
 #: The complete objects kept as candidates (the last ones: the kept object is the last that
@@ -66,12 +70,15 @@ class RepairResult:
     trailing_bytes: int = 0  # an incomplete object (or garbage) after the kept one
     malformed: int = 0  # balanced objects skipped because they are not JSON traces
     dropped_count: int = -1  # how many complete objects precede the kept one (-1: len(dropped))
+    salvaged: Salvaged | None = None  # a cut-off trace: its complete nodes were kept
 
     @property
     def dropped_objects(self) -> int:
         return len(self.dropped) if self.dropped_count < 0 else self.dropped_count
 
     def describe(self) -> str:
+        if self.salvaged is not None:
+            return self.salvaged.describe()
         count = self.dropped_objects
         parts = [f"kept object {count + 1} ({self.kept.size} bytes)"]
         if count:
@@ -99,6 +106,11 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
     while candidates and not _is_trace(source, candidates[-1]):
         candidates.pop()
         malformed += 1
+    if not candidates and not before and scanner.open_start is not None:
+        salvaged = _salvage_cut_off(source, target, scanner.open_start)
+        if salvaged is not None:
+            return RepairResult(source, target.path, Span(salvaged.start, salvaged.end), [],
+                                salvaged.bytes_dropped, malformed, 0, salvaged)
     if not candidates:
         where = f" among the last {_CANDIDATES:,} objects" if before else ""
         raise TraceFormatError(source, f"holds no complete JSON object to keep{where} "
@@ -109,6 +121,25 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
     shown = scanner.first[:_SHOWN] if before else candidates[:-1][:_SHOWN]
     return RepairResult(source, target.path, kept, shown, scanner.last_content - kept.end, malformed,
                         before + len(candidates) - 1)
+
+
+class _NothingToSalvage(Exception):
+    """Raised inside the output's block so that nothing is written."""
+
+
+def _salvage_cut_off(source: str, target: OutputTarget, start: int) -> Salvaged | None:
+    """The complete nodes of the open object at ``start``, written to ``target``; None (and nothing
+    written) when it holds none."""
+    try:
+        with open_trace(source) as stream, atomic_text_output(target) as out:
+            result = salvage(stream, start, out)
+            if result is None:
+                raise _NothingToSalvage
+    except _NothingToSalvage:
+        return None
+    except UnicodeDecodeError:
+        return None
+    return result
 
 
 def _is_trace(path: str, span: Span) -> bool:
@@ -137,6 +168,7 @@ class _Scanner:
         self.count = 0  # how many there were
         self.malformed = 0
         self.last_content = 0  # where non-blank content ends
+        self.open_start: int | None = None  # where the object still open at the end starts
         self._base = 0  # offset of the current chunk
         self._depth = 0
         self._start = 0
@@ -182,10 +214,12 @@ class _Scanner:
         elif byte == _OPEN:
             if self._depth == 0:
                 self._start, self._well_formed = self._base + pos, True
+                self.open_start = self._start
             self._depth += 1
         elif byte == _CLOSE and self._depth:
             self._depth -= 1
             if self._depth == 0:
+                self.open_start = None
                 if self._well_formed:
                     span = Span(self._start, self._base + pos + 1)
                     self.spans.append(span)

@@ -109,7 +109,7 @@ def test_steps_in_common_none_is_an_error_naming_the_options(tmp_path: Path) -> 
         if event.get("name") == "ProfilerStep#1":
             event["name"] = "ProfilerStep#7"
     other = write_trace(device, tmp_path / "device.json")
-    with pytest.raises(TraceContentError, match="no step in common .*--step N .*--all-steps"):
+    with pytest.raises(TraceContentError, match=r"no step in common .*--step N .*--all-steps"):
         api.link(HOST, other, None)
 
 

@@ -1,4 +1,5 @@
-"""``repair``: the last complete JSON object of a host trace that holds several."""
+"""``repair``: the last complete JSON object of a host trace that holds several, or the complete nodes
+of one cut off before its end."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def add(commands: Any) -> None:
 
 def _add_repair(commands: Any) -> None:
     parser = subcommand(
-        commands, "repair", "keep the last complete JSON object of a host trace that holds several",
+        commands, "repair", "keep the last complete JSON object of a host trace that holds several, or "
+                            "every complete node of one cut off before its end (its job killed)",
         f"  {PROG} repair rank0_host.json rank0_host.fixed.json\n",
     )
     parser.add_argument("input", metavar="INPUT")

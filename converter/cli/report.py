@@ -208,6 +208,8 @@ class Reporter:
         steps = result.steps.describe()
         self.info(f"linked {s.linked:,} of {s.host_ops:,} host ops and {s.gpu_linked:,} device ops"
                   + (f" of {steps}" if steps else ""))
+        if result.cut_off is not None:
+            self.info(result.cut_off.describe())
 
     def compaction(self, result: api.CompactResult, lead: str = "") -> None:
         self.info(f"{lead}wrote {result.output_path}: {result.nodes_written:,} nodes from {result.nodes_read:,} "

@@ -40,8 +40,9 @@ class HostIndex:
     ascending: bool = True
     #: ids left out of the merged trace (steps not linked: ``steps.py``), whole subtrees
     left_out: frozenset[int] = frozenset()
-    #: ids of nodes whose parent was lost (a cut-off trace, ``cutoff.py``), linked as if under the root
-    orphans: frozenset[int] = frozenset()
+    #: nodes made up for a cut-off trace (``cutoff.py``): positions past the file's, written last
+    synthesized: list[dict[str, Any]] = field(default_factory=list)
+    reparented: bool = False  # some ``ctrl_deps`` here differ from the file's (``cutoff.py``)
 
     @property
     def node_count(self) -> int:
@@ -55,11 +56,10 @@ class HostIndex:
         return sorted(range(len(ids)), key=ids.__getitem__)
 
     def reachable_ids(self) -> set[int]:
-        """Ids reachable from node 1 (and the orphans of a cut-off trace) through children
-        (et_replay's tree), iteratively; the subtrees left out are not."""
+        """Ids reachable from node 1 through children (et_replay's tree), iteratively; the
+        subtrees left out are not."""
         present = set(self.ids)
-        tops = ({ROOT_ID} if ROOT_ID in present else set()) | set(self.orphans)
-        tops -= self.left_out
+        tops = {ROOT_ID} - self.left_out if ROOT_ID in present else set()
         if not tops:
             return set()
         children: dict[Any, list[int]] = {}

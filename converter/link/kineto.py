@@ -160,8 +160,8 @@ class KinetoTrace:
     process_end: Any = 0
     distributed_info: dict[str, Any] | None = None
     pids: set[Any] = field(default_factory=set)
-    #: ``ProfilerStep#N`` number -> (start, duration) of its CPU annotation (the steps it covers)
-    steps: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    #: ``ProfilerStep#N`` number -> (start, duration, record-function id) of its CPU annotation
+    steps: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
     exact: bool = True  # every event was decoded by msgspec (so no float is NaN or infinite)
 
     def thread_order(self) -> list[Any]:
@@ -280,7 +280,7 @@ def _classify(trace: KinetoTrace, kept: KinetoEvent, event: _Event) -> None:
             trace.cpu_ops.append(kept)
             trace.pids.add(event.pid)
         elif kept.name.startswith(_STEP_PREFIX) and kept.name[len(_STEP_PREFIX):].isdigit():
-            trace.steps.setdefault(int(kept.name[len(_STEP_PREFIX):]), (kept.ts, kept.dur))
+            trace.steps.setdefault(int(kept.name[len(_STEP_PREFIX):]), (kept.ts, kept.dur, kept.rf_id))
     elif kept.cat in GPU_CATEGORIES:
         trace.gpu_ops.append(kept)
     elif kept.name in LAUNCH_NAMES:

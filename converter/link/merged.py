@@ -197,7 +197,11 @@ def _written_blocks(index: HostIndex, plan: LinkPlan, ids: Renumbering, nodes: I
         elif exact:
             yield _raw_block(node, position, index, plan, ids)
         else:
+            if index.reparented and isinstance(node, dict) and "ctrl_deps" in node:
+                node["ctrl_deps"] = index.ctrl_deps[position]
             yield _block_text(merged_nodes(node, plan, ids))
+    for node in index.synthesized:  # a cut-off trace's nodes made again, after the file's
+        yield _block_text(merged_nodes(dict(node), plan, ids))
 
 
 def merged_document(index: HostIndex, plan: LinkPlan, spill_dir: str) -> Iterator[bytes]:

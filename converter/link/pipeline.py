@@ -18,6 +18,7 @@ from ..gcpause import gc_paused
 from ..io import OutputTarget, check_input, check_output
 from ..workers import Worker, fork_available
 from .byorder import link_by_order, needs_order_linking
+from .cutoff import CutOff, adopt_orphans, count_recovered, is_cut_off
 from .hostindex import HostIndex, index_host_trace
 from .kineto import KinetoTrace, read_kineto
 from .linker import LinkPlan, LinkStats
@@ -41,6 +42,7 @@ class LinkResult:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     steps: StepSelection = field(default_factory=StepSelection)  # the ProfilerSteps linked
+    cut_off: CutOff | None = None  # a host trace cut off before its end (salvaged by repair)
 
 
 def link(
@@ -82,15 +84,20 @@ def _plan(
     host, device = os.fspath(host_path), os.fspath(device_path)
     index, trace = _read_pair(host, device, parallel)
     trace_rank = _check_rank(trace.distributed_info, rank, device)
-    selection = choose_steps(index, trace, steps)
+    cut_off = is_cut_off(index.metadata)
+    selection = choose_steps(index, trace, steps, cut_off=cut_off)
     index.left_out = selection.left_out
+    salvaged = adopt_orphans(index, trace, selection) if cut_off else None
     plan = link_by_order(index, trace) if needs_order_linking(trace) else plan_links(index, trace)
+    if salvaged is not None:
+        count_recovered(salvaged, trace)
     warnings = check_pair(plan.stats, host, device, allow_mismatch, expect_links=not selection.host_only)
     warnings += _check_pid(index.metadata, trace.pids, host, allow_mismatch)
     warnings += selection.warnings
-    written = index.node_count - len(selection.left_out) + plan.stats.gpu_linked
+    written = index.node_count - len(index.left_out) + plan.stats.gpu_linked
     result = LinkResult(
-        host, device, target, trace_rank, written, plan.stats, warnings, time.perf_counter() - started, selection
+        host, device, target, trace_rank, written, plan.stats, warnings, time.perf_counter() - started, selection,
+        salvaged,
     )
     return result, index, plan
 
