@@ -19,6 +19,7 @@ leaves no output behind (``convert_all`` reports failing ranks in its result ins
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -59,6 +60,7 @@ from .ranks.convert_all import MultiRankResult, RankOutcome
 from .ranks.convert_all import convert_all as _convert_all
 from .ranks.convert_all import uses_file as _convert_all_uses
 from .ranks.discover import trace_kind
+from .ranks.fullsize import recorded_size
 from .ranks.onray import ended_by_signal as ray_run_ended_by_signal
 from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
@@ -294,14 +296,15 @@ def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, pre
 
 
 
-def scale(in_prefix: PathArg, out_prefix: PathArg, ranks: int, *,
+def scale(in_prefix: PathArg, out_prefix: PathArg, ranks: int | None = None, *,
           progress: Callable[[str, int, int], None] | None = None, compact: bool = False) -> ScaleResult:
     """Write the captured job ``IN_PREFIX.<k>.et`` (k < K, ``--astra-sim`` output, with its
     communicator group file) as a data-parallel job of ``ranks`` ranks: ``OUT_PREFIX.<r>.et`` is
     captured rank r mod K (its bytes kept, a sub-group's ``pg_name`` renamed per copy of the job)
     and ``OUT_PREFIX.comm_group.json`` the new job's groups; all of them or nothing is written.
     ``progress("ranks", done, ranks)`` is called after each rank written. ``compact`` writes
-    every rank compacted (see ``compact``)."""
+    every rank compacted (see ``compact``). ``ranks`` None: the job's own size, as its rank 0
+    records it (``world_size``, written by a conversion with ``astra_sim`` of traces that hold it)."""
     return _scale(os.fspath(in_prefix), os.fspath(out_prefix), ranks, progress=progress, compact=compact)
 
 
@@ -339,8 +342,13 @@ def simulate(prefix: PathArg, options: SimulateOptions | None = None, *, timelin
     ``ranks`` runs the job as a data-parallel job of that many ranks (a multiple of the captured
     ones): on an equivalent reduced job where one is proven (docs/reduced.md), else on the full
     job written in a temporary folder (``work_dir``; ``compact``: each rank compacted);
-    ``exact`` always runs the full job. ``result.plan`` says which ran, and why."""
+    ``exact`` always runs the full job. ``result.plan`` says which ran, and why. Without
+    ``ranks``, a job with fewer rank files than its recorded size (``world_size``: traced on rank 0
+    alone) runs at that size, and a warning says so."""
     json_target = None if json_output is None else check_output(json_output)
+    note = None
+    if ranks is None:
+        ranks, note = recorded_size(os.fspath(prefix))
     if ranks is not None:
         result = _simulate_width(os.fspath(prefix), ranks, options or SimulateOptions(), exact=exact,
                                  compact=compact, work_dir=None if work_dir is None else os.fspath(work_dir),
@@ -348,6 +356,8 @@ def simulate(prefix: PathArg, options: SimulateOptions | None = None, *, timelin
     else:
         result = simulate_prefix(os.fspath(prefix), options or SimulateOptions(),
                                  timeline=None if timeline is None else os.fspath(timeline), progress=progress)
+    if note is not None:
+        result = dataclasses.replace(result, warnings=[note, *result.warnings])
     if json_target is not None:
         with atomic_text_output(json_target) as fh:
             json.dump(result.as_json(), fh, indent=2)

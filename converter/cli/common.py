@@ -83,7 +83,8 @@ def add_pair_options(parser: argparse.ArgumentParser, *, required: bool, step: b
                        help="host trace (ExecutionTraceObserver), .json or .json.gz")
     group.add_argument("--device", "--chakra-device-trace", dest="device", metavar="DEVICE", required=required,
                        help="the Kineto trace of the same rank and run")
-    group.add_argument("--rank", type=int, help="rank of the trace (checked against the Kineto trace; with "
+    group.add_argument("--rank", type=whole(0, MAX_RANKS - 1),
+                       help="rank of the trace (checked against the Kineto trace; with "
                        "--astra-sim, the own end of sends and receives)")
     group.add_argument("--allow-mismatch", action="store_true", help="link a pair even if it looks like two runs")
     steps = group.add_mutually_exclusive_group() if step else group

@@ -28,8 +28,9 @@ def add(commands: Any) -> None:
                         "(--astra-sim output) and IN_PREFIX.comm_group.json (or comm_group.json beside them)")
     parser.add_argument("out_prefix", metavar="OUT_PREFIX", help="the new job: OUT_PREFIX.<r>.et, "
                         "OUT_PREFIX.comm_group.json (the folder is created if missing)")
-    parser.add_argument("--ranks", "-n", type=whole(1, MAX_RANKS), required=True, metavar="N",
-                        help=f"ranks of the new job (at most {MAX_RANKS:,})")
+    parser.add_argument("--ranks", "-n", type=whole(1, MAX_RANKS), metavar="N",
+                        help=f"ranks of the new job, at most {MAX_RANKS:,} (default: the job's own size, as its "
+                             "traces record it: a job traced on rank 0 alone is written at its full size)")
     parser.add_argument("--compact", action="store_true", help="write every rank compacted: redundant dependencies "
                         "dropped, runs of compute nodes merged; ASTRA-sim simulates the same time, much faster "
                         "(see docs/compact.md)")

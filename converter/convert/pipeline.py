@@ -14,6 +14,7 @@ from typing import IO
 
 from ..compact.rewrite import CompactResult, compact_temporary
 from ..errors import CycleReport, CyclicDependencyError
+from ..et.encode import WORLD_SIZE
 from ..gcpause import gc_paused
 from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
 from ..schema.chakra import NodeType
@@ -46,7 +47,9 @@ class ConvertOptions:
     ``roofline`` writes ASTRA-sim's roofline fields; ``target="accelerator"`` (which needs
     ``roofline``) makes every compute node a non-CPU op, timed by that roofline, and the nodes
     that do no work CPU ops without duration, or with their captured one (``host_time="captured"``,
-    which needs ``target="accelerator"``).
+    which needs ``target="accelerator"``). ``world_size``: the ranks of the job the trace comes from
+    (a link fills it in from the traces' records), written into the GlobalMetadata record as
+    ``world_size`` with ``astra_sim`` (``scale`` and ``simulate`` read it).
     """
 
     simulate: bool = False
@@ -59,6 +62,7 @@ class ConvertOptions:
     roofline: bool = False  # num_ops and tensor_size on every compute node (convert/roofline.py)
     target: str = "captured"  # "accelerator": compute nodes written as non-CPU ops (needs roofline)
     host_time: str = "none"  # "captured": with target "accelerator", the no-work nodes keep their durations
+    world_size: int | None = None  # the job's ranks, recorded in the .et with astra_sim
 
     def __post_init__(self) -> None:
         """The values the command line accepts, no others: a wrong type is a ``TypeError``, a
@@ -66,10 +70,12 @@ class ConvertOptions:
         for name in ("simulate", "break_cycles", "allow_missing_parents", "astra_sim", "compact", "roofline"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"ConvertOptions.{name} must be a bool, got {type(getattr(self, name)).__name__}")
-        for name in ("rank", "jobs"):
+        for name in ("rank", "jobs", "world_size"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                 raise TypeError(f"ConvertOptions.{name} must be an int or None, got {type(value).__name__}")
+        if self.world_size is not None and self.world_size < 1:
+            raise ValueError(f"ConvertOptions.world_size must be at least 1 (or None), got {self.world_size}")
         if self.jobs is not None and self.jobs < 1:
             raise ValueError(f"ConvertOptions.jobs must be at least 1 (or None: one per CPU), got {self.jobs}")
         if self.target not in TARGETS:
@@ -216,6 +222,9 @@ def _run(
         stage = time.perf_counter()
         times.read = stage - started - times.wait - times.merge
         graph.build(options.allow_missing_parents)
+        metadata = reader.metadata
+        if options.astra_sim and options.world_size is not None:
+            metadata = {**metadata, WORLD_SIZE: options.world_size}
         changes = astra.apply(graph, options.rank) if options.astra_sim else None
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)
@@ -227,12 +236,12 @@ def _run(
         jobs = options.jobs or parallel.default_jobs()
         if options.compact:  # written to an unnamed temporary file, compacted into the output
             with compact_temporary(target) as (out, finish):
-                write_metadata(out, reader.path, reader.metadata)
+                write_metadata(out, reader.path, metadata)
                 written, comm, edges = write_nodes(out, graph, spill, progress, jobs)
                 compaction = finish()
         else:
             with atomic_output(target) as out:
-                write_metadata(out, reader.path, reader.metadata)
+                write_metadata(out, reader.path, metadata)
                 written, comm, edges = write_nodes(out, graph, spill, progress, jobs)
         times.write = time.perf_counter() - stage
     finally:

@@ -301,6 +301,14 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {}
 
 
+def metadata_of(path: str, message: bytes) -> dict[str, Any]:
+    """The attributes of a GlobalMetadata record (the first record of ``path``)."""
+    try:
+        return _global_metadata(message)
+    except _Malformed as exc:
+        raise TraceFormatError(path, f"not a Chakra .et file (no GlobalMetadata record): {exc}") from None
+
+
 def _global_metadata(message: bytes) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     for number, _, raw in _fields(message):

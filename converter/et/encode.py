@@ -244,11 +244,18 @@ _METADATA_ATTRS = (("schema", wire.string_attr), ("pid", wire.uint64_attr), ("ti
                    ("start_ts", wire.uint64_attr), ("finish_ts", wire.uint64_attr))
 
 
+#: The job's rank count, after the reference's attributes where it is known (``--astra-sim``).
+WORLD_SIZE = "world_size"
+
+
 def global_metadata(metadata: dict[str, Any]) -> bytes:
-    """The GlobalMetadata record the reference writes: schema, pid, time, start_ts, finish_ts."""
+    """The GlobalMetadata record the reference writes: schema, pid, time, start_ts, finish_ts (then
+    ``world_size`` where ``metadata`` holds it)."""
     message = b"".join(
         encode(wire.attr_name(name), metadata[name], name, _TAG_METADATA_ATTR) for name, encode in _METADATA_ATTRS
     )
+    if metadata.get(WORLD_SIZE) is not None:
+        message += wire.uint64_attr(wire.attr_name(WORLD_SIZE), metadata[WORLD_SIZE], WORLD_SIZE, _TAG_METADATA_ATTR)
     return wire.delimited_message(message)
 
 

@@ -43,6 +43,7 @@ class LinkResult:
     seconds: float = 0.0
     steps: StepSelection = field(default_factory=StepSelection)  # the ProfilerSteps linked
     cut_off: CutOff | None = None  # a host trace cut off before its end (salvaged by repair)
+    world_size: int | None = None  # the job's ranks, from the device trace's distributedInfo
 
 
 def link(
@@ -97,7 +98,7 @@ def _plan(
     written = index.node_count - len(index.left_out) + plan.stats.gpu_linked
     result = LinkResult(
         host, device, target, trace_rank, written, plan.stats, warnings, time.perf_counter() - started, selection,
-        salvaged,
+        salvaged, _world_size(trace.distributed_info),
     )
     return result, index, plan
 
@@ -144,6 +145,11 @@ def link_document(
     document = merged_document(index, plan, target.work_dir)
     return result, io.BufferedReader(DocumentReader(document), _DOCUMENT_BUFFER)
 
+
+
+def _world_size(info: dict[str, Any] | None) -> int | None:
+    found = info.get("world_size") if info else None
+    return found if type(found) is int and found >= 1 else None
 
 
 def _check_rank(info: dict[str, Any] | None, rank: int | None, device: str) -> int | None:

@@ -10,6 +10,7 @@ from ..errors import OutputError
 from ..io import check_input, check_output, check_side_output
 from ..link.pipeline import LinkResult, link, link_document
 from ..link.steps import StepChoice
+from .jobsize import host_world_size
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,21 @@ def convert_pair(
         if merged.final == target.final:
             raise OutputError(keep_merged, "the merged trace and the output would be the same file")
         linked = link(host_path, device_path, keep_merged, rank=rank, allow_mismatch=allow_mismatch, steps=steps)
-        if options.rank is None and linked.rank is not None:
-            options = replace(options, rank=linked.rank)
+        options = _job_options(options, linked, host_path)
         return PairResult(linked, convert_file(keep_merged, output_path, options, progress))
     linked, document = link_document(host_path, device_path, target, rank=rank, allow_mismatch=allow_mismatch,
                                      parallel=options.jobs != 1, steps=steps)
-    if options.rank is None and linked.rank is not None:  # the Kineto trace says which rank this is
-        options = replace(options, rank=linked.rank)
+    options = _job_options(options, linked, host_path)
     return PairResult(linked, convert_document(document, target, options, source_name=linked.host_path))
 
+
+
+def _job_options(options: ConvertOptions, linked: LinkResult, host_path: str) -> ConvertOptions:
+    """The rank (the Kineto trace says which) and, for ASTRA-sim, the job's size as the traces record it."""
+    if options.rank is None and linked.rank is not None:
+        options = replace(options, rank=linked.rank)
+    if options.astra_sim and options.world_size is None:
+        world = linked.world_size or host_world_size(host_path)
+        if world is not None:
+            options = replace(options, world_size=world)
+    return options

@@ -39,10 +39,12 @@ from ..compact.rewrite import compacted_copy
 from ..errors import ConverterError, OutputError, TraceContentError, TraceFormatError
 from ..et import wire
 from ..et.decode import EtTrace, attribute_spans, read_et
+from ..et.encode import WORLD_SIZE, global_metadata
 from ..io import OutputSet, OutputTarget, check_output, output_directory, same_file
 from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
 from . import commgroups, discover
+from .jobsize import et_world_size
 
 #: ``progress(stage, done, total)``: "ranks" written so far of the N.
 Progress = Callable[[str, int, int], None]
@@ -84,16 +86,21 @@ def find_ranks(in_prefix: str) -> list[str]:
     return discover.job_rank_files(in_prefix)
 
 
-def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | None = None,
+def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progress | None = None,
           compact: bool = False) -> ScaleResult:
-    """Write the captured job ``IN.<k>.et`` as a data-parallel job of ``ranks`` ranks; see the
-    module docstring for the rules. Raises a ``ConverterError`` (and writes nothing) on anything
-    it cannot scale. With ``compact``, each captured rank is compacted first (``compact/``), so
-    every rank written is."""
+    """Write the captured job ``IN.<k>.et`` as a data-parallel job of ``ranks`` ranks (None: the
+    job's own size, as its rank 0 records it, ``jobsize.py``); see the module docstring for the
+    rules. Raises a ``ConverterError`` (and writes nothing) on anything it cannot scale. With
+    ``compact``, each captured rank is compacted first (``compact/``), so every rank written is."""
     started = time.perf_counter()
+    inputs = find_ranks(in_prefix)
+    if ranks is None:
+        ranks = et_world_size(inputs[0])
+        if ranks is None:
+            raise ConverterError(f"{inputs[0]} records no job size (world_size: a conversion with --astra-sim of "
+                                 "a trace that holds it writes it): give --ranks N")
     if not 1 <= ranks <= MAX_RANKS:
         raise ConverterError(f"--ranks {ranks}: must be between 1 and {MAX_RANKS:,}")
-    inputs = find_ranks(in_prefix)
     captured = len(inputs)
     group_file = commgroups.find(in_prefix)
     groups = _read_groups(group_file, captured, ranks) if group_file else _Groups()
@@ -116,8 +123,11 @@ def scale(in_prefix: str, out_prefix: str, ranks: int, *, progress: Progress | N
                 trace = read_et(path, records=records)
             rewrites = job.check_rank(k, trace)
             nodes.append(len(trace))
+            metadata = trace.metadata
             del trace
             plain = [wire.delimited_message(m) for m in records]
+            if metadata.get(WORLD_SIZE) is not None:  # the new job's size, not the captured one's
+                plain[0] = global_metadata({**metadata, WORLD_SIZE: ranks})
             same = b"".join(plain) if not rewrites else b""  # every replica's bytes, when none changes
             for r in range(k, ranks, captured):
                 data = _with_groups(plain, records, rewrites, groups, r // captured) if rewrites else same
