@@ -12,8 +12,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 from chakra_convert_fast.converter import api
 
 from .clirun import assert_one_error, run_cli
@@ -52,20 +50,23 @@ def _step_ids(trace: dict, step: int) -> set[int]:
     return seen
 
 
-@pytest.mark.parametrize("into_node", [0, 300], ids=["after a complete node", "inside a node"])
-def test_repair_keeps_every_complete_node(tmp_path: Path, into_node: int) -> None:
-    cut, whole = _cut(tmp_path, 0.8, into_node)
-    assert_one_error(run_cli("convert", cut, tmp_path / "x.et"), "truncated JSON", "repair")
-    done = run_cli("repair", cut, tmp_path / "fixed.json")
-    assert done.returncode == 0, done.stderr
-    fixed = json.loads((tmp_path / "fixed.json").read_text())
+def test_repair_keeps_every_complete_node(tmp_path: Path) -> None:
     original = load_trace(HOST)
-    assert fixed["nodes"] == original["nodes"][:whole]
-    assert fixed["finish_ts"] is None
-    assert fixed["cut_off"]["nodes_kept"] == whole
-    ids = {n["id"] for n in fixed["nodes"]}
-    orphans = sum(1 for n in fixed["nodes"] if n["ctrl_deps"] != n["id"] and n["ctrl_deps"] not in ids)
-    assert orphans > 0 and fixed["cut_off"]["orphans"] == orphans
+    for into_node in (0, 300):  # cut after a complete node, then inside the next one
+        cut, whole = _cut(tmp_path, 0.8, into_node)
+        result = api.repair(cut, tmp_path / "fixed.json")
+        fixed = json.loads((tmp_path / "fixed.json").read_text())
+        assert fixed["nodes"] == original["nodes"][:whole]
+        assert fixed["finish_ts"] is None and fixed["cut_off"]["nodes_kept"] == whole
+        ids = {n["id"] for n in fixed["nodes"]}
+        orphans = sum(1 for n in fixed["nodes"] if n["ctrl_deps"] != n["id"] and n["ctrl_deps"] not in ids)
+        assert orphans > 0 and fixed["cut_off"]["orphans"] == orphans
+        assert result.salvaged is not None and (result.salvaged.nodes, result.salvaged.orphans) == (whole, orphans)
+        dropped = result.salvaged.bytes_dropped
+        assert dropped >= into_node if into_node else dropped <= 1  # a comma
+    assert_one_error(run_cli("convert", cut, tmp_path / "x.et"), "truncated JSON", "repair")
+    done = run_cli("repair", cut, tmp_path / "fixed2.json")
+    assert done.returncode == 0, done.stderr
     assert f"kept its {whole:,} complete nodes" in done.stderr
     assert f"{orphans:,} nodes name a parent that was never written" in done.stderr
 

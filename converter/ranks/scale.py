@@ -7,7 +7,8 @@ captured rank k = r mod K in replica j = r // K (round-robin, so the captured ra
 survive). Rules:
 
 * every node, id, dependency and attribute of a rank is kept, byte for byte, except the
-  ``pg_name`` of a collective on a sub-group (below);
+  ``pg_name`` of a collective on a sub-group (below); the GlobalMetadata record's ``world_size``
+  (where a rank records the job's size, ``jobsize.py``) becomes N;
 * a collective over all ranks (``pg_name`` "" or "0", or a group listing every captured rank)
   stays one over all N ranks with the same ``comm_size``: data parallelism keeps the bytes each
   rank sends (a DDP gradient all-reduce is the model's gradients on any number of ranks; the
