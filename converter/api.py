@@ -233,18 +233,20 @@ def link(
 
 def convert_all(
     directory: PathArg, output_dir: PathArg, options: ConvertOptions | None = None, *, jobs: int | None = None,
-    prefix: str = "trace", allow_mismatch: bool = False, on_rank_done: Callable[[RankOutcome], None] | None = None,
+    prefix: str | None = None, allow_mismatch: bool = False,
+    on_rank_done: Callable[[RankOutcome], None] | None = None,
     ray_address: str | None = None, step: int | None = None,
 ) -> MultiRankResult:
-    """Link and convert every rank in ``directory`` into ``output_dir/<prefix>.<rank>.et``, ``jobs``
-    ranks at a time (or each a task on the Ray cluster at ``ray_address``, "auto" for the local one),
+    """Link and convert every rank in ``directory`` into ``output_dir/<prefix>.<rank>.et`` (``prefix``
+    None: the capture's name, from its files' names, else ``trace``), ``jobs`` ranks at a time
+    (or each a task on the Ray cluster at ``ray_address``, "auto" for the local one),
     and write ``<prefix>.comm_group.json``; failing ranks are reported, not raised. A directory of
     Kineto traces alone is converted by the Kineto front end (``step``: ProfilerStep#N, default each
     trace's last complete one)."""
     if step is not None:
         _int("step", step)
-    if not isinstance(prefix, str):
-        raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
+    if prefix is not None and not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str or None, got {type(prefix).__name__}")
     if ray_address is not None and not isinstance(ray_address, str):
         raise TypeError(f"ray_address must be a str or None, got {type(ray_address).__name__}")
     return _convert_all(_path("directory", directory), _path("output_dir", output_dir), _options(options),
@@ -285,7 +287,7 @@ def _job_comm_groups(paths: Sequence[str]) -> str | None:
     return None if prefix is None else commgroups.find(prefix)
 
 
-def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, prefix: str = "trace") -> bool:
+def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, prefix: str | None = None) -> bool:
     """Whether ``convert_all(directory, output_dir, prefix=prefix)`` could read or write ``path``
     (a trace of the directory, an output): such a path cannot be a log file."""
     return _convert_all_uses(_path("path", path), _path("directory", directory), _path("output_dir", output_dir),

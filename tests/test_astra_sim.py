@@ -73,7 +73,8 @@ def test_cpu_capture_simulates_its_collectives(
         shutil.copy(path, job)
     converted = cli("convert-all", job, tmp_path / "et", "--astra-sim")
     assert converted.returncode == 0, converted.stderr
-    prefix, groups = tmp_path / "et" / "trace", tmp_path / "et" / "trace.comm_group.json"
+    name = run.name  # convert-all names the job after the capture (its files: <name>_rank<R>_host.json)
+    prefix, groups = tmp_path / "et" / name, tmp_path / "et" / f"{name}.comm_group.json"
     checked = cli("check", *(f"{prefix}.{r}.et" for r in range(run.nproc)), "--comm-groups", groups)
     assert checked.returncode == 0, checked.stderr
     counts = comm_nodes(prefix, run.nproc)

@@ -221,11 +221,12 @@ def test_dlrm_8_ranks_simulate(dlrm: Path, simulator: Path, tmp_path: Path) -> N
     out = tmp_path / "et"
     result = api.convert_all(dlrm, out, ConvertOptions(astra_sim=True), jobs=2)
     assert result.failed == 0
-    files = [out / f"trace.{r}.et" for r in range(8)]
-    report = api.check(files, out / "trace.comm_group.json")
+    assert result.prefix == "dlrm_eg"  # the capture's name (dlrm_eg_<R>.json)
+    files = [out / f"dlrm_eg.{r}.et" for r in range(8)]
+    report = api.check(files, out / "dlrm_eg.comm_group.json")
     assert report.ok and not report.problems, [p.line() for p in report.problems]
     assert all(Counter(c.kind for c in f.collectives) == DLRM_COLLECTIVES for f in report.files)
-    assert_simulates(out / "trace", 8, out / "trace.comm_group.json", tmp_path / "sim")
+    assert_simulates(out / "dlrm_eg", 8, out / "dlrm_eg.comm_group.json", tmp_path / "sim")
 
 
 def test_dlrm_8_host_only_ranks_simulate(dlrm: Path, simulator: Path, tmp_path: Path) -> None:

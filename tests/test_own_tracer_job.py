@@ -6,6 +6,7 @@ simulates the job at its 2 ranks and says so."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 from chakra_convert_fast.converter import api
@@ -67,3 +68,26 @@ def test_simulate_one_rank_file_of_a_two_rank_job(astra_sim_home: Path, tmp_path
     result = api.simulate(tmp_path / "job")
     assert len(result.ranks) == 2 and result.ranks[0].nodes == result.ranks[1].nodes
     assert result.warnings and "job of 2 ranks" in result.warnings[0]
+
+
+def test_convert_all_names_the_job_after_the_capture(tmp_path: Path) -> None:
+    job = tmp_path / "capture"
+    job.mkdir()
+    for kind in ("host", "device"):
+        shutil.copy(OWN / f"rank0_{kind}.json.gz", job / f"mygpt_np2_rank0_{kind}.json.gz")
+    done = run_cli("convert-all", job, tmp_path / "et", "--astra-sim")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "et").iterdir()) == ["mygpt_np2.0.et", "mygpt_np2.comm_group.json"]
+    assert "job mygpt_np2: " in done.stderr
+    assert "warning" not in done.stderr, done.stderr  # every op of the traced step found its Kineto op
+    assert et_world_size(str(tmp_path / "et" / "mygpt_np2.0.et")) == 2
+    plain = run_cli("convert-all", OWN, tmp_path / "plain", "--astra-sim")  # rank0_host.json: no name to take
+    assert plain.returncode == 0 and (tmp_path / "plain" / "trace.0.et").exists(), plain.stderr
+
+
+def test_no_device_op_warning_is_gone_for_a_whole_capture() -> None:
+    """The observer's own ``## process_group:init ##`` record has no Kineto twin: it is no host op
+    that "found no device op" (it was the "1 of N" warning of every CPU capture)."""
+    gpt2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
+    result = api.link(gpt2 / "rank0_host.json.gz", gpt2 / "rank0_device.json.gz", None)
+    assert result.stats.linked == result.stats.host_ops and not result.warnings, result.warnings

@@ -26,7 +26,8 @@ def add(commands: Any) -> None:
 def _add_convert_all(commands: Any) -> None:
     parser = subcommand(
         commands, "convert-all", "link and convert every rank whose traces are in a directory",
-        f"  {PROG} convert-all outputs/ et/ --jobs 4      # -> et/trace.<rank>.et, et/trace.comm_group.json\n"
+        f"  {PROG} convert-all outputs/ et/ --jobs 4      # gpt2_np2_rank<R>_{{host,device}}.json -> "
+        "et/gpt2_np2.<R>.et, et/gpt2_np2.comm_group.json\n"
         f"  {PROG} convert-all dlrm/ et/ --astra-sim      # dlrm_eg_<R>.json + worker<R>_step_12.*.pt.trace.json\n"
         f"  {PROG} convert-all kineto/ et/ --step 12     # Kineto traces alone (docs/kineto.md)\n",
     )
@@ -39,7 +40,9 @@ def _add_convert_all(commands: Any) -> None:
                         help="run each rank as a task on this Ray cluster instead of local processes; without "
                              "ADDRESS, ray.init()'s rule: RAY_ADDRESS, else the cluster running on this "
                              "machine, else a new local one; paths must be the same on every node")
-    parser.add_argument("--prefix", default="trace", help="output name prefix (default: trace)")
+    parser.add_argument("--prefix", help="output name prefix (default: the capture's name: what its host traces' "
+                        "file names share less rank and kind, e.g. gpt2_np2 of gpt2_np2_rank0_host.json; trace "
+                        "where that is nothing, as for rank0_host.json)")
     parser.add_argument("--step", type=int, metavar="N", help="a directory of Kineto traces alone: convert "
                         "ProfilerStep#N (default: each trace's last complete step)")
     parser.add_argument("--allow-mismatch", action="store_true", help="link pairs even if they look like two runs")
@@ -53,6 +56,7 @@ def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
         result = api.convert_all(args.directory, args.outdir, conversion_options(args), jobs=args.jobs,
                                  prefix=args.prefix, allow_mismatch=args.allow_mismatch, on_rank_done=bars.rank_done,
                                  ray_address=args.ray, step=args.step)
+    reporter.info(f"job {result.prefix}: {args.outdir}/{result.prefix}.<rank>.et")
     if result.ray_cluster is not None:
         reporter.info(f"ran on {result.ray_cluster}")
     reporter.info(f"{'rank':>4}  {'status':6}  {'nodes':>9}  {'seconds':>7}  output / problem")

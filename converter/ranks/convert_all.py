@@ -14,6 +14,7 @@ One rank failing does not stop the others; each outcome is a row of the summary.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import closing, suppress
 from dataclasses import dataclass, field, replace
@@ -25,7 +26,7 @@ from ..kineto import convert_kineto
 from ..workers import run_all
 from . import commgroups
 from .commgroups import CommGroups
-from .discover import TRACE_SUFFIXES, FoundTraces, discover
+from .discover import DEFAULT_JOB_NAME, TRACE_SUFFIXES, FoundTraces, discover, job_name
 from .onray import run_on_ray
 from .pair import convert_pair
 
@@ -48,6 +49,7 @@ class MultiRankResult:
     comm_group_path: str | None  # None when every rank failed: nothing written
     comm_groups: CommGroups = field(default_factory=CommGroups)
     ray_cluster: str | None = None  # with --ray: which cluster ran the ranks, and how it was chosen
+    prefix: str = DEFAULT_JOB_NAME  # the outputs' name: <prefix>.<rank>.et
 
     @property
     def failed(self) -> int:
@@ -72,7 +74,7 @@ def convert_all(
     options: ConvertOptions,
     *,
     jobs: int | None = None,
-    prefix: str = "trace",
+    prefix: str | None = None,
     allow_mismatch: bool = False,
     on_rank_done: Callable[[RankOutcome], None] | None = None,
     ray_address: str | None = None,
@@ -82,9 +84,12 @@ def convert_all(
     ``on_rank_done`` is called with each rank's outcome as it finishes. With ``ray_address``,
     each rank is a task on that Ray cluster (``ranks/onray.py``), else a local process. ``step``:
     the ProfilerStep of a job of Kineto traces alone (default: each trace's last complete one).
-    ``output_dir`` is created if missing (and removed again if the command ends with nothing in it)."""
-    _check_prefix(prefix)
+    ``output_dir`` is created if missing (and removed again if the command ends with nothing in it).
+    ``prefix`` None: the capture's name (``discover.job_name``)."""
+    if prefix is not None:
+        _check_prefix(prefix)
     found = discover(directory)
+    prefix = job_name(found) if prefix is None else prefix
     created = output_directory(output_dir)
     try:
         if step is not None and (found.hosts or not found.devices):
@@ -122,10 +127,10 @@ def _convert_all(
                 on_rank_done(outcome)
         outcomes.sort(key=lambda o: o.rank)
         if not any(o.ok for o in outcomes):
-            return MultiRankResult(outcomes, None, groups, next(iter(cluster), None))
+            return MultiRankResult(outcomes, None, groups, next(iter(cluster), None), prefix)
         commgroups.write(groups, files.staged(group_target))
         files.commit([*(targets[o.rank] for o in outcomes if o.ok and o.output), group_target])
-    return MultiRankResult(outcomes, group_target.path, groups, next(iter(cluster), None))
+    return MultiRankResult(outcomes, group_target.path, groups, next(iter(cluster), None), prefix)
 
 
 def _in_place(outcome: RankOutcome, output_dir: str) -> RankOutcome:
@@ -135,14 +140,16 @@ def _in_place(outcome: RankOutcome, output_dir: str) -> RankOutcome:
     return replace(outcome, output=os.path.join(output_dir, os.path.basename(outcome.output)))
 
 
-def uses_file(path: str, directory: str, output_dir: str, prefix: str) -> bool:
+def uses_file(path: str, directory: str, output_dir: str, prefix: str | None) -> bool:
     """Whether ``convert_all`` could read or write ``path``: a trace file of ``directory``, or an
-    output (``<prefix>.<rank>.et``, ``<prefix>.comm_group.json``) of ``output_dir``."""
+    output (``<prefix>.<rank>.et``, ``<prefix>.comm_group.json``; any prefix for None) of ``output_dir``."""
     folder, name = os.path.split(os.path.abspath(path))
     if same_file(folder, directory) and name.endswith(TRACE_SUFFIXES):
         return True
     if not same_file(folder, output_dir):
         return False
+    if prefix is None:  # the capture's name, not known yet: any job's outputs
+        return name.endswith(commgroups.COMM_GROUP_SUFFIX) or re.fullmatch(r".+\.-?[0-9]+\.et", name) is not None
     rank = name[len(prefix) + 1 : -len(".et")] if name.startswith(f"{prefix}.") and name.endswith(".et") else ""
     return name == f"{prefix}{commgroups.COMM_GROUP_SUFFIX}" or rank.lstrip("-").isdigit()
 

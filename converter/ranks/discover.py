@@ -68,6 +68,30 @@ def discover(directory: str) -> FoundTraces:
     return found
 
 
+#: What a trace's file name says besides the job: its kind, its format, the words around them.
+_KIND_WORD = re.compile(r"(?:^|(?<=[_.-]))(?:host|device|kineto|et|trace|pt|chakra)(?=$|[_.-])", re.IGNORECASE)
+DEFAULT_JOB_NAME = "trace"
+
+
+def job_name(found: FoundTraces) -> str:
+    """The capture's name, for its outputs: what its host traces' file names share once the rank
+    and the kind are taken out (``gpt2_np2_rank0_host.json`` -> ``gpt2_np2``, ``dlrm_eg_3.json`` ->
+    ``dlrm_eg``); ``trace`` where that leaves nothing (``rank0_host.json``) or the names disagree."""
+    stems = {_job_stem(os.path.basename(p)) for paths in found.hosts.values() for p in paths}
+    stem = stems.pop() if len(stems) == 1 else ""
+    return stem if stem and stem not in (".", "..") else DEFAULT_JOB_NAME
+
+
+def _job_stem(name: str) -> str:
+    stem = name[: -len(".gz")] if name.endswith(".gz") else name
+    stem = stem[: -len(".json")] if stem.endswith(".json") else stem
+    match = _RANK_IN_NAME.search(stem) or _LAST_NUMBER.search(stem)
+    if match:
+        stem = stem[: match.start()] + "_" + stem[match.end():]
+    stem = _KIND_WORD.sub("", stem)
+    return re.sub(r"[_.-]{2,}", "_", stem).strip("_.- ")
+
+
 def rank_from_name(name: str) -> int | None:
     stem = name[: -len(".gz")] if name.endswith(".gz") else name
     stem = stem[: -len(".json")]
