@@ -118,3 +118,12 @@ def test_the_summary_says_how_much_was_recovered(tmp_path: Path) -> None:
     assert found, done.stderr
     recovered, total = (int(found.group(i).replace(",", "")) for i in (1, 2))
     assert 0 < recovered < total and abs(float(found.group(3)) - 100 * recovered / total) < 0.06
+
+
+def test_the_recovered_step_simulates(astra_sim_home: Path, tmp_path: Path) -> None:
+    cut, _ = _cut(tmp_path, 0.8)
+    api.repair(cut, tmp_path / "fixed.json")
+    api.convert_pair(tmp_path / "fixed.json", DEVICE, tmp_path / "job.0.et", api.ConvertOptions(astra_sim=True))
+    result = api.simulate(tmp_path / "job")  # the job's 2 ranks, from the one rank file
+    assert len(result.ranks) == 2 and all(r.step_ns > 0 for r in result.ranks)
+    assert result.ranks[0].nodes == len(read_et(tmp_path / "job.0.et")[1])
