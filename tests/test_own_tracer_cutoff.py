@@ -127,3 +127,17 @@ def test_the_recovered_step_simulates(astra_sim_home: Path, tmp_path: Path) -> N
     result = api.simulate(tmp_path / "job")  # the job's 2 ranks, from the one rank file
     assert len(result.ranks) == 2 and all(r.step_ns > 0 for r in result.ranks)
     assert result.ranks[0].nodes == len(read_et(tmp_path / "job.0.et")[1])
+
+
+def test_a_trace_closed_by_hand_converts_as_cut_off(tmp_path: Path) -> None:
+    """``]}`` added by hand after the last complete node (no ``finish_ts``): converted as the
+    salvaged trace is, with the same ops."""
+    cut, _ = _cut(tmp_path, 0.8)
+    hand = tmp_path / "hand.json"
+    hand.write_text(cut.read_text().rstrip().rstrip(",") + "\n]}\n")
+    api.repair(cut, tmp_path / "fixed.json")
+    by_hand = api.convert_pair(hand, DEVICE, tmp_path / "hand.0.et", api.ConvertOptions(astra_sim=True))
+    repaired = api.convert_pair(tmp_path / "fixed.json", DEVICE, tmp_path / "fixed.0.et",
+                                api.ConvertOptions(astra_sim=True))
+    assert by_hand.link.cut_off is not None and by_hand.link.cut_off.recovered == repaired.link.cut_off.recovered
+    assert [n.name for n in read_et(tmp_path / "hand.0.et")[1]] == [n.name for n in read_et(tmp_path / "fixed.0.et")[1]]

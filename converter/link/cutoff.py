@@ -29,9 +29,15 @@ THREAD_NODE = "[pytorch|profiler|execution_trace|thread]"
 _MARKER_PREFIX = "[pytorch|profiler|execution_"
 
 
-def is_cut_off(metadata: dict[str, Any]) -> bool:
-    """A trace ``repair`` salvaged (or any whose ``finish_ts`` is null: the observer never closed it)."""
-    return "finish_ts" in metadata and metadata["finish_ts"] is None
+def is_cut_off(index: HostIndex) -> bool:
+    """A trace ``repair`` salvaged (``finish_ts`` null: the observer never closed it), or one closed
+    by hand (no ``finish_ts`` at all) whose nodes name parents that are not in it."""
+    metadata = index.metadata
+    if "finish_ts" in metadata:
+        return metadata["finish_ts"] is None
+    present = set(index.ids)
+    return any(parent is not NO_CTRL_DEPS and parent != node_id and parent not in present
+               for node_id, parent in zip(index.ids, index.ctrl_deps, strict=True))
 
 
 @dataclass

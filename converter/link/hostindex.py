@@ -43,6 +43,7 @@ class HostIndex:
     #: nodes made up for a cut-off trace (``cutoff.py``): positions past the file's, written last
     synthesized: list[dict[str, Any]] = field(default_factory=list)
     reparented: bool = False  # some ``ctrl_deps`` here differ from the file's (``cutoff.py``)
+    cut_off: bool = False  # a trace cut off before its end (``cutoff.py``)
 
     @property
     def node_count(self) -> int:

@@ -209,6 +209,7 @@ def merged_document(index: HostIndex, plan: LinkPlan, spill_dir: str) -> Iterato
     files for an out-of-order host trace go to ``spill_dir``."""
     ids = Renumbering(index, plan)
     yield b"{"
+    number = -1
     for number, (key, value) in enumerate(iter_host_nodes(index.path)):
         yield b"," * (number > 0) + b"\n" + _dumps(key).encode("ascii") + b": "
         if key == "nodes":
@@ -224,6 +225,8 @@ def merged_document(index: HostIndex, plan: LinkPlan, spill_dir: str) -> Iterato
             yield b"\n]"
         else:
             yield _dumps(value).encode("ascii")
+    if index.cut_off and "finish_ts" not in index.metadata:  # a cut-off trace closed by hand
+        yield b"," * (number >= 0) + b'\n"finish_ts": null'
     yield b"\n}\n"
 
 

@@ -85,7 +85,7 @@ def _plan(
     host, device = os.fspath(host_path), os.fspath(device_path)
     index, trace = _read_pair(host, device, parallel)
     trace_rank = _check_rank(trace.distributed_info, rank, device)
-    cut_off = is_cut_off(index.metadata)
+    cut_off = index.cut_off = is_cut_off(index)
     selection = choose_steps(index, trace, steps, cut_off=cut_off)
     index.left_out = selection.left_out
     salvaged = adopt_orphans(index, trace, selection) if cut_off else None
