@@ -37,7 +37,7 @@ from typing import Any
 from .hostindex import HostIndex
 from .kineto import PROFILER_STEP, KinetoEvent, KinetoTrace
 from .linker import (
-    OBSERVER_RECORD_PREFIX,
+    OBSERVER_RECORDS,
     LinkedOp,
     LinkPlan,
     LinkStats,
@@ -73,7 +73,8 @@ def link_by_order(index: HostIndex, trace: KinetoTrace) -> LinkPlan:
     matched += _match_leftovers(host_threads, matched, trace.cpu_ops)
     for host_id, op in matched:
         op.host_id = host_id
-    stats.linked = len(matched)
+    records = {i for i, name in zip(index.ids, index.names, strict=True) if name in OBSERVER_RECORDS}
+    stats.linked = sum(host_id not in records for host_id, _ in matched)
     kernels = _kernels_by_host_op(trace, by_tid, stats)
     linked: dict[int, LinkedOp] = {}
     for host_id, op in matched:
@@ -91,10 +92,9 @@ def _host_threads(index: HostIndex, stats: LinkStats) -> dict[Any, list[tuple[in
     rows: dict[Any, list[tuple[Any, int, str]]] = {}
     for position, host_id in enumerate(index.ids):
         rf_id, name = index.rf_ids[position], index.names[position]
-        if (host_id not in reachable or rf_id is None or name.startswith((_MARKER_PREFIX, OBSERVER_RECORD_PREFIX))
-                or PROFILER_STEP in name):
+        if host_id not in reachable or rf_id is None or name.startswith(_MARKER_PREFIX) or PROFILER_STEP in name:
             continue
-        stats.host_ops += 1
+        stats.host_ops += name not in OBSERVER_RECORDS  # linked if matched, not counted: no op ran
         rows.setdefault(index.tids[position], []).append((rf_id, host_id, name))
     return {tid: [(host_id, name) for _, host_id, name in sorted(ops)] for tid, ops in rows.items()}
 

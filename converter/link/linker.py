@@ -27,9 +27,10 @@ INTER_THREAD_GAP = 1000  # microseconds; a larger gap on a thread starts a new g
 PROCESS_ANNOTATION = "[pytorch|profiler|execution_trace|process]"
 THREAD_ANNOTATION = "[pytorch|profiler|execution_trace|thread]"
 _MARKER_PREFIX = "[pytorch|profiler|execution_"  # process/thread nodes of the host trace
-#: Records the observer writes itself when it is registered (``## process_group:init ##``, the job's
-#: process groups): no op ran, so no Kineto trace holds a twin; not counted as unlinked host ops.
-OBSERVER_RECORD_PREFIX = "## "
+#: The record the observer writes itself when it is registered (the job's process groups): no op
+#: ran, so no Kineto trace holds a twin; not counted as a host op (a user's ``record_function("## x ##")``
+#: is one, and is counted).
+OBSERVER_RECORDS = frozenset({"## process_group:init ##"})
 
 
 @dataclass(slots=True)
@@ -288,7 +289,7 @@ def _link_host_ops(
         if host_id not in reachable or rf_id is None:
             continue
         name = index.names[position]
-        counted = not (name.startswith((_MARKER_PREFIX, OBSERVER_RECORD_PREFIX)) or PROFILER_STEP in name)
+        counted = not (name.startswith(_MARKER_PREFIX) or name in OBSERVER_RECORDS or PROFILER_STEP in name)
         stats.host_ops += counted
         op = by_rf.get(rf_id)
         if op is None:
