@@ -92,16 +92,3 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Run], Done]:
 
     return get
 
-
-@pytest.fixture(scope="module")
-def astra_sim_home() -> Path:
-    """ASTRA-sim's folder (``ASTRA_SIM_HOME``), as tests/test_simulate_astra.py's ``simulator``:
-    skipped with the reason where it is unset, a failure where it is unset under CI=true."""
-    root = os.environ.get("ASTRA_SIM_HOME")
-    if not root and os.environ.get("CI"):
-        pytest.fail("ASTRA_SIM_HOME is not set in CI: .ci/run sets it to ../shared/astra-sim")
-    if not root:
-        pytest.skip("ASTRA_SIM_HOME is not set: point it at the ASTRA-sim binaries (../shared/astra-sim)")
-    if not (Path(root) / "bin" / "AstraSim_Analytical_Congestion_Unaware").is_file():
-        pytest.fail(f"ASTRA_SIM_HOME={root} holds no bin/AstraSim_Analytical_Congestion_Unaware")
-    return Path(root)

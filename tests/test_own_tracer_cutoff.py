@@ -15,7 +15,7 @@ from pathlib import Path
 from chakra_convert_fast.converter import api
 
 from .clirun import assert_one_error, run_cli
-from .conftest import REAL_TRACES_DIR, load_trace, read_et
+from .traces import REAL_TRACES_DIR, load_trace, read_et
 
 OWN = REAL_TRACES_DIR / "own_tracer_gpt2_ddp2"
 HOST, DEVICE = OWN / "rank0_host.json.gz", OWN / "rank0_device.json.gz"
@@ -120,7 +120,7 @@ def test_the_summary_says_how_much_was_recovered(tmp_path: Path) -> None:
     assert 0 < recovered < total and abs(float(found.group(3)) - 100 * recovered / total) < 0.06
 
 
-def test_the_recovered_step_simulates(astra_sim_home: Path, tmp_path: Path) -> None:
+def test_the_recovered_step_simulates(simulator: Path, tmp_path: Path) -> None:
     cut, _ = _cut(tmp_path, 0.8)
     api.repair(cut, tmp_path / "fixed.json")
     api.convert_pair(tmp_path / "fixed.json", DEVICE, tmp_path / "job.0.et", api.ConvertOptions(astra_sim=True))

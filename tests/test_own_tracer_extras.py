@@ -22,7 +22,7 @@ import pytest
 
 from chakra_convert_fast.converter import api
 
-from .conftest import REAL_TRACES_DIR, load_trace, read_et, write_trace
+from .traces import REAL_TRACES_DIR, load_trace, read_et, write_trace
 
 OWN = REAL_TRACES_DIR / "own_tracer_gpt2_ddp2"
 HOST, DEVICE = OWN / "rank0_host.json.gz", OWN / "rank0_device.json.gz"

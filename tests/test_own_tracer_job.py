@@ -13,7 +13,7 @@ from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.ranks.jobsize import et_world_size, host_world_size
 
 from .clirun import assert_one_error, run_cli
-from .conftest import REAL_TRACES_DIR, load_trace, read_et
+from .traces import REAL_TRACES_DIR, load_trace, read_et
 
 OWN = REAL_TRACES_DIR / "own_tracer_gpt2_ddp2"
 HOST, DEVICE = OWN / "rank0_host.json.gz", OWN / "rank0_device.json.gz"
@@ -57,7 +57,7 @@ def test_scale_without_a_recorded_size_asks_for_ranks(tmp_path: Path) -> None:
     assert_one_error(run_cli("scale", tmp_path / "job", tmp_path / "out"), "records no job size", "--ranks N")
 
 
-def test_simulate_one_rank_file_of_a_two_rank_job(astra_sim_home: Path, tmp_path: Path) -> None:
+def test_simulate_one_rank_file_of_a_two_rank_job(simulator: Path, tmp_path: Path) -> None:
     api.convert_pair(HOST, DEVICE, tmp_path / "job.0.et", api.ConvertOptions(astra_sim=True))
     done = run_cli("simulate", tmp_path / "job", timeout=300)
     assert done.returncode == 0, done.stderr

@@ -13,7 +13,7 @@ from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.errors import TraceContentError
 
 from .clirun import assert_one_error, run_cli
-from .conftest import REAL_TRACES_DIR, load_trace, read_et, write_trace
+from .traces import REAL_TRACES_DIR, load_trace, read_et, write_trace
 
 OWN = REAL_TRACES_DIR / "own_tracer_gpt2_ddp2"
 HOST, DEVICE = OWN / "rank0_host.json.gz", OWN / "rank0_device.json.gz"
