@@ -27,7 +27,6 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._early import standard_descriptors
 from .check.rules import CheckReport
 from .check.rules import check as _check
 from .compact.rewrite import CompactResult
@@ -36,18 +35,11 @@ from .compact.rewrite import compact_ranks as _compact_ranks
 from .convert.pipeline import HOST_TIMES, TARGETS, ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.roofline import RooflineSummary
 from .convert.writer import Progress
-from .errors import shown
+from .errors import OptionError, SimulatorError
 from .et.decode import read_et
-from .io import (  # the log file of the command line: appended to, never truncated; its checks
+from .io import (
     atomic_text_output,
     check_output,
-    committed_outputs,
-    forget_committed,
-    hold_signals_after_commit,
-    open_log,
-    release_held_signals,
-    same_file,
-    signal_deferred,
 )
 from .kineto import DEPENDENCY_KINDS, KinetoConversion
 from .kineto import convert_kineto as _convert_kineto
@@ -58,28 +50,24 @@ from .ranks import commgroups
 from .ranks.commgroups import CommGroups
 from .ranks.convert_all import MultiRankResult, RankOutcome
 from .ranks.convert_all import convert_all as _convert_all
-from .ranks.convert_all import uses_file as _convert_all_uses
 from .ranks.discover import trace_kind
 from .ranks.fullsize import recorded_size
-from .ranks.onray import ended_by_signal as ray_run_ended_by_signal
 from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
 from .ranks.scale import ScaleResult
 from .ranks.scale import scale as _scale
-from .ranks.scale import uses_file as _scale_uses
 from .repair import RepairResult
 from .repair import repair as _repair
 from .schema.opcost import Cost, op_cost
 from .simulate.configs import ACCELERATORS, Accelerator, Network
 from .simulate.reduced import Plan as SimulationPlan
 from .simulate.run import Progress as SimulationProgress
-from .simulate.run import RankResult, SimulateOptions, SimulationResult, SimulatorError, simulate_prefix
+from .simulate.run import RankResult, SimulateOptions, SimulationResult, simulate_prefix
 from .simulate.sweep import SweepPoint, SweepResult
 from .simulate.sweep import sweep as _sweep
 from .simulate.width import simulate_width as _simulate_width
 from .text.convert import TextResult
 from .text.convert import convert_text as _convert_text
-from .text.convert import uses_file as _text_uses_file
 from .tools.generate import BENCHMARKS as GENERATED_BENCHMARKS
 from .tools.generate import GenerateOptions, GenerateResult
 from .tools.generate import generate as _generate
@@ -135,37 +123,24 @@ __all__ = [
     "VisualizeResult",
     "check",
     "comm_group_path",
-    "committed_outputs",
     "compact",
     "compact_ranks",
     "convert",
     "convert_all",
-    "convert_all_uses",
     "convert_kineto",
     "convert_pair",
     "find_comm_groups",
-    "forget_committed",
     "generate",
-    "hold_signals_after_commit",
     "is_kineto_trace",
     "jsonize",
     "link",
     "op_cost",
-    "open_log",
-    "ray_run_ended_by_signal",
-    "release_held_signals",
     "repair",
     "roofline_cost",
-    "same_file",
     "scale",
-    "scale_uses",
-    "shown",
-    "signal_deferred",
     "simulate",
     "simulate_sweep",
-    "standard_descriptors",
     "text",
-    "text_uses",
     "visualize",
     "write_comm_groups",
 ]
@@ -287,11 +262,6 @@ def _job_comm_groups(paths: Sequence[str]) -> str | None:
     return None if prefix is None else commgroups.find(prefix)
 
 
-def convert_all_uses(path: PathArg, directory: PathArg, output_dir: PathArg, prefix: str | None = None) -> bool:
-    """Whether ``convert_all(directory, output_dir, prefix=prefix)`` could read or write ``path``
-    (a trace of the directory, an output): such a path cannot be a log file."""
-    return _convert_all_uses(_path("path", path), _path("directory", directory), _path("output_dir", output_dir),
-                             prefix)
 
 
 # -- scale --
@@ -321,9 +291,6 @@ def find_comm_groups(prefix: PathArg) -> str | None:
     return commgroups.find(prefix)
 
 
-def scale_uses(path: PathArg, in_prefix: PathArg, out_prefix: PathArg) -> bool:
-    """Whether ``scale(in_prefix, out_prefix, ...)`` could read or write ``path`` (not a log file then)."""
-    return _scale_uses(os.fspath(path), os.fspath(in_prefix), os.fspath(out_prefix))
 
 
 # -- simulate --
@@ -409,9 +376,6 @@ def text(
                          progress=progress)
 
 
-def text_uses(path: PathArg, output_prefix: PathArg, npus: int) -> bool:
-    """Whether ``text(..., output_prefix, npus)`` writes ``path`` (it cannot be a log file then)."""
-    return _text_uses_file(os.fspath(path), os.fspath(output_prefix), npus)
 
 
 # -- compact --
@@ -483,7 +447,7 @@ def _paths(name: str, value: Any) -> list[str]:
         raise TypeError(f"{name} must be a path or a list of paths, got {type(value).__name__}")
     paths = [_path(f"{name}[{k}]", item) for k, item in enumerate(value)]
     if not paths:
-        raise ValueError(f"{name}: no file given")
+        raise OptionError(f"{name}: no file given")
     return paths
 
 
@@ -504,7 +468,7 @@ def _int(name: str, value: Any) -> Any:
 def _jobs(name: str, value: Any) -> Any:
     _int(name, value)
     if value is not None and value < 1:
-        raise ValueError(f"{name} must be at least 1 (or None: one per CPU), got {value}")
+        raise OptionError(f"{name} must be at least 1 (or None: one per CPU), got {value}")
     return value
 
 

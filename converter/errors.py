@@ -4,13 +4,19 @@ Every error a user can cause with their input derives from ``ConverterError`` an
 line that names the file and the problem, so the CLI can print ``str(exc)`` and exit non-zero::
 
     ConverterError                 anything this package raises on purpose
+    ├── OptionError                an argument that cannot apply (also a ValueError)
     ├── TraceFormatError           the input is not a readable trace (I/O, JSON syntax, layout)
     │   └── UnsupportedSchemaError the trace's schema version is not one we convert
     ├── TraceContentError          the JSON is fine but the nodes are not (missing fields,
     │                              duplicate ids, dangling references, unencodable values)
     ├── OutputError                the output cannot be written there: a missing or unwritable
     │                              directory, a directory or read-only file in the way, a full disk
-    └── CyclicDependencyError      the dependency graph has cycles; lists every one of them
+    ├── CyclicDependencyError      the dependency graph has cycles; lists every one of them
+    ├── JobCheckError              a job's .et files hold what ASTRA-sim would abort or stall on
+    └── SimulatorError             ASTRA-sim is missing, failed, was killed, or left ranks unfinished
+
+Every error may carry a ``hint``: what to do about it, kept out of the message (as pip's
+``DiagnosticPipError`` does); the command line prints it after the message.
 """
 
 from __future__ import annotations
@@ -29,7 +35,18 @@ def shown(path: str) -> str:
 
 
 class ConverterError(Exception):
-    """Base class: a problem the user can fix, reported as one line."""
+    """Base class: a problem the user can fix, reported as one line.
+
+    ``hint``, when given, says what to do about it (the command line prints it after the message)."""
+
+    def __init__(self, *args: object, hint: str | None = None) -> None:
+        super().__init__(*args)
+        self.hint = hint
+
+
+class OptionError(ConverterError, ValueError):
+    """An argument (a function's parameter, a command's option) that cannot apply: out of range, of
+    the wrong type, or meaningless for this input."""
 
 
 class _FileProblem(ConverterError):
@@ -85,3 +102,11 @@ class CyclicDependencyError(ConverterError):
             f"{self.path}: {len(self.cycles)} dependency cycle(s) found ({listed}); "
             "rerun with --break-cycles to remove the closing edges"
         )
+
+
+class JobCheckError(ConverterError):
+    """A job's files hold what ASTRA-sim would abort or stall on (``simulate`` checks them first)."""
+
+
+class SimulatorError(ConverterError):
+    """ASTRA-sim is missing, failed, was killed, or left ranks unfinished."""

@@ -7,11 +7,15 @@ import argparse
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 
-from .. import api
 from ..errors import ConverterError, shown
+from ..io import committed_outputs, forget_committed, hold_signals_after_commit, release_held_signals, same_file
+from ..ranks.convert_all import uses_file as convert_all_uses
+from ..ranks.onray import ended_by_signal as ray_run_ended_by_signal
+from ..ranks.scale import uses_file as scale_uses
 from . import check, compact, convert, convert_all, generate, jsonize, link, repair, scale, simulate, text, visualize
 from .common import PROG, version
 from .report import Reporter, describe_failure, flush_stdout, standard_streams
@@ -49,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-filename", metavar="F", help="also write messages to this file (appended)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--debug", action="store_true",
+                        help="an internal error (a bug, not a problem with the input) shows its traceback")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in _MODULES:
         module.add(commands)
@@ -59,8 +65,8 @@ def _with_default_command(argv: list[str], commands: Sequence[str]) -> list[str]
     """``chakra-convert-fast IN OUT ...`` means ``convert IN OUT ...``: insert the command after the
     leading top-level options when the first positional argument names no command."""
     position = 0
-    while position < len(argv) and argv[position].startswith("--log-filename"):
-        position += 1 if "=" in argv[position] else 2
+    while position < len(argv) and (argv[position].startswith("--log-filename") or argv[position] == "--debug"):
+        position += 1 if "=" in argv[position] or argv[position] == "--debug" else 2
     first = next((a for a in argv[position:] if not a.startswith("-")), None)
     if first is None or first in commands or any(a in ("-h", "--help") for a in argv[:position + 1]):
         return argv
@@ -69,7 +75,7 @@ def _with_default_command(argv: list[str], commands: Sequence[str]) -> list[str]
 
 def main(argv: Sequence[str] | None = None) -> int:
     status = _main(argv)
-    if api.ray_run_ended_by_signal():
+    if ray_run_ended_by_signal():
         # a signal cut ``convert-all --ray`` short and its one line is out: ray.init may still be
         # connecting in its thread, and ending the interpreter normally with Ray loaded takes longer
         for stream in (sys.stdout, sys.stderr):
@@ -82,30 +88,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     previous_handlers = install_signal_handlers()
     standard_streams()
-    api.forget_committed()
+    forget_committed()
     reporter: Reporter | None = None
+    debug = False
     try:
         parser = build_parser()
         args = parser.parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv), COMMANDS))
+        debug = args.debug
         run: Callable[[argparse.Namespace, Reporter], int] = args.run
         reporter = Reporter(args.log_level or ("WARNING" if args.quiet else "INFO"))
         reporter.open_log(args.log_filename, _log_conflict(args, args.log_filename))
-        api.hold_signals_after_commit(_commits(args))
+        hold_signals_after_commit(_commits(args))
         status = run(args, reporter)
         flush_stdout()
         return status
     except ConverterError as exc:
-        return _fail(reporter, str(exc), 1)
+        return _fail(reporter, str(exc) if exc.hint is None else f"{exc} ({exc.hint})", 1)
     except KeyboardInterrupt:
         return _interrupted(reporter, "interrupted", 130)
     except Terminated as exc:
         return _interrupted(reporter, f"terminated by {signal.Signals(exc.signum).name}", 128 + exc.signum)
     except Exception as exc:
+        if debug:  # --debug: the bug's traceback, for a report
+            traceback.print_exc()
         return _fail(reporter, describe_failure(exc), 1)
     finally:
         ignore_stop_signals()  # the command is over: nothing left to clean up
-        api.hold_signals_after_commit(0)  # a caller of main() in this process keeps its signals
-        api.release_held_signals()  # held since the last output's commit: now ignored
+        hold_signals_after_commit(0)  # a caller of main() in this process keeps its signals
+        release_held_signals()  # held since the last output's commit: now ignored
         if reporter is not None:
             reporter.close()
         restore(previous_handlers)
@@ -124,10 +134,10 @@ def _commits(args: argparse.Namespace) -> int:
 
 def _interrupted(reporter: Reporter | None, what: str, status: int) -> int:
     """A signal ended the command: say what was written before it (nothing, mostly)."""
-    written = api.committed_outputs()
+    written = committed_outputs()
     if not written:
         return _fail(reporter, f"{what}; no output written", status)
-    shown = ", ".join(api.shown(path) for path in written)
+    shown = ", ".join(shown(path) for path in written)
     return _fail(reporter, f"{what} after {shown} was written; nothing else written", status)
 
 
@@ -150,11 +160,11 @@ def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
     if isinstance(json_output, str) and json_output != "-":
         named.append(json_output)
     for name in [str(n) for n in [*named, *getattr(args, "paths", []), *getattr(args, "files", [])] if n]:
-        if api.same_file(name, log):
+        if same_file(name, log):
             return name
-    if args.command == "convert-all" and api.convert_all_uses(log, args.directory, args.outdir, args.prefix):
+    if args.command == "convert-all" and convert_all_uses(log, args.directory, args.outdir, args.prefix):
         return "a trace or an output of convert-all"
-    if args.command == "scale" and api.scale_uses(log, args.in_prefix, args.out_prefix):
+    if args.command == "scale" and scale_uses(log, args.in_prefix, args.out_prefix):
         return "a rank or group file of scale"
     uses = getattr(args, "uses_file", None)
     if uses is not None and uses(log, args):

@@ -12,7 +12,9 @@ from typing import IO, Any, NoReturn
 from tqdm import tqdm
 
 from .. import api
+from .._early import standard_descriptors
 from ..errors import ConverterError, shown
+from ..io import open_log
 from ..jsonstream import C_SCANNER
 from .common import PROG
 
@@ -21,7 +23,7 @@ def standard_streams() -> None:
     """``sys.stdin/stdout/stderr`` usable whatever the caller closed: a closed descriptor is opened
     on /dev/null (``2>&-`` then works and exits by its result), names that are not UTF-8 are
     written escaped."""
-    api.standard_descriptors()
+    standard_descriptors()
     for name, fd in (("stdout", 1), ("stderr", 2)):
         if getattr(sys, name) is None:
             with suppress(OSError, ValueError):
@@ -98,10 +100,10 @@ def describe_failure(exc: BaseException) -> str:
             reason += " (a limit on open files such as ulimit -n?)"
         elif exc.errno == errno.EAGAIN:
             reason += " (a limit on processes or threads such as ulimit -u?)"
-        return f"{api.shown(exc.filename)}: {reason}" if isinstance(exc.filename, str) else reason
+        return f"{shown(exc.filename)}: {reason}" if isinstance(exc.filename, str) else reason
     if isinstance(exc, RuntimeError) and "thread" in text:
         return f"{text} (a limit on processes or threads such as ulimit -u?)"
-    return f"internal error: {type(exc).__name__}: {api.shown(text)}"
+    return f"internal error: {type(exc).__name__}: {shown(text)}"
 
 
 class _Console(logging.StreamHandler):  # type: ignore[type-arg]
@@ -165,7 +167,7 @@ class Reporter:
             return
         if conflict:
             raise ConverterError(f"{path}: the log file would overwrite {conflict}; choose another path")
-        self._log_file = _LogFile(api.open_log(path))
+        self._log_file = _LogFile(open_log(path))
         self._log_file.setFormatter(logging.Formatter("%(levelname)s [%(asctime)s] %(message)s"))
         self._logger.addHandler(self._log_file)
 

@@ -23,8 +23,8 @@ from contextlib import suppress
 from types import FrameType
 from typing import Any
 
-from .. import api
 from .._early import early_handler
+from ..io import signal_deferred
 
 
 class Terminated(BaseException):
@@ -45,7 +45,7 @@ _WAKEUP = {"read": -1, "write": -1, "previous": -1}
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     received = _received_since_last_look()
-    if api.signal_deferred(signum):  # during a commit (acted on after it), or after the last one (dropped)
+    if signal_deferred(signum):  # during a commit (acted on after it), or after the last one (dropped)
         return
     if frame is not None and frame.f_code.co_name == "__del__":
         # Python drops an exception raised in a finalizer (it would only print "Exception ignored"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from ..check.rules import Problem, check, check_file
-from ..errors import ConverterError
+from ..errors import JobCheckError
 from ..et.decode import CPU_OP_FALSE, EtTrace, read_et
 from ..ranks import commgroups
 from ..schema.chakra import NodeType
@@ -40,10 +40,6 @@ _FIXES = (
     ("marked is_cpu_op", _ASTRA_SIM),
     ("group", "give the job's communicator group file with --comm-groups"),
 )
-
-
-class JobCheckError(ConverterError):
-    """A job's files hold what ASTRA-sim would abort or stall on."""
 
 
 def one_rank(job: Job) -> None:

@@ -26,7 +26,7 @@ from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConverterError
+from ..errors import ConverterError, SimulatorError
 from ..et.decode import read_et
 from ..io import atomic_text_output, check_output
 from ..schema.chakra import NodeType
@@ -45,10 +45,6 @@ BINARIES = {"unaware": "AstraSim_Analytical_Congestion_Unaware", "aware": "Astra
 HOW_TO_GET = ("build it with astra-sim/build.sh DEST (docs/getting-astra-sim.md) and set ASTRA_SIM_HOME=DEST, "
               "or pass --astra-sim-bin")
 _POLL_SECONDS = 0.25
-
-
-class SimulatorError(ConverterError):
-    """ASTRA-sim is missing, failed, was killed, or left ranks unfinished."""
 
 
 @dataclass(frozen=True)
