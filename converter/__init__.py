@@ -12,6 +12,7 @@ for each entry point, ``errors`` for the exception tree).
 from . import _early  # noqa: F401 - first: signal handling for the command line's start-up
 from .api import (
     ACCELERATORS,
+    ALL_STEPS,
     DEPENDENCY_KINDS,
     GENERATED_BENCHMARKS,
     HOST_TIMES,
@@ -44,6 +45,8 @@ from .api import (
     SimulationPlan,
     SimulationProgress,
     SimulationResult,
+    StepChoice,
+    StepSelection,
     SweepPoint,
     SweepResult,
     TextResult,
@@ -85,6 +88,7 @@ from .errors import (
 
 __all__ = [
     "ACCELERATORS",
+    "ALL_STEPS",
     "DEPENDENCY_KINDS",
     "GENERATED_BENCHMARKS",
     "HOST_TIMES",
@@ -123,6 +127,8 @@ __all__ = [
     "SimulationProgress",
     "SimulationResult",
     "SimulatorError",
+    "StepChoice",
+    "StepSelection",
     "SweepPoint",
     "SweepResult",
     "TextResult",
