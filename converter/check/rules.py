@@ -21,6 +21,7 @@ from typing import Any
 
 from ..convert.collectives import HOST_COLLECTIVES, NCCL_RECORD_PREFIX, WORKER_OP_PREFIX
 from ..convert.cycles import cyclic_components
+from ..convert.groups import parse_marker
 from ..et.decode import EtTrace
 from ..schema.astra import REPLAYED_COLLECTIVES, RISKY_NODE_TYPES, RUNNABLE_NODE_TYPES, SIMULATED_COLLECTIVES, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
@@ -170,6 +171,7 @@ def _check_file(trace: EtTrace, rank: int, problems: list[Problem]) -> FileRepor
         fail(message, fatal)
     host = sum(1 for row in range(size)
                if trace.types[row] == NodeType.COMP_NODE and trace.names[row] in HOST_COLLECTIVES)
+    host -= sum(1 for name in trace.names if _one_rank_marker(name))  # a one-rank group's: left compute
     if host and any(name.startswith(WORKER_OP_PREFIX) for name in trace.names):  # gloo ran them, not NCCL kernels
         fail(f"{host} host-side collective(s) (c10d ops run by gloo) are compute nodes: ASTRA-sim runs them, "
              "but never simulates the network (convert with --astra-sim)", False)
@@ -181,6 +183,11 @@ def _check_file(trace: EtTrace, rank: int, problems: list[Problem]) -> FileRepor
                  "ASTRA-sim runs the file, but never simulates the network (a host trace without its Kineto "
                  "trace: convert with --astra-sim)", False)
     return report
+
+
+def _one_rank_marker(name: str) -> bool:
+    label = parse_marker(name) if name.startswith("## chakra:group ") else None
+    return label is not None and len(label.ranks) == 1
 
 
 def _comm_node(trace: EtTrace, row: int, rank: int, fail: Any) -> Collective | None:

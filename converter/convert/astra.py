@@ -19,6 +19,12 @@ default output:
    the communication node as for gloo (its ``record_param_comms`` and ``nccl:*`` children stay
    compute nodes: one communication node per collective), in the process group its
    ``record_param_comms`` records as ``pg_name`` (PyTorch 2.4+), else the default one.
+   A gloo collective's group is the one the trace names (``groups.py``: the group marker
+   ``chakra-profile`` writes, or the functional collective above it), else the default one; the
+   peer of a send/receive, a rank of that group, is written as a global rank; a collective of a
+   one-rank group stays a compute node (nothing moves; ASTRA-sim would never complete it). A collective naming
+   no group in a job whose ``## process_group:init ##`` lists several sets of ranks is warned about
+   (``AstraChanges.warnings``): it may belong to any of them.
 
 ``diagnose`` says, for a default (reference) conversion, what ASTRA-sim would reject.
 """
@@ -26,11 +32,12 @@ default output:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..et import encode
 from ..schema.chakra import CollectiveCommType, NodeType
+from . import groups
 from .collectives import HOST_OP_PREFIX, NCCL_RECORD_PREFIX
 from .graph import TraceGraph
 from .nodes import RECORD_PARAM_COMMS, OpKind
@@ -50,6 +57,9 @@ class AstraChanges:
     ctrl_deps_dropped: int = 0
     host_collectives: int = 0
     worker_ops_zeroed: int = 0
+    single_rank: int = 0  # host collectives of a one-rank group, kept compute nodes
+    grouped: dict[str, int] = field(default_factory=dict)  # host collectives per group the trace names
+    warnings: list[str] = field(default_factory=list)
 
 
 def apply(graph: TraceGraph, rank: int | None) -> AstraChanges:
@@ -132,28 +142,56 @@ def _rewired(edges: list[tuple[int, bool]], inherited: dict[int, list[tuple[int,
 
 # -- 3. host-side collectives -----------------------------------------------------------------------
 def _host_collectives(graph: TraceGraph, rank: int | None, changes: AstraChanges) -> None:
+    listed = groups.listed_groups(graph)
+    ungrouped: dict[str, int] = {}
     for outer, workers in _paired_host_collectives(graph, require_collective=True):
         op = graph.host_ops[outer]
         assert op.collective is not None
         duration = op.duration
         if op.collective.comm_type == _BROADCAST:
             duration = sum(graph.host_ops[w].duration for w in workers)
-        group = HOST_COLLECTIVE_GROUP if workers else _nccl_group(graph, outer)
+        label = groups.collective_group(graph, outer, listed) if workers else None
+        if label is not None and len(label.ranks) == 1:
+            changes.single_rank += 1  # nothing to communicate (ASTRA-sim never completes it): compute
+            continue
+        if label is not None:
+            group = label.name
+            changes.grouped[group] = changes.grouped.get(group, 0) + 1
+        elif workers:
+            group = HOST_COLLECTIVE_GROUP
+            ungrouped[graph.names[outer]] = ungrouped.get(graph.names[outer], 0) + 1
+        else:
+            group = _nccl_group(graph, outer)
         graph.types[outer] = op.collective.node_type
-        graph.tail_overrides[outer] = encode.duration(duration) + op.comm_tail + _comm_attrs(op, rank, group)
+        graph.tail_overrides[outer] = (encode.duration(duration) + op.comm_tail
+                                       + _comm_attrs(graph, outer, op, rank, group, label))
         graph.zero_duration.update(workers)
         changes.host_collectives += 1
         changes.worker_ops_zeroed += len(workers)
+    if ungrouped and groups.several_groups(listed):
+        ops = ", ".join(f"{name} x{count}" for name, count in sorted(ungrouped.items()))
+        sets = "; ".join(f"{g.name}: {list(g.members())}" for g in listed.values())
+        changes.warnings.append(
+            f"{sum(ungrouped.values())} gloo collective(s) name no process group ({ops}) but the trace "
+            f"lists several ({sets}): written in the all-ranks group, which is wrong for those of the "
+            "others; capture with chakra-profile, which records each collective's group")
 
 
-def _comm_attrs(op: HostOp, rank: int | None, group: str) -> bytes:
+def _comm_attrs(graph: TraceGraph, row: int, op: HostOp, rank: int | None, group: str,
+                label: groups.GroupLabel | None) -> bytes:
     collective = op.collective
     assert collective is not None
     attrs = encode.comm_attrs(collective.node_type, collective.comm_type, collective.comm_size, group)
-    if collective.node_type == _SEND:
-        attrs += encode.p2p_attrs(rank, collective.peer, collective.tag)
-    elif collective.node_type == _RECV:
-        attrs += encode.p2p_attrs(collective.peer, rank, collective.tag)
+    if collective.node_type in (_SEND, _RECV):
+        peer = collective.peer
+        if label is not None and label.ranks and peer is not None:  # a rank of the group: its global rank
+            if peer >= len(label.ranks):
+                raise graph.fail(row, f"peer {peer} is not a rank of group {label.name} {list(label.ranks)}")
+            peer = label.ranks[peer]
+        if collective.node_type == _SEND:
+            attrs += encode.p2p_attrs(rank, peer, collective.tag)
+        else:
+            attrs += encode.p2p_attrs(peer, rank, collective.tag)
     return attrs
 
 

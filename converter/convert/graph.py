@@ -138,6 +138,7 @@ class TraceGraph:
         self._pg_names: dict[int, Any] = {}
         self._send_recv_sizes: dict[int, int] = {}
         self.host_ops: dict[int, HostOp] = {}  # c10d:: and gloo: rows
+        self.group_info: dict[int, Any] = {}  # rows that name process groups (convert/groups.py)
         self._interned: dict[str, str] = {}
         self._keep_simulation = keep_simulation_fields
         self.durations = array("Q")
@@ -184,6 +185,8 @@ class TraceGraph:
             self._send_recv_sizes[row] = rec.comm_size
         if rec.host_op is not None:
             self.host_ops[row] = rec.host_op
+        if rec.group_info is not None:
+            self.group_info[row] = rec.group_info
         if self._keep_simulation:
             self.durations.append(rec.duration)
             self.streams.append(rec.stream)
@@ -207,7 +210,7 @@ class TraceGraph:
 
     _COLUMNS = ("ids", "_parents", "_has_parent", "names", "kinds", "is_gpu", "types", "_inter_thread",
                 "durations", "streams")
-    _ROW_DICTS = ("_errors", "_pg_names", "_send_recv_sizes", "host_ops")
+    _ROW_DICTS = ("_errors", "_pg_names", "_send_recv_sizes", "host_ops", "group_info")
 
     def export_rows(self) -> dict[str, Any]:
         """The collected rows, to hand to the graph of the process that reads the first half."""

@@ -261,7 +261,8 @@ def _run(
         simulator_problems=problems,
         stages=times,
         processes=processes,
-        warnings=_unrecognised_kernels(graph) + (costs.warnings() if costs is not None else []),
+        warnings=(_unrecognised_kernels(graph) + (changes.warnings if changes is not None else [])
+                  + (costs.warnings() if costs is not None else [])),
         compaction=compaction,
         roofline=costs,
     )

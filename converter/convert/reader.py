@@ -30,7 +30,7 @@ from ..schema.host import (
     effective_fields,
     unsupported_schema_message,
 )
-from . import nodes, nodesource
+from . import groups, nodes, nodesource
 from .collectives import host_collective, is_host_op
 from .nodesource import FastNode
 from .records import HostOp, NodeRecord, RowBatch
@@ -245,6 +245,8 @@ class TraceReader:
             self._encode(record, fields)
             if is_host_op(name):
                 record.host_op = self._host_op(record, fields)
+            elif self.astra_sim and groups.names_groups(name):
+                record.group_info = groups.group_info(name, fields["inputs"])
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             record.error = str(exc) if isinstance(exc, ValueError) else f"malformed inputs: {exc!r}"
         return record
@@ -363,7 +365,8 @@ class FastRecords:
             rest = self._rests.remember(rest_text, self._rest(rest_text))
         kind = nodes.op_kind(name, cat)
         node_type = nodes.chakra_type(name, cat, kind)
-        if rest is None or node_type is None or node_type not in (_COMP, _METADATA) or is_host_op(name):
+        if (rest is None or node_type is None or node_type not in (_COMP, _METADATA) or is_host_op(name)
+                or groups.names_groups(name)):
             return _NOT_PLAIN
         try:
             block = encode.attrs_after_seq_id(rest.scope, rest.tid, rest.fw_tid, rest.op_schema, cat is not None,

@@ -40,6 +40,7 @@ class NodeRecord:
     duration: int
     stream: Any
     host_op: HostOp | None = None  # c10d:: and gloo: nodes only
+    group_info: Any = None  # what a node says about process groups (convert/groups.py), --astra-sim
 
 
 class RowBatch(NamedTuple):

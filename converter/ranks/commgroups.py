@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..convert.groups import PROCESS_GROUP_INIT, init_groups
 from ..errors import TraceFormatError
 from ..io import OutputTarget, atomic_text_output, check_output, read_side_input
 from ..jsonstream import JsonObjectStream
@@ -71,7 +72,6 @@ def read(path: str | os.PathLike[str], option: str = "communicator group file", 
 def shown(key: str, limit: int = 40) -> str:
     """A group id as a message quotes it: ``repr``, cut after ``limit`` characters."""
     return repr(key) if len(key) <= limit else f"{key[:limit]!r}... ({len(key):,} characters)"
-PROCESS_GROUP_INIT = "process_group:init"
 
 
 @dataclass
@@ -115,21 +115,8 @@ def host_process_groups(path: str) -> dict[str, Any]:
                 continue
             for node in value:
                 if isinstance(node, dict) and PROCESS_GROUP_INIT in str(node.get("name", "")):
-                    return {"pg_config": _init_groups(node)}
+                    return {"pg_config": init_groups(node)}
     return {}
-
-
-def _init_groups(node: dict[str, Any]) -> list[dict[str, Any]]:
-    """``[{pg_name, ranks, pg_size}]`` from the node's first input, a JSON list of groups (old or
-    new layout); [] if it does not read as one."""
-    inputs = node.get("inputs")
-    values: Any = inputs.get("values") if isinstance(inputs, dict) else inputs
-    try:
-        groups = json.loads(values[0])
-    except (TypeError, IndexError, KeyError, ValueError):
-        return []
-    return [{"pg_name": g["pg_name"], "ranks": g.get("ranks") or [], "pg_size": g.get("group_size")}
-            for g in groups if isinstance(groups, list) and isinstance(g, dict) and "pg_name" in g]
 
 
 def _group_ranks(pg: dict[str, Any], world: Any) -> list[int] | None:

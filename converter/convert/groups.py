@@ -1,0 +1,157 @@
+"""The process group of each host-side collective, read from the trace.
+
+gloo records no process group on its ``c10d::`` ops (the group is an ``<Object>`` input, and there
+is no ``record_param_comms``), so a job of several groups (tensor x data parallel, a pipeline)
+would have every collective land in the all-ranks group. Three things in a host trace name it:
+
+1. **The group marker** ``## chakra:group NAME RANKS ##`` (``RANKS`` comma-separated global
+   ranks), a record function that ``chakra-profile`` opens inside every ``c10d::`` op it issues on
+   gloo (``profiler/groups.py``): a child of the ``c10d::`` node. Anyone can write it from their
+   own tracer the same way.
+2. **A functional collective** (``_c10d_functional::all_reduce`` and kin, what DTensor and tensor
+   parallelism issue): its last string input is the group's name; the ``c10d::`` op it runs is its
+   descendant.
+3. **The ``## process_group:init ##`` node** lists every group of the job (name, ranks, size):
+   what a group name means, and whether the job has groups other than all ranks at all.
+
+``collective_group`` finds 1, else 2; ``listed_groups`` reads 3. A collective that names no group
+in a job whose init node lists more than one set of ranks cannot be placed: the caller warns.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .graph import TraceGraph
+
+MARKER_PREFIX = "## chakra:group "
+MARKER_SUFFIX = " ##"
+FUNCTIONAL_PREFIX = "_c10d_functional::"
+PROCESS_GROUP_INIT = "process_group:init"
+_ANCESTORS = 6  # how far up a functional collective may sit above its c10d op
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLabel:
+    """A process group as the trace names it; ``ranks`` empty when only the name is known."""
+
+    name: str
+    ranks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    """One entry of the ``## process_group:init ##`` node: ``ranks`` empty means ``size`` ranks
+    from 0 (what PyTorch writes for a group of every rank)."""
+
+    name: str
+    ranks: tuple[int, ...]
+    size: int
+
+    def members(self) -> tuple[int, ...]:
+        return self.ranks or tuple(range(self.size))
+
+
+def marker_name(name: str, ranks: list[int] | tuple[int, ...]) -> str:
+    """The record function ``chakra-profile`` opens inside a collective of group ``name``."""
+    return f"{MARKER_PREFIX}{name} {','.join(str(r) for r in ranks)}{MARKER_SUFFIX}"
+
+
+def parse_marker(name: str) -> GroupLabel | None:
+    """The group a marker names, or None if ``name`` is not a well-formed marker."""
+    if not (name.startswith(MARKER_PREFIX) and name.endswith(MARKER_SUFFIX)):
+        return None
+    parts = name[len(MARKER_PREFIX) : -len(MARKER_SUFFIX)].split(" ")
+    if len(parts) != 2 or not parts[0]:
+        return None
+    try:
+        ranks = tuple(int(r) for r in parts[1].split(",")) if parts[1] else ()
+    except ValueError:
+        return None
+    if any(r < 0 for r in ranks):
+        return None
+    return GroupLabel(parts[0], ranks)
+
+
+def names_groups(name: str) -> bool:
+    """Nodes whose inputs say something about groups (read on the exact path)."""
+    return name.startswith(FUNCTIONAL_PREFIX) or PROCESS_GROUP_INIT in name
+
+
+def group_info(name: str, inputs: Any) -> Any:
+    """What a node of ``names_groups`` says, kept with the graph: a functional collective's group
+    name (str), or the init node's groups (a tuple of ``ListedGroup``); None if it says nothing."""
+    values, types = (inputs.get("values"), inputs.get("types")) if isinstance(inputs, dict) else (inputs, None)
+    if not isinstance(values, list):
+        return None
+    if PROCESS_GROUP_INIT in name:
+        return _init_groups(values)
+    if isinstance(types, list) and len(types) == len(values):
+        strings = [v for v, t in zip(values, types, strict=True) if t == "String" and isinstance(v, str)]
+        return strings[-1] if strings else None
+    return None
+
+
+def init_groups(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """``[{pg_name, ranks, pg_size}]`` of a ``## process_group:init ##`` node (its first input, a
+    JSON list of groups); [] if it does not read as one."""
+    inputs = node.get("inputs")
+    values: Any = inputs.get("values") if isinstance(inputs, dict) else inputs
+    return [{"pg_name": g.name, "ranks": list(g.ranks), "pg_size": g.size}
+            for g in (_init_groups(values) if isinstance(values, list) else ())]
+
+
+def _init_groups(values: list[Any]) -> tuple[ListedGroup, ...]:
+    try:
+        groups = json.loads(values[0])
+    except (TypeError, IndexError, ValueError, RecursionError):
+        return ()
+    if not isinstance(groups, list):
+        return ()
+    out = []
+    for g in groups:
+        if not isinstance(g, dict) or "pg_name" not in g:
+            continue
+        ranks = g.get("ranks") or []
+        size = g.get("group_size")
+        if not (isinstance(ranks, list) and all(type(r) is int and r >= 0 for r in ranks)):
+            continue
+        size = size if type(size) is int and size >= 0 else len(ranks)
+        out.append(ListedGroup(str(g["pg_name"]), tuple(ranks), size))
+    return tuple(out)
+
+
+def listed_groups(graph: TraceGraph) -> dict[str, ListedGroup]:
+    """The groups the trace's init node(s) list, by name."""
+    found: dict[str, ListedGroup] = {}
+    for info in graph.group_info.values():
+        if isinstance(info, tuple):
+            found.update((g.name, g) for g in info)
+    return found
+
+
+def several_groups(listed: dict[str, ListedGroup]) -> bool:
+    """True when the job's groups are not all the same set of ranks (a collective with no group
+    could then be in any of them)."""
+    return len({g.members() for g in listed.values()}) > 1
+
+
+def collective_group(graph: TraceGraph, outer: int, listed: dict[str, ListedGroup]) -> GroupLabel | None:
+    """The group of the ``c10d::`` op at row ``outer``: its marker child, else the functional
+    collective above it (ranks from ``listed``); None if the trace does not say."""
+    for child in graph.children(outer):
+        label = parse_marker(graph.names[child])
+        if label is not None:
+            return label
+    row = graph.parent_row(outer)
+    for _ in range(_ANCESTORS):
+        if row < 0:
+            break
+        info = graph.group_info.get(row)
+        if isinstance(info, str):
+            entry = listed.get(info)
+            return GroupLabel(info, entry.members() if entry is not None else ())
+        row = graph.parent_row(row)
+    return None
