@@ -14,7 +14,8 @@ import sys
 from collections.abc import Sequence
 
 from chakra_convert_fast.profiler.convert import CONVERTERS, ConverterUnavailable, ensure_available
-from chakra_convert_fast.profiler.models import MODELS, SIZE_CHOICES, check_size
+from chakra_convert_fast.profiler.layouts import DP_MODES, SCHEDULES, Layout, make_layout, shape_problems
+from chakra_convert_fast.profiler.models import MODELS, SIZE_CHOICES, check_size, resolve_shape, resolve_size
 
 BACKENDS = ("auto", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
@@ -46,7 +47,9 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
         allow_abbrev=False,
-        description="Pretrain GPT-2 or BERT on SQuAD text with DDP and capture Chakra host+device traces.",
+        description="Pretrain GPT-2 or BERT on SQuAD text (data, tensor and pipeline parallel) and capture "
+                    "Chakra host+device traces.",
+        epilog="example: chakra-profile --model gpt2 --size tiny --nproc 4 --tp 2 --dp fsdp --steps 4 --convert",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     p.add_argument("--model", choices=MODELS, required=True, help="gpt2: causal LM; bert: masked LM")
@@ -73,6 +76,16 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
     p.add_argument("--nproc", type=_positive, default=1, help="ranks to launch (default 1)")
     p.add_argument("--backend", choices=BACKENDS, default="auto", help="auto: nccl on GPUs, gloo on CPU")
     p.add_argument("--device", choices=DEVICES, default="auto", help="auto: cuda when every rank has a GPU")
+    p.add_argument("--dp", choices=DP_MODES, default="ddp",
+                   help="how data parallelism synchronises: ddp (gradient all-reduce, default) or fsdp "
+                        "(FSDP2 fully_shard: parameter all-gather, gradient reduce-scatter)")
+    p.add_argument("--tp", type=_positive, default=1,
+                   help="tensor-parallel degree (Megatron-style column/row plans on attention and MLP)")
+    p.add_argument("--pp", type=_positive, default=1,
+                   help="pipeline-parallel stages (whole blocks); --nproc = data parallel x --tp x --pp")
+    p.add_argument("--microbatches", type=_positive, default=None,
+                   help="micro-batches per step with --pp (default: --pp)")
+    p.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="pipeline schedule with --pp (default 1f1b)")
     p.add_argument("--threads", type=_positive, default=None,
                    help="CPU threads per rank (default: $OMP_NUM_THREADS, else 1)")
 
@@ -112,7 +125,33 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "chakra-profile") 
         parser.error(str(e))
     if args.backend == "nccl" and args.device == "cpu":
         parser.error("--backend nccl needs --device cuda")
+    try:
+        layout_of(args, None if prog == "chakra-profile" else world_size())
+    except ValueError as e:
+        parser.error(str(e))
     return args
+
+
+def world_size() -> int:
+    """The job's ranks as torchrun tells each of them (1 without torchrun)."""
+    text = os.environ.get("WORLD_SIZE", "1")
+    return int(text) if text.isdigit() and int(text) > 0 else 1
+
+
+def layout_of(args: argparse.Namespace, nproc: int | None = None) -> Layout:
+    """The run's layout, checked against the model's shape where the size is known before the
+    ranks start (``auto`` depends on the device: each rank checks it then). Raises ValueError."""
+    microbatches = args.microbatches if args.microbatches is not None else (args.pp if args.pp > 1 else 1)
+    layout = make_layout(args.nproc if nproc is None else nproc, args.tp, args.pp, args.dp, microbatches, args.schedule)
+    if args.size != "auto":
+        shape = resolve_shape(args.model, resolve_size(args.model, args.size, False),
+                              {k: getattr(args, k.replace("-", "_")) for k in
+                               ("n_layer", "hidden", "n_head", "intermediate", "max_positions", "seq_len")})
+        problems = shape_problems(layout, shape.n_layer, shape.hidden, shape.n_head, shape.intermediate,
+                                  args.batch_size)
+        if problems:
+            raise ValueError("the layout does not divide the model: " + "; ".join(problems))
+    return layout
 
 
 def threads_for(args: argparse.Namespace) -> int:

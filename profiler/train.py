@@ -1,8 +1,10 @@
-"""Per-rank entry point: DDP pretraining of GPT-2 / BERT with one host+device trace per rank.
+"""Per-rank entry point: pretraining of GPT-2 / BERT over a data x tensor x pipeline parallel layout
+(``layouts.py``, ``parallel.py``) with one host+device trace per rank.
 
 Runs under ``chakra-profile`` or a user's own ``torchrun ... -m profiler.train ARGS``; without
 torchrun's environment it is a one-rank job. Rank 0 logs every step and writes
-``{outdir}/{name}_summary.json`` (model, ranks, step times, trace sizes).
+``{outdir}/{name}_summary.json`` (model, layout and groups, ranks, step times, trace sizes). On gloo
+each collective's process group is recorded in the host trace (``groups.py``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import statistics
 import sys
@@ -23,8 +26,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from chakra_convert_fast.profiler import convert, data, models, tokenizers, tracing
-from chakra_convert_fast.profiler.cli import parse_args, threads_for
+from chakra_convert_fast.profiler import convert, data, groups, models, parallel, tokenizers, tracing
+from chakra_convert_fast.profiler.cli import layout_of, parse_args, threads_for
+from chakra_convert_fast.profiler.layouts import Layout, shape_problems
 
 log = logging.getLogger("profiler")
 
@@ -48,7 +52,8 @@ class StepRecord:
     rank: int
     step_times_s: list[float] = field(default_factory=list)
     phases: list[str] = field(default_factory=list)
-    losses: list[float] = field(default_factory=list)
+    losses: list[float | None] = field(default_factory=list)  # None on pipeline stages without the loss
+    groups: dict[str, Any] | None = None  # this rank's group on each mesh dimension
     finalize_s: float = 0.0
     host: dict[str, Any] | None = None
     device: dict[str, Any] | None = None
@@ -111,8 +116,7 @@ def configure_logging(rank: int) -> None:
 
 
 def train_steps(
-    ddp: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
+    trainer: parallel.Trainer,
     stream: Iterator[dict[str, torch.Tensor]],
     args: argparse.Namespace,
     where: Placement,
@@ -128,16 +132,12 @@ def train_steps(
         for step in range(args.steps):
             start = time.perf_counter()
             batch = {k: v.to(where.device, non_blocking=True) for k, v in next(stream).items()}
-            loss = ddp(**batch).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            loss_value = float(loss.item())  # also waits for the GPU
+            loss_value = trainer.step(batch)  # .item() also waits for the GPU
             elapsed = time.perf_counter() - start
             phase = schedule.phase(step) if args.enable_tracing else "untraced"
             record.step_times_s.append(elapsed)
             record.phases.append(phase)
-            record.losses.append(loss_value)
+            record.losses.append(None if math.isnan(loss_value) else loss_value)
             log.info("step %d/%d loss %.4f time %.1f ms [%s]", step + 1, args.steps, loss_value,
                      elapsed * 1e3, phase)
             tick = time.perf_counter()
@@ -228,15 +228,18 @@ def malloc_in_use(maps: Path = Path("/proc/self/maps")) -> str:
     return "glibc"
 
 
-def prepare_batches(args: argparse.Namespace, where: Placement, seq_len: int) -> tuple[Any, Iterator[Any]]:
-    """Tokenizer and endless per-rank batches; local rank 0 fills the ``datasets`` cache first."""
+def prepare_batches(args: argparse.Namespace, where: Placement, seq_len: int,
+                    layout: Layout) -> tuple[Any, Iterator[Any]]:
+    """Tokenizer and endless per-replica batches (the ranks of one data-parallel replica, its
+    tensor and pipeline ranks, see the same ones); local rank 0 fills the ``datasets`` cache first."""
     with local_leader_first(where):
         dataset = data.load_squad(args.data)
     tokenizer = shared_tokenizer(args, dataset, where)
     with local_leader_first(where):
         encoded = data.encode(dataset, args.model, tokenizer, seq_len)
-    collator = data.Collator(args.model, tokenizer, args.seed + where.rank)
-    return tokenizer, data.batches(encoded, collator, args.batch_size, where.rank, where.world_size, args.seed)
+    replica = layout.coords(where.rank)["dp"]
+    collator = data.Collator(args.model, tokenizer, args.seed + replica)
+    return tokenizer, data.batches(encoded, collator, args.batch_size, replica, layout.dp, args.seed)
 
 
 def write_comm_groups(outdir: Path, name: str, world_size: int) -> dict[str, Any]:
@@ -266,25 +269,33 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
         convert.ensure_available(args.converter)
     torch.set_num_threads(threads_for(args))
     init_distributed(where)
+    if where.backend == "gloo":
+        groups.record_groups()
     try:
+        layout = layout_of(args, where.world_size)
         size = models.resolve_size(args.model, args.size, where.device.type == "cuda")
         shape = models.resolve_shape(args.model, size, {k: getattr(args, k) for k in models.Shape.knobs()})
         name = args.name or f"{args.model}_{size}_np{where.world_size}"
-        tokenizer, stream = prepare_batches(args, where, shape.seq_len)
+        problems = shape_problems(layout, shape.n_layer, shape.hidden, shape.n_head, shape.intermediate,
+                                  args.batch_size)
+        if problems:
+            raise ValueError("the layout does not divide the model: " + "; ".join(problems))
+        tokenizer, stream = prepare_batches(args, where, shape.seq_len, layout)
         special = {"bos": tokenizer.bos_token_id or 0, "eos": tokenizer.eos_token_id or 0,
                    "pad": tokenizer.pad_token_id or 0}
         torch.manual_seed(args.seed)
         vocab_size = models.embedding_rows(shape, len(tokenizer), trained=args.model == "bert" and not args.tokenizer)
         model = models.build_model(args.model, shape, vocab_size, special).to(where.device)
         meta = build_meta(args, where, size, shape, models.count_parameters(model), vocab_size, name)
-        log.info("%s %s: %s, %d parameters, %d rank(s) on %s/%s", args.model, size, shape,
-                 meta["parameters"], where.world_size, where.device.type, where.backend)
-        ddp = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[where.local_rank] if where.device.type == "cuda" else None)
-        optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
+        meta["layout"] = layout.as_dict()
+        log.info("%s %s: %s, %d parameters, %d rank(s) on %s/%s, layout dp=%d (%s) tp=%d pp=%d", args.model, size,
+                 shape, meta["parameters"], where.world_size, where.device.type, where.backend, layout.dp,
+                 layout.dp_mode, layout.tp, layout.pp)
+        trainer, mesh_groups = parallel.build(args.model, model, layout, where.rank, where.device, args.lr)
         schedule = tracing.Schedule(args.wait, args.warmup, args.active)
         paths = tracing.TracePaths.for_rank(Path(args.outdir), name, where.rank)
-        record = train_steps(ddp, optimizer, stream, args, where, paths, schedule)
+        record = train_steps(trainer, stream, args, where, paths, schedule)
+        record.groups = mesh_groups
         if args.enable_tracing:
             inspect_and_convert(record, args, paths, name)
         records: list[StepRecord | None] = [None] * where.world_size

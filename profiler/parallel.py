@@ -1,0 +1,210 @@
+"""The model split over a layout (``layouts.Layout``): tensor parallel blocks, pipeline stages,
+data parallel wrapping, and the training step each needs.
+
+* **TP** (Megatron-style, ``parallelize_module``): in each block the attention's Q/K/V projection
+  and the MLP's first linear are column-parallel, the attention output and the MLP's second
+  linear row-parallel (one all-reduce each, forward and backward); embeddings, norms and the head
+  stay replicated. GPT-2's ``Conv1D`` layers become ``nn.Linear`` (the same function, its weight
+  transposed) since only ``nn.Linear`` has plans; its fused Q/K/V output is split per rank (a
+  different but equally random initialisation).
+* **PP** (``torch.distributed.pipelining``): stage ``s`` holds whole blocks (``stage_layers``);
+  the first also the embeddings, the last the final norm and head with the loss. The head is
+  untied from the embedding (each stage owns its copy). Stages see no padding mask (causal
+  attention for GPT-2, none for BERT): the shapes and the communication are the real job's.
+* **DP**: ``ddp`` wraps the model (or stage) in ``DistributedDataParallel`` over the
+  data-parallel group (TP parameters made local first); ``fsdp`` applies FSDP2 ``fully_shard``
+  to each block and then the root, on the data-parallel mesh dimension.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from chakra_convert_fast.profiler.layouts import MESH_DIMS, Layout, stage_layers
+
+
+class Trainer:
+    """One training step over the layout; ``step`` returns the loss (NaN on pipeline stages
+    that do not compute it)."""
+
+    def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer, schedule: Any = None,
+                 first: bool = True, last: bool = True) -> None:
+        self.module, self.optimizer, self.schedule = module, optimizer, schedule
+        self.first, self.last = first, last
+
+    def step(self, batch: dict[str, torch.Tensor]) -> float:
+        if self.schedule is None:
+            loss = self.module(**batch).loss
+            loss.backward()
+            value = float(loss.item())
+        else:
+            losses: list[torch.Tensor] = []
+            if self.first:
+                self.schedule.step(batch["input_ids"])
+            elif self.last:
+                self.schedule.step(target=batch["labels"], losses=losses)
+            else:
+                self.schedule.step()
+            value = float(torch.stack(losses).mean().item()) if losses else math.nan
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return value
+
+
+def mesh_groups(mesh: Any) -> dict[str, dict[str, Any]]:
+    """This rank's group on each mesh dimension: its name (the trace's ``pg_name``) and ranks."""
+    out = {}
+    for dim in MESH_DIMS:
+        group = mesh[dim].get_group()
+        out[dim] = {"pg_name": group.group_name, "ranks": dist.get_process_group_ranks(group)}
+    return out
+
+
+def build(model_name: str, model: nn.Module, layout: Layout, rank: int, device: torch.device,
+          lr: float) -> tuple[Trainer, dict[str, Any]]:
+    """Split ``model`` (built alike on every rank) over ``layout``; returns the trainer and this
+    rank's mesh groups."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp), mesh_dim_names=MESH_DIMS)
+    coords = layout.coords(rank)
+    first, last = coords["pp"] == 0, coords["pp"] == layout.pp - 1
+    module: nn.Module = model
+    if layout.pp > 1:
+        module = _stage(model_name, model, stage_layers(_n_layer(model_name, model), layout.pp, coords["pp"]),
+                        first, last)
+    if layout.tp > 1:
+        for block in _blocks(model_name, module):
+            _tensor_parallel(model_name, block, mesh["tp"], layout.tp)
+    module = _data_parallel(module, model_name, layout, mesh, device)
+    optimizer = torch.optim.AdamW(module.parameters(), lr=lr)
+    schedule = None
+    if layout.pp > 1:
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+        stage = PipelineStage(module, coords["pp"], layout.pp, device, group=mesh["pp"].get_group())
+        kind = Schedule1F1B if layout.schedule == "1f1b" else ScheduleGPipe
+        schedule = kind(stage, layout.microbatches, loss_fn=_loss(model_name))
+    return Trainer(module, optimizer, schedule, first, last), mesh_groups(mesh)
+
+
+def _n_layer(model_name: str, model: nn.Module) -> int:
+    return len(_blocks(model_name, model))
+
+
+def _blocks(model_name: str, module: nn.Module) -> nn.ModuleList:
+    if isinstance(module, _Stage):
+        return module.blocks
+    if model_name == "gpt2":
+        return module.transformer.h  # type: ignore[no-any-return]
+    return module.bert.encoder.layer  # type: ignore[no-any-return]
+
+
+# -- tensor parallelism ---------------------------------------------------------------------------
+def _as_linear(conv: nn.Module) -> nn.Linear:
+    """transformers' ``Conv1D`` (``x @ W + b``, W is in x out) as the same ``nn.Linear``."""
+    weight = conv.weight
+    linear = nn.Linear(weight.shape[0], weight.shape[1])
+    with torch.no_grad():
+        linear.weight.copy_(weight.t())
+        linear.bias.copy_(conv.bias)
+    return linear
+
+
+def _tensor_parallel(model_name: str, block: nn.Module, tp_mesh: Any, tp: int) -> None:
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    if model_name == "gpt2":
+        attn, mlp = block.attn, block.mlp
+        attn.c_attn, attn.c_proj = _as_linear(attn.c_attn), _as_linear(attn.c_proj)
+        mlp.c_fc, mlp.c_proj = _as_linear(mlp.c_fc), _as_linear(mlp.c_proj)
+        attn.split_size //= tp
+        attn.num_heads //= tp
+        plan = {"attn.c_attn": ColwiseParallel(), "attn.c_proj": RowwiseParallel(),
+                "mlp.c_fc": ColwiseParallel(), "mlp.c_proj": RowwiseParallel()}
+    else:
+        self_attn = block.attention.self
+        self_attn.num_attention_heads //= tp
+        self_attn.all_head_size //= tp
+        plan = {"attention.self.query": ColwiseParallel(), "attention.self.key": ColwiseParallel(),
+                "attention.self.value": ColwiseParallel(), "attention.output.dense": RowwiseParallel(),
+                "intermediate.dense": ColwiseParallel(), "output.dense": RowwiseParallel()}
+    parallelize_module(block, tp_mesh, plan)
+
+
+# -- data parallelism -----------------------------------------------------------------------------
+def _data_parallel(module: nn.Module, model_name: str, layout: Layout, mesh: Any, device: torch.device) -> nn.Module:
+    if layout.dp_mode == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for block in _blocks(model_name, module):
+            fully_shard(block, mesh=mesh["dp"])
+        fully_shard(module, mesh=mesh["dp"])
+        return module
+    if layout.tp > 1:
+        from torch.distributed.tensor.parallel.ddp import _pre_dp_module_transform
+
+        _pre_dp_module_transform(module)
+    ids = [device.index] if device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(module, device_ids=ids, process_group=mesh["dp"].get_group())
+
+
+# -- pipeline parallelism -------------------------------------------------------------------------
+class _Stage(nn.Module):
+    """Whole blocks of the model; the first stage embeds token ids, the last returns logits."""
+
+    def __init__(self, embed: nn.Module | None, blocks: list[nn.Module], head: nn.Module | None,
+                 positions: nn.Module | None = None, drop: nn.Module | None = None) -> None:
+        super().__init__()
+        self.embed, self.positions, self.drop, self.head = embed, positions, drop, head
+        self.blocks = nn.ModuleList(blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.embed is not None:
+            if self.positions is not None:  # GPT-2: token + position embeddings, dropout
+                x = self.embed(x) + self.positions(torch.arange(x.shape[1], device=x.device))
+                x = self.drop(x) if self.drop is not None else x
+            else:  # BERT's embeddings module
+                x = self.embed(input_ids=x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x) if self.head is not None else x
+
+
+def _untied(weight: nn.Parameter) -> nn.Parameter:
+    return nn.Parameter(weight.detach().clone())
+
+
+def _stage(model_name: str, model: nn.Module, layers: range, first: bool, last: bool) -> _Stage:
+    blocks = [_blocks(model_name, model)[i] for i in layers]
+    if model_name == "gpt2":
+        t = model.transformer
+        head = None
+        if last:
+            model.lm_head.weight = _untied(model.lm_head.weight)
+            head = nn.Sequential(t.ln_f, model.lm_head)
+        if first:
+            return _Stage(t.wte, blocks, head, t.wpe, t.drop)
+        return _Stage(None, blocks, head)
+    head = None
+    if last:
+        decoder = model.cls.predictions.decoder
+        decoder.weight = _untied(decoder.weight)
+        head = model.cls
+    return _Stage(model.bert.embeddings if first else None, blocks, head)
+
+
+def _loss(model_name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    def gpt2(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # next-token prediction
+        return nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)
+
+    def bert(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # masked tokens
+        return nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+    return gpt2 if model_name == "gpt2" else bert
