@@ -11,9 +11,11 @@ data parallel wrapping, and the training step each needs.
   the first also the embeddings, the last the final norm and head with the loss. The head is
   untied from the embedding (each stage owns its copy). Stages see no padding mask (causal
   attention for GPT-2, none for BERT): the shapes and the communication are the real job's.
-* **DP**: ``ddp`` wraps the model (or stage) in ``DistributedDataParallel`` over the
-  data-parallel group (TP parameters made local first); ``fsdp`` applies FSDP2 ``fully_shard``
-  to each block and then the root, on the data-parallel mesh dimension.
+* **DP**: ``ddp`` wraps the model in ``DistributedDataParallel`` over the data-parallel group (TP
+  parameters made local first); ``fsdp`` applies FSDP2 ``fully_shard`` to each block and then the
+  root, on the data-parallel mesh dimension. A pipeline stage under ``ddp`` all-reduces its
+  gradients as one flat buffer after the schedule's last backward (DDP inside a pipeline schedule
+  fails in torch 2.13: its reducer meets each parameter once per micro-batch, an internal assert).
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ class Trainer:
     that do not compute it)."""
 
     def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer, schedule: Any = None,
-                 first: bool = True, last: bool = True) -> None:
+                 first: bool = True, last: bool = True, grad_group: Any = None) -> None:
         self.module, self.optimizer, self.schedule = module, optimizer, schedule
         self.first, self.last = first, last
+        self.grad_group = grad_group  # a pipeline stage's data-parallel group under ddp
 
     def step(self, batch: dict[str, torch.Tensor]) -> float:
         if self.schedule is None:
@@ -52,9 +55,25 @@ class Trainer:
             else:
                 self.schedule.step()
             value = float(torch.stack(losses).mean().item()) if losses else math.nan
+            if self.grad_group is not None:
+                _all_reduce_gradients(self.module, self.grad_group)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return value
+
+
+def _all_reduce_gradients(module: nn.Module, group: Any) -> None:
+    """The mean of the stage's gradients over its data-parallel group, as one flat all-reduce."""
+    grads = [p.grad for p in module.parameters() if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.flatten() for g in grads])
+    dist.all_reduce(flat, group=group)
+    flat /= dist.get_world_size(group)
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()
 
 
 def mesh_groups(mesh: Any) -> dict[str, dict[str, Any]]:
@@ -82,7 +101,11 @@ def build(model_name: str, model: nn.Module, layout: Layout, rank: int, device: 
     if layout.tp > 1:
         for block in _blocks(model_name, module):
             _tensor_parallel(model_name, block, mesh["tp"], layout.tp)
-    module = _data_parallel(module, model_name, layout, mesh, device)
+    grad_group = None
+    if layout.pp > 1 and layout.dp_mode == "ddp":
+        grad_group = mesh["dp"].get_group()
+    else:
+        module = _data_parallel(module, model_name, layout, mesh, device)
     optimizer = torch.optim.AdamW(module.parameters(), lr=lr)
     schedule = None
     if layout.pp > 1:
@@ -91,7 +114,7 @@ def build(model_name: str, model: nn.Module, layout: Layout, rank: int, device: 
         stage = PipelineStage(module, coords["pp"], layout.pp, device, group=mesh["pp"].get_group())
         kind = Schedule1F1B if layout.schedule == "1f1b" else ScheduleGPipe
         schedule = kind(stage, layout.microbatches, loss_fn=_loss(model_name))
-    return Trainer(module, optimizer, schedule, first, last), mesh_groups(mesh)
+    return Trainer(module, optimizer, schedule, first, last, grad_group), mesh_groups(mesh)
 
 
 def _n_layer(model_name: str, model: nn.Module) -> int:

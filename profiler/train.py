@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from chakra_convert_fast.converter.ranks.layoutscale import LAYOUT_SUFFIX
 from chakra_convert_fast.profiler import convert, data, groups, models, parallel, tokenizers, tracing
 from chakra_convert_fast.profiler.cli import layout_of, parse_args, threads_for
 from chakra_convert_fast.profiler.layouts import Layout, shape_problems
@@ -252,6 +253,18 @@ def write_comm_groups(outdir: Path, name: str, world_size: int) -> dict[str, Any
     return {"path": str(out), "groups": groups}
 
 
+def write_layout(outdir: Path, name: str, layout: Layout, records: list[StepRecord | None]) -> str:
+    """``{name}.layout.json`` beside the .et files: the mesh and each rank's group per mesh
+    dimension, what ``chakra-convert-fast scale`` needs to scale this layout."""
+    out = outdir / f"{name}{LAYOUT_SUFFIX}"
+    ranks = [r.groups if r is not None else None for r in records]
+    out.write_text(json.dumps({"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "dp_mode": layout.dp_mode,
+                               "microbatches": layout.microbatches, "schedule": layout.schedule,
+                               "ranks": ranks}) + "\n", encoding="utf-8")
+    log.info("layout: %s", out)
+    return str(out)
+
+
 def write_summary(summary: dict[str, Any], outdir: Path, name: str) -> Path:
     out = outdir / f"{name}_summary.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -305,6 +318,7 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
             summary = summarize(meta, [r for r in records if r is not None], args.active)
             if args.enable_tracing and args.convert and args.converter == "fast":
                 summary["comm_groups"] = write_comm_groups(Path(args.outdir), name, where.world_size)
+                summary["layout_file"] = write_layout(Path(args.outdir), name, layout, records)
             write_summary(summary, Path(args.outdir), name)
             if args.save_dir:
                 model.save_pretrained(args.save_dir)

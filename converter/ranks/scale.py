@@ -44,7 +44,7 @@ from ..et.encode import WORLD_SIZE, global_metadata
 from ..io import OutputSet, OutputTarget, check_output, output_directory, same_file
 from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
-from . import commgroups, discover
+from . import commgroups, discover, layoutscale
 from .jobsize import et_world_size
 
 #: ``progress(stage, done, total)``: "ranks" written so far of the N.
@@ -104,13 +104,21 @@ def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progr
         raise ConverterError(f"--ranks {ranks}: must be between 1 and {MAX_RANKS:,}")
     captured = len(inputs)
     group_file = commgroups.find(in_prefix)
-    groups = _read_groups(group_file, captured, ranks) if group_file else _Groups()
-    new_groups = _new_groups(groups, captured, ranks)
+    layout_file = layoutscale.find(in_prefix)
+    scaler = None
+    if layout_file is not None:  # a known data x tensor x pipeline layout (layoutscale.py)
+        scaler = layoutscale.LayoutScaler(layoutscale.read_layout(layout_file), layout_file, captured, ranks)
+        groups, new_groups = _Groups(), scaler.groups()
+    else:
+        groups = _read_groups(group_file, captured, ranks) if group_file else _Groups()
+        new_groups = _new_groups(groups, captured, ranks)
     out_dir = os.path.dirname(out_prefix) or "."
     created = output_directory(out_dir)
     staged = OutputSet(shown=f"{out_prefix}.*")
     try:
-        targets = _targets(out_prefix, ranks, [*inputs, *([group_file] if group_file else [])])
+        sides = [*([group_file] if group_file else []), *([layout_file] if layout_file else [])]
+        targets = _targets(out_prefix, ranks, [*inputs, *sides])
+        layout_target = check_output(layoutscale.path_for(out_prefix), *inputs, *sides) if scaler else None
         job = _Job(groups, captured, group_file)
         written = rewritten = done = 0
         nodes: list[int] = []
@@ -122,6 +130,22 @@ def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progr
                 trace.path = path
             else:
                 trace = read_et(path, records=records)
+            if scaler is not None:
+                plan = scaler.plan(k, trace)
+                types = trace.types
+                nodes.append(len(trace))
+                del trace
+                for r in (r for r in range(ranks) if scaler.source(r) == k):
+                    changed = scaler.rewrite(records, types, plan, r)
+                    parts = [wire.delimited_message(changed[i - 1]) if i - 1 in changed else wire.delimited_message(m)
+                             for i, m in enumerate(records)]
+                    written += staged.write(targets[r], parts)
+                    rewritten += len(changed)
+                    done += 1
+                    if progress is not None:
+                        progress("ranks", done, ranks)
+                del records, types
+                continue
             rewrites = job.check_rank(k, trace)
             nodes.append(len(trace))
             metadata = trace.metadata
@@ -139,6 +163,8 @@ def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progr
                     progress("ranks", done, ranks)
             del records, plain, same
         written += staged.write(targets[ranks], (json.dumps(new_groups, indent=2) + "\n").encode("utf-8"))
+        if scaler is not None and layout_target is not None:
+            written += staged.write(layout_target, (json.dumps(scaler.new_layout()) + "\n").encode("utf-8"))
         staged.commit()
     finally:
         staged.discard()

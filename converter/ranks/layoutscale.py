@@ -1,0 +1,218 @@
+"""``scale`` of a job whose layout is known: data x tensor x pipeline parallel ranks.
+
+``chakra-profile --convert`` writes ``PREFIX.layout.json`` beside the job's ``PREFIX.<rank>.et``:
+the mesh (``dp``, ``tp``, ``pp``, how data parallelism synchronises) and, per rank, the process
+group (``pg_name``) of each mesh dimension. Ranks are laid out as a (pp, dp, tp) mesh, tensor
+parallelism innermost (``rank = (p * DP + d) * TP + t``). Scaling to N ranks keeps TP and PP and
+makes the data-parallel degree ``N / (TP x PP)``:
+
+* new rank (p, d, t) is a copy of captured rank (p, d mod DP, t);
+* each collective moves to the new rank's group of the same mesh dimension: tensor- and
+  pipeline-parallel groups are tiled per replica, data-parallel groups widened to the new degree;
+  new group ids are numbered tp groups, then dp, then pp (one-rank groups get none);
+* bytes: an FSDP all-gather on the data-parallel dimension moves one rank's shard, so its
+  ``comm_size`` becomes ``size x DP / D`` (exact when the shards divide; FSDP pads each parameter
+  to a multiple of the degree, so a real capture can differ by that padding); everything else
+  keeps its bytes (DDP's gradient all-reduce and FSDP's reduce-scatter input are the whole
+  gradient on any degree, tensor-parallel activations do not depend on it);
+* a send or receive keeps its tag and goes to the peer's copy in the same data-parallel replica.
+
+Refused, with one line: N not a multiple of TP x PP, a rank count or group the layout file does not
+describe, a layout file that is not one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConverterError, TraceContentError, TraceFormatError
+from ..et import wire
+from ..et.decode import EtTrace, attribute_spans
+from ..io import read_side_input
+from ..schema.astra import ALL_RANKS_GROUPS
+from ..schema.chakra import CollectiveCommType, NodeType
+
+LAYOUT_SUFFIX = ".layout.json"
+DIMS = ("tp", "dp", "pp")
+_NAMES = {name: wire.attr_name(name) for name in ("pg_name", "comm_size", "comm_src", "comm_dst")}
+_SEND, _RECV, _COLL = NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE
+_SHARDED = int(CollectiveCommType.ALL_GATHER)
+
+
+def path_for(prefix: str) -> str:
+    """The layout file of the job whose ranks are ``PREFIX.<rank>.et``."""
+    return f"{prefix}{LAYOUT_SUFFIX}"
+
+
+def find(prefix: str) -> str | None:
+    path = path_for(prefix)
+    return path if os.path.isfile(path) else None
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """A (pp, dp, tp) mesh of ranks, tensor parallelism innermost."""
+
+    dp: int
+    tp: int
+    pp: int
+
+    @property
+    def size(self) -> int:
+        return self.dp * self.tp * self.pp
+
+    def coords(self, rank: int) -> tuple[int, int, int]:
+        """(p, d, t) of ``rank``."""
+        return rank // (self.dp * self.tp), rank // self.tp % self.dp, rank % self.tp
+
+    def rank(self, p: int, d: int, t: int) -> int:
+        return (p * self.dp + d) * self.tp + t
+
+    def group(self, dim: str, rank: int) -> tuple[int, ...]:
+        """The ranks of ``rank``'s group on mesh dimension ``dim``."""
+        p, d, t = self.coords(rank)
+        if dim == "tp":
+            return tuple(self.rank(p, d, x) for x in range(self.tp))
+        if dim == "dp":
+            return tuple(self.rank(p, x, t) for x in range(self.dp))
+        return tuple(self.rank(x, d, t) for x in range(self.pp))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What ``PREFIX.layout.json`` says: the mesh, the data-parallel mode, and per rank the mesh
+    dimension of each of its group names."""
+
+    mesh: Mesh
+    dp_mode: str
+    dims: tuple[dict[str, str], ...]  # per captured rank: pg_name -> mesh dimension
+
+
+def read_layout(path: str) -> Layout:
+    """Raises ``TraceFormatError`` for a file that is not a layout of this shape."""
+    try:
+        raw = json.loads(read_side_input(path, "layout file"))
+        mesh = Mesh(int(raw["dp"]), int(raw["tp"]), int(raw["pp"]))
+        mode = str(raw["dp_mode"])
+        ranks = raw["ranks"]
+        dims = []
+        for rank in range(mesh.size):
+            names: dict[str, str] = {}
+            for dim in DIMS:
+                name = str(ranks[rank][dim]["pg_name"])
+                names.setdefault("0" if name in ALL_RANKS_GROUPS else name, dim)
+            dims.append(names)
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+        raise TraceFormatError(path, "not a layout file (dp, tp, pp, dp_mode, ranks[r][dim].pg_name): "
+                               f"{exc!r}") from None
+    if min(mesh.dp, mesh.tp, mesh.pp) < 1 or len(ranks) != mesh.size:
+        raise TraceFormatError(path, f"a {mesh.pp} x {mesh.dp} x {mesh.tp} mesh with {len(ranks)} ranks listed")
+    return Layout(mesh, mode, tuple(dims))
+
+
+#: (row, mesh dimension, comm_size, peer of a send/receive, an all-gather)
+_Planned = tuple[int, str, int, int | None, bool]
+
+
+class LayoutScaler:
+    """Writes captured rank k as new rank r (``rank_bytes``) and makes the new group file."""
+
+    def __init__(self, layout: Layout, path: str, captured: int, ranks: int) -> None:
+        self.layout, self.path = layout, path
+        old = layout.mesh
+        if captured != old.size:
+            raise ConverterError(f"{path}: the layout has {old.size} ranks ({old.pp} x {old.dp} x {old.tp}, "
+                                 f"pp x dp x tp) but {captured} rank files were found")
+        if ranks % (old.tp * old.pp):
+            raise ConverterError(f"--ranks {ranks} is not a multiple of tp {old.tp} x pp {old.pp} = "
+                                 f"{old.tp * old.pp}: the layout keeps its tensor- and pipeline-parallel groups")
+        self.new = Mesh(ranks // (old.tp * old.pp), old.tp, old.pp)
+        if old.dp == 1 and self.new.dp > 1:
+            raise ConverterError(f"{path}: the capture has data-parallel degree 1, so its gradient "
+                                 "synchronisation ran on one rank and is no communication in the trace: capture "
+                                 "with at least 2 data-parallel ranks to scale it")
+        if self.new.dp == 1 and old.dp > 1:
+            raise ConverterError(f"--ranks {ranks} leaves data-parallel degree 1: scale to at least "
+                                 f"{2 * old.tp * old.pp} ranks")
+        self.ids: dict[tuple[int, ...], str] = {}
+        for dim in DIMS:
+            for r in range(self.new.size):
+                members = self.new.group(dim, r)
+                if len(members) > 1 and members not in self.ids:
+                    self.ids[members] = str(len(self.ids) + 1)
+
+    def source(self, rank: int) -> int:
+        """The captured rank that new rank ``rank`` copies."""
+        p, d, t = self.new.coords(rank)
+        return self.layout.mesh.rank(p, d % self.layout.mesh.dp, t)
+
+    def groups(self) -> dict[str, list[int]]:
+        return {gid: list(members) for members, gid in self.ids.items()}
+
+    def new_layout(self) -> dict[str, Any]:
+        """The layout file of the scaled job (a one-rank group is named ``one:<rank>``)."""
+        mesh = self.new
+        ranks = [{dim: {"pg_name": self.ids.get(mesh.group(dim, r), f"one:{r}"), "ranks": list(mesh.group(dim, r))}
+                  for dim in DIMS} for r in range(mesh.size)]
+        return {"dp": mesh.dp, "tp": mesh.tp, "pp": mesh.pp, "dp_mode": self.layout.dp_mode, "ranks": ranks}
+
+    def plan(self, k: int, trace: EtTrace) -> list[_Planned]:
+        """Per communication node of captured rank ``k``: (row, mesh dim, size, peer), checked."""
+        out = []
+        names = self.layout.dims[k]
+        for row in sorted(trace.comm):
+            attrs, node_type = trace.comm[row], trace.types[row]
+            where = f"node {trace.ids[row]} '{trace.names[row]}'"
+            name = str(attrs.get("pg_name", ""))
+            name = "0" if name in ALL_RANKS_GROUPS else name
+            dim = names.get(name)
+            if dim is None:
+                raise TraceContentError(trace.path, f"{where} is on group {name!r}, which the layout file "
+                                        f"{self.path} gives no mesh dimension for rank {k}")
+            peer = None
+            if node_type in (_SEND, _RECV):
+                peer = attrs.get("comm_dst" if node_type == _SEND else "comm_src")
+                if type(peer) is not int or not 0 <= peer < self.layout.mesh.size:
+                    raise TraceContentError(trace.path, f"{where} has no peer rank of the job ({peer!r})")
+            sharded = node_type == _COLL and attrs.get("comm_type") == _SHARDED
+            out.append((row, dim, int(attrs.get("comm_size", 0) or 0), peer, sharded))
+        return out
+
+    def rewrite(self, records: list[bytes], trace_types: Any, plan: list[_Planned],
+                rank: int) -> dict[int, bytes]:
+        """The changed records (by row) of new rank ``rank``."""
+        old, new = self.layout.mesh, self.new
+        out: dict[int, bytes] = {}
+        _, d_new, _ = new.coords(rank)
+        for row, dim, size, peer, sharded in plan:
+            members = new.group(dim, rank)
+            changes: dict[str, bytes] = {}
+            changes["pg_name"] = wire.string_attr(_NAMES["pg_name"], self.ids.get(members, "0"), "pg_name")
+            node_type = trace_types[row]
+            if dim == "dp" and self.layout.dp_mode == "fsdp" and sharded:
+                changes["comm_size"] = wire.int64_attr(_NAMES["comm_size"], size * old.dp // new.dp, "comm_size")
+            if peer is not None:
+                p, _, t = old.coords(peer)
+                mapped = new.rank(p, d_new, t)
+                own = "comm_src" if node_type == _SEND else "comm_dst"
+                other = "comm_dst" if node_type == _SEND else "comm_src"
+                changes[own] = wire.int64_attr(_NAMES[own], rank, own)
+                changes[other] = wire.int64_attr(_NAMES[other], mapped, other)
+            out[row] = _spliced(records[row + 1], changes)
+        return out
+
+
+def _spliced(message: bytes, changes: dict[str, bytes]) -> bytes:
+    """``message`` with the named attributes replaced (added at the end where absent)."""
+    pieces, pos = [], 0
+    left = dict(changes)
+    for name, start, end in attribute_spans(message):
+        if name in left:
+            pieces += [message[pos:start], left.pop(name)]
+            pos = end
+    pieces.append(message[pos:])
+    pieces.extend(left.values())
+    return b"".join(pieces)
