@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +127,42 @@ def test_parse_marker(name: str, label: GroupLabel | None) -> None:
 
 def test_marker_round_trip() -> None:
     assert parse_marker(marker_name("12", [4, 5, 6])) == GroupLabel("12", (4, 5, 6))
+
+
+MARKER_SCRIPT = """
+import json, sys, torch, torch.distributed as dist
+from torch.profiler import ExecutionTraceObserver, profile, ProfilerActivity
+from chakra_convert_fast.profiler.groups import record_groups
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+covered = record_groups()
+group = dist.new_group([0])
+observer = ExecutionTraceObserver().register_callback(sys.argv[1])
+with profile(activities=[ProfilerActivity.CPU], execution_trace_observer=observer):
+    t = torch.ones(8)
+    dist.all_reduce(t, group=group)
+    dist.all_gather_into_tensor(torch.empty(8), t)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))
+    model(torch.ones(2, 4)).sum().backward()
+dist.destroy_process_group()
+print(json.dumps(covered))
+"""
+
+
+def test_chakra_profile_marks_each_collective_with_its_group(tmp_path: Path) -> None:
+    """profiler/groups.py: the marker is a child of every c10d op, named after its group, DDP's
+    reducer (C++) included; the op is recorded once."""
+    host = tmp_path / "host.json"
+    done = subprocess.run([sys.executable, "-c", MARKER_SCRIPT, str(host)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert {"allreduce_", "_allgather_base_", "send", "recv_", "_reduce_scatter_base_"} <= set(
+        json.loads(done.stdout.strip().splitlines()[-1]))
+    nodes = json.loads(host.read_text())["nodes"]
+    by_id = {n["id"]: n for n in nodes}
+    ops = [n for n in nodes if n["name"].startswith("c10d::")]
+    markers = {n["ctrl_deps"]: n["name"] for n in nodes if n["name"].startswith("## chakra:group ")}
+    labels = [markers.get(op["id"]) for op in ops]
+    assert labels[0] == "## chakra:group 1 0 ##"  # the one-rank group
+    assert labels[1] == "## chakra:group 0 0 ##"  # the default group
+    assert "c10d::allreduce_" in [op["name"] for op in ops[2:]] and all(labels), labels  # DDP's, from C++
+    assert all(by_id[p]["name"].startswith("c10d::") for p in markers)  # never a second op around it

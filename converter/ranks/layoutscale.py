@@ -168,7 +168,7 @@ class LayoutScaler:
             where = f"node {trace.ids[row]} '{trace.names[row]}'"
             name = str(attrs.get("pg_name", ""))
             name = "0" if name in ALL_RANKS_GROUPS else name
-            dim = names.get(name)
+            dim = names.get(name, "pp" if node_type in (_SEND, _RECV) else None)  # P2P: its peers say
             if dim is None:
                 raise TraceContentError(trace.path, f"{where} is on group {name!r}, which the layout file "
                                         f"{self.path} gives no mesh dimension for rank {k}")
