@@ -164,7 +164,7 @@ def test_scaled_job_equals_the_job_built_at_that_size(tmp_path: Path, layout: tu
         # the real job names a dimension of every rank "all"; the scaled one lists its members
         assert [m[:3] + m[4:] for m in mine] == [t[:3] + t[4:] for t in theirs], rank
         for m, t in zip(mine, theirs, strict=True):
-            assert t[3] == "all" and m[3] == list(range(big)) or m[3] == t[3], rank
+            assert (t[3] == "all" and m[3] == list(range(big))) or m[3] == t[3], rank
     report = api.check([f"{out}.{r}.et" for r in range(big)])
     assert report.ok, [p.line() for p in report.problems]
     written = json.loads(Path(f"{out}.layout.json").read_text())
