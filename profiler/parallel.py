@@ -88,7 +88,7 @@ def mesh_groups(mesh: Any) -> dict[str, dict[str, Any]]:
 def build(model_name: str, model: nn.Module, layout: Layout, rank: int, device: torch.device,
           lr: float) -> tuple[Trainer, dict[str, Any]]:
     """Split ``model`` (built alike on every rank) over ``layout``; returns the trainer and this
-    rank's mesh groups."""
+    rank's mesh groups (and, under FSDP, its units' parameter rows: ``fsdp_units``)."""
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp), mesh_dim_names=MESH_DIMS)
@@ -102,10 +102,11 @@ def build(model_name: str, model: nn.Module, layout: Layout, rank: int, device: 
         for block in _blocks(model_name, module):
             _tensor_parallel(model_name, block, mesh["tp"], layout.tp)
     grad_group = None
+    units: list[list[list[int]]] = []
     if layout.pp > 1 and layout.dp_mode == "ddp":
         grad_group = mesh["dp"].get_group()
     else:
-        module = _data_parallel(module, model_name, layout, mesh, device)
+        module = _data_parallel(module, model_name, layout, mesh, device, units)
     optimizer = torch.optim.AdamW(module.parameters(), lr=lr)
     schedule = None
     if layout.pp > 1:
@@ -114,7 +115,7 @@ def build(model_name: str, model: nn.Module, layout: Layout, rank: int, device: 
         stage = PipelineStage(module, coords["pp"], layout.pp, device, group=mesh["pp"].get_group())
         kind = Schedule1F1B if layout.schedule == "1f1b" else ScheduleGPipe
         schedule = kind(stage, layout.microbatches, loss_fn=_loss(model_name))
-    return Trainer(module, optimizer, schedule, first, last, grad_group), mesh_groups(mesh)
+    return Trainer(module, optimizer, schedule, first, last, grad_group), {**mesh_groups(mesh), "fsdp_units": units}
 
 
 def _n_layer(model_name: str, model: nn.Module) -> int:
@@ -162,10 +163,12 @@ def _tensor_parallel(model_name: str, block: nn.Module, tp_mesh: Any, tp: int) -
 
 
 # -- data parallelism -----------------------------------------------------------------------------
-def _data_parallel(module: nn.Module, model_name: str, layout: Layout, mesh: Any, device: torch.device) -> nn.Module:
+def _data_parallel(module: nn.Module, model_name: str, layout: Layout, mesh: Any, device: torch.device,
+                   units: list[list[list[int]]]) -> nn.Module:
     if layout.dp_mode == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
+        units.extend(fsdp_units(module, list(_blocks(model_name, module))))
         for block in _blocks(model_name, module):
             fully_shard(block, mesh=mesh["dp"])
         fully_shard(module, mesh=mesh["dp"])
@@ -176,6 +179,22 @@ def _data_parallel(module: nn.Module, model_name: str, layout: Layout, mesh: Any
         _pre_dp_module_transform(module)
     ids = [device.index] if device.type == "cuda" else None
     return nn.parallel.DistributedDataParallel(module, device_ids=ids, process_group=mesh["dp"].get_group())
+
+
+def fsdp_units(module: nn.Module, blocks: list[nn.Module]) -> list[list[list[int]]]:
+    """Per FSDP unit (the blocks, then the root's other parameters), each parameter's
+    ``[rows, bytes per row]`` as this rank holds it before sharding (tensor-parallel local shard):
+    FSDP pads rows to a multiple of the data-parallel degree, so a unit's all-gather of one shard
+    is ``sum(ceil(rows / D) * bytes per row)`` bytes, and ``scale`` can tell it for any degree."""
+    def shape(p: torch.Tensor) -> list[int]:
+        local = p.to_local() if hasattr(p, "to_local") else p
+        rows = local.shape[0] if local.dim() else 1
+        return [int(rows), int(local.numel() // max(rows, 1) * local.element_size())]
+
+    in_blocks = {id(p) for b in blocks for p in b.parameters()}
+    units = [[shape(p) for p in b.parameters()] for b in blocks]
+    units.append([shape(p) for p in module.parameters() if id(p) not in in_blocks])
+    return units
 
 
 # -- pipeline parallelism -------------------------------------------------------------------------

@@ -56,6 +56,9 @@ def _run_scale(args: argparse.Namespace, reporter: Reporter) -> int:
              list(result.comm_groups.items())[:8]}
     more = f" (+{len(result.comm_groups) - 8} more)" if len(result.comm_groups) > 8 else ""
     reporter.info(f"communicator groups: {result.comm_group_path} {shown}{more}")
-    if result.rewritten_nodes:
+    if result.layout is not None:
+        reporter.info(f"layout: {result.layout}; {result.rewritten_nodes:,} communication node(s) moved to their "
+                      f"group of the new mesh; {result.out_prefix}.layout.json written")
+    elif result.rewritten_nodes:
         reporter.info(f"{result.rewritten_nodes:,} sub-group collective(s) renamed to their copy's group")
     return 0

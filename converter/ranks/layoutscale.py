@@ -10,11 +10,15 @@ makes the data-parallel degree ``N / (TP x PP)``:
 * each collective moves to the new rank's group of the same mesh dimension: tensor- and
   pipeline-parallel groups are tiled per replica, data-parallel groups widened to the new degree;
   new group ids are numbered tp groups, then dp, then pp (one-rank groups get none);
-* bytes: an FSDP all-gather on the data-parallel dimension moves one rank's shard, so its
-  ``comm_size`` becomes ``size x DP / D`` (exact when the shards divide; FSDP pads each parameter
-  to a multiple of the degree, so a real capture can differ by that padding); everything else
-  keeps its bytes (DDP's gradient all-reduce and FSDP's reduce-scatter input are the whole
-  gradient on any degree, tensor-parallel activations do not depend on it);
+* bytes: an FSDP all-gather on the data-parallel dimension moves one rank's shard and a
+  reduce-scatter the whole (padded) gradient: FSDP pads each parameter's rows to a multiple of the
+  degree D, so a unit's shard is ``sum(ceil(rows / D) x bytes per row)`` and its reduce-scatter D
+  times that. Where the layout file lists the rank's FSDP units (``ranks[r].fsdp_units``: each
+  parameter's ``[rows, bytes per row]``), the unit whose shard (or padded whole) at the captured
+  degree is the node's ``comm_size`` gives the exact bytes at the new one; otherwise an
+  all-gather becomes ``size x DP / D`` and a reduce-scatter keeps its bytes (exact when the rows
+  divide). Everything else keeps its bytes (DDP's gradient all-reduce is the whole gradient on any
+  degree, tensor-parallel activations and pipeline sends do not depend on it);
 * a send or receive keeps its tag and goes to the peer's copy in the same data-parallel replica.
 
 Refused, with one line: N not a multiple of TP x PP, a rank count or group the layout file does not
@@ -39,7 +43,7 @@ LAYOUT_SUFFIX = ".layout.json"
 DIMS = ("tp", "dp", "pp")
 _NAMES = {name: wire.attr_name(name) for name in ("pg_name", "comm_size", "comm_src", "comm_dst")}
 _SEND, _RECV, _COLL = NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE
-_SHARDED = int(CollectiveCommType.ALL_GATHER)
+_GATHER, _SCATTER = int(CollectiveCommType.ALL_GATHER), int(CollectiveCommType.REDUCE_SCATTER)
 
 
 def path_for(prefix: str) -> str:
@@ -89,6 +93,7 @@ class Layout:
     mesh: Mesh
     dp_mode: str
     dims: tuple[dict[str, str], ...]  # per captured rank: pg_name -> mesh dimension
+    units: tuple[tuple[tuple[tuple[int, int], ...], ...], ...] = ()  # per rank: FSDP units' (rows, bytes/row)
 
 
 def read_layout(path: str) -> Layout:
@@ -105,15 +110,17 @@ def read_layout(path: str) -> Layout:
                 name = str(ranks[rank][dim]["pg_name"])
                 names.setdefault("0" if name in ALL_RANKS_GROUPS else name, dim)
             dims.append(names)
+        units = tuple(tuple(tuple((int(rows), int(size)) for rows, size in unit)
+                            for unit in ranks[rank].get("fsdp_units") or ()) for rank in range(mesh.size))
     except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
         raise TraceFormatError(path, "not a layout file (dp, tp, pp, dp_mode, ranks[r][dim].pg_name): "
                                f"{exc!r}") from None
     if min(mesh.dp, mesh.tp, mesh.pp) < 1 or len(ranks) != mesh.size:
         raise TraceFormatError(path, f"a {mesh.pp} x {mesh.dp} x {mesh.tp} mesh with {len(ranks)} ranks listed")
-    return Layout(mesh, mode, tuple(dims))
+    return Layout(mesh, mode, tuple(dims), units)
 
 
-#: (row, mesh dimension, comm_size, peer of a send/receive, an all-gather)
+#: (row, mesh dimension, comm_size at the new degree, peer of a send/receive, whether the size changed)
 _Planned = tuple[int, str, int, int | None, bool]
 
 
@@ -143,6 +150,11 @@ class LayoutScaler:
                 members = self.new.group(dim, r)
                 if len(members) > 1 and members not in self.ids:
                     self.ids[members] = str(len(self.ids) + 1)
+
+    def describe(self) -> str:
+        old, new = self.layout.mesh, self.new
+        return (f"pp {new.pp} x dp {new.dp} x tp {new.tp} ({self.layout.dp_mode}; captured: pp {old.pp} x dp {old.dp} "
+                f"x tp {old.tp})")
 
     def source(self, rank: int) -> int:
         """The captured rank that new rank ``rank`` copies."""
@@ -177,9 +189,25 @@ class LayoutScaler:
                 peer = attrs.get("comm_dst" if node_type == _SEND else "comm_src")
                 if type(peer) is not int or not 0 <= peer < self.layout.mesh.size:
                     raise TraceContentError(trace.path, f"{where} has no peer rank of the job ({peer!r})")
-            sharded = node_type == _COLL and attrs.get("comm_type") == _SHARDED
-            out.append((row, dim, int(attrs.get("comm_size", 0) or 0), peer, sharded))
+            size = int(attrs.get("comm_size", 0) or 0)
+            if dim == "dp" and self.layout.dp_mode == "fsdp" and node_type == _COLL:
+                size = self._fsdp_bytes(k, attrs.get("comm_type"), size)
+            out.append((row, dim, size, peer, size != int(attrs.get("comm_size", 0) or 0)))
         return out
+
+    def _fsdp_bytes(self, k: int, comm_type: Any, size: int) -> int:
+        """The bytes of captured rank ``k``'s FSDP all-gather or reduce-scatter of ``size`` bytes
+        at the new data-parallel degree."""
+        if comm_type not in (_GATHER, _SCATTER):
+            return size
+        old, new = self.layout.mesh.dp, self.new.dp
+        units = self.layout.units[k] if k < len(self.layout.units) else ()
+        for unit in units:
+            shard = sum(-(-rows // old) * per_row for rows, per_row in unit)
+            if size == (shard if comm_type == _GATHER else shard * old):
+                new_shard = sum(-(-rows // new) * per_row for rows, per_row in unit)
+                return new_shard if comm_type == _GATHER else new_shard * new
+        return size * old // new if comm_type == _GATHER else size
 
     def rewrite(self, records: list[bytes], trace_types: Any, plan: list[_Planned],
                 rank: int) -> dict[int, bytes]:
@@ -187,13 +215,13 @@ class LayoutScaler:
         old, new = self.layout.mesh, self.new
         out: dict[int, bytes] = {}
         _, d_new, _ = new.coords(rank)
-        for row, dim, size, peer, sharded in plan:
+        for row, dim, size, peer, resized in plan:
             members = new.group(dim, rank)
             changes: dict[str, bytes] = {}
             changes["pg_name"] = wire.string_attr(_NAMES["pg_name"], self.ids.get(members, "0"), "pg_name")
             node_type = trace_types[row]
-            if dim == "dp" and self.layout.dp_mode == "fsdp" and sharded:
-                changes["comm_size"] = wire.int64_attr(_NAMES["comm_size"], size * old.dp // new.dp, "comm_size")
+            if resized:
+                changes["comm_size"] = wire.int64_attr(_NAMES["comm_size"], size, "comm_size")
             if peer is not None:
                 p, _, t = old.coords(peer)
                 mapped = new.rank(p, d_new, t)

@@ -68,6 +68,7 @@ class ScaleResult:
     rewritten_nodes: int  # nodes whose pg_name was re-encoded, over all outputs
     bytes_written: int
     seconds: float = 0.0
+    layout: str | None = None  # the new mesh, when scaled by a layout file (layoutscale.py)
 
 
 @dataclass
@@ -173,7 +174,7 @@ def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progr
                 os.rmdir(out_dir)
     return ScaleResult(in_prefix, out_prefix, captured, ranks, tuple(t.path for t in targets[:ranks]),
                        targets[ranks].path, new_groups, tuple(nodes), tuple(job.reference), rewritten, written,
-                       time.perf_counter() - started)
+                       time.perf_counter() - started, scaler.describe() if scaler is not None else None)
 
 
 def _targets(out_prefix: str, ranks: int, inputs: Sequence[str]) -> list[OutputTarget]:
