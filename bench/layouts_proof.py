@@ -124,7 +124,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         (s_ms, s_note), (r_ms, r_note) = r["steps"]["scaled"], r["steps"]["real"]
         equal = "yes" if not r["mismatches"] else f"no ({len(r['mismatches'])} ranks differ)"
         fmt = lambda ms, note: f"{ms:,.1f} ({note})" if ms is not None else note  # noqa: E731
-        lines.append(f"| `{' '.join(CASES[r['small']])}` | `{' '.join(CASES[r['big']])}` | {r['ranks']} | {r['comm_nodes']} | {equal} "
+        small, big = " ".join(CASES[r["small"]]), " ".join(CASES[r["big"]])
+        lines.append(f"| `{small}` | `{big}` | {r['ranks']} | {r['comm_nodes']} | {equal} "
                      f"| {'ok' if r['check']['scaled'] else 'FAILS'} / {'ok' if r['check']['real'] else 'FAILS'} "
                      f"| {fmt(s_ms, s_note)} | {fmt(r_ms, r_note)} |")
     for r in rows:
