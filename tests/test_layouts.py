@@ -171,6 +171,32 @@ def test_scaled_job_equals_the_job_built_at_that_size(tmp_path: Path, layout: tu
     assert (written["dp"], written["tp"], written["pp"]) == (big // (tp * pp), tp, pp)
 
 
+def test_fsdp_bytes_follow_the_units_padding(tmp_path: Path) -> None:
+    """FSDP pads each parameter's rows to a multiple of the degree: a unit of a 50,257-row
+    embedding (256 bytes a row) and a 64-row bias (4 bytes) gathers 25,129 x 256 + 32 x 4 bytes a
+    rank at degree 2, 12,565 x 256 + 16 x 4 at degree 4; its reduce-scatter is the degree times that."""
+    unit = [[50257, 256], [64, 4]]
+    shard2, shard4 = 25129 * 256 + 32 * 4, 12565 * 256 + 16 * 4
+    job = mesh_job(tmp_path / "in", 2, 1, 1, "fsdp")
+    for rank in range(2):
+        write_rank(tmp_path / "in" / f"job.{rank}.et", [node(1), coll(2, pb.ALL_GATHER, shard2, "0", (1,)),
+                                                        coll(3, pb.REDUCE_SCATTER, 2 * shard2, "0", (2,))])
+    layout = json.loads(Path(f"{job}.layout.json").read_text())
+    for rank in layout["ranks"]:
+        rank["fsdp_units"] = [unit]
+    Path(f"{job}.layout.json").write_text(json.dumps(layout))
+    result = api.scale(job, tmp_path / "out" / "job", 4)
+    for rank in range(4):
+        assert [c[:4] for c in comm(tmp_path / "out" / f"job.{rank}.et", result.comm_groups)] == [
+            (pb.COMM_COLL_NODE, pb.ALL_GATHER, shard4, [0, 1, 2, 3]),
+            (pb.COMM_COLL_NODE, pb.REDUCE_SCATTER, 4 * shard4, [0, 1, 2, 3])]
+    # without the units: the all-gather scales by the degrees' ratio, the reduce-scatter keeps its bytes
+    del layout["ranks"][0]["fsdp_units"], layout["ranks"][1]["fsdp_units"]
+    Path(f"{job}.layout.json").write_text(json.dumps(layout))
+    result = api.scale(job, tmp_path / "out2" / "job", 4)
+    assert [c[2] for c in comm(tmp_path / "out2" / "job.0.et", result.comm_groups)] == [shard2 // 2, 2 * shard2]
+
+
 def test_layout_scale_refusals(tmp_path: Path) -> None:
     job = mesh_job(tmp_path / "in", 2, 2, 1, "fsdp")
     done = run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "7")
