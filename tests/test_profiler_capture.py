@@ -33,7 +33,7 @@ def test_files_are_one_pair_per_rank(done: Done) -> None:
     expected = {f"{name}_summary.json"}
     expected |= {f"{name}_rank{r}_{kind}.json" for r in ranks for kind in ("host", "device")}
     if "--convert" in done.run.extra:
-        expected |= {f"{name}.{r}.et" for r in ranks} | {f"{name}.comm_group.json"}
+        expected |= {f"{name}.{r}.et" for r in ranks} | {f"{name}.comm_group.json", f"{name}.layout.json"}
     assert {p.name for p in done.outdir.iterdir()} == expected
 
 
@@ -70,6 +70,9 @@ def test_summary_reports_steps_and_sizes(done: Done) -> None:
         assert rank["phases"].count("active") == done.run.active
         assert rank["host"]["bytes"] == done.host(rank["rank"]).stat().st_size
     assert summary["step_time_s"]["traced_median"] > 0
+    # data parallel only: one replica per rank, every rank in the data-parallel group
+    assert (summary["layout"]["dp"], summary["layout"]["tp"], summary["layout"]["pp"]) == (done.run.nproc, 1, 1)
+    assert all(r["groups"]["dp"]["ranks"] == list(range(done.run.nproc)) for r in summary["ranks"])
     assert summary["trace_bytes_per_step_per_rank"]["host"] > 0
 
 
