@@ -188,13 +188,22 @@ def test_fsdp_bytes_follow_the_units_padding(tmp_path: Path) -> None:
     result = api.scale(job, tmp_path / "out" / "job", 4)
     for rank in range(4):
         assert [c[:4] for c in comm(tmp_path / "out" / f"job.{rank}.et", result.comm_groups)] == [
-            (pb.COMM_COLL_NODE, pb.ALL_GATHER, shard4, [0, 1, 2, 3]),
-            (pb.COMM_COLL_NODE, pb.REDUCE_SCATTER, 4 * shard4, [0, 1, 2, 3])]
+            (pb.COMM_COLL_NODE, pb.ALL_GATHER, shard4, "all"),  # every rank: the default group
+            (pb.COMM_COLL_NODE, pb.REDUCE_SCATTER, 4 * shard4, "all")]
     # without the units: the all-gather scales by the degrees' ratio, the reduce-scatter keeps its bytes
     del layout["ranks"][0]["fsdp_units"], layout["ranks"][1]["fsdp_units"]
     Path(f"{job}.layout.json").write_text(json.dumps(layout))
     result = api.scale(job, tmp_path / "out2" / "job", 4)
     assert [c[2] for c in comm(tmp_path / "out2" / "job.0.et", result.comm_groups)] == [shard2 // 2, 2 * shard2]
+
+
+def test_plain_ddp_with_a_layout_file_scales_as_data_parallelism(tmp_path: Path) -> None:
+    """tp = pp = 1 under DDP: the data-parallel rules (every record byte for byte) apply."""
+    job = mesh_job(tmp_path / "in", 2, 1, 1, "ddp")
+    result = api.scale(job, tmp_path / "out" / "job", 6)
+    assert result.layout is None and not (tmp_path / "out" / "job.layout.json").exists()
+    for rank in range(6):
+        assert (tmp_path / "out" / f"job.{rank}.et").read_bytes() == Path(f"{job}.{rank % 2}.et").read_bytes()
 
 
 def test_layout_scale_refusals(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ makes the data-parallel degree ``N / (TP x PP)``:
 * new rank (p, d, t) is a copy of captured rank (p, d mod DP, t);
 * each collective moves to the new rank's group of the same mesh dimension: tensor- and
   pipeline-parallel groups are tiled per replica, data-parallel groups widened to the new degree;
-  new group ids are numbered tp groups, then dp, then pp (one-rank groups get none);
+  new group ids are numbered tp groups, then dp, then pp (one-rank groups get none, a group of
+  every rank is the default group ``0``);
 * bytes: an FSDP all-gather on the data-parallel dimension moves one rank's shard and a
   reduce-scatter the whole (padded) gradient: FSDP pads each parameter's rows to a multiple of the
   degree D, so a unit's shard is ``sum(ceil(rows / D) x bytes per row)`` and its reduce-scatter D
@@ -54,6 +55,12 @@ def path_for(prefix: str) -> str:
 def find(prefix: str) -> str | None:
     path = path_for(prefix)
     return path if os.path.isfile(path) else None
+
+
+def needs_layout(layout: Layout) -> bool:
+    """False for plain DDP (no tensor or pipeline parallelism): ``scale``'s data-parallel rules
+    already say what it becomes (and keep every byte of it)."""
+    return not (layout.mesh.tp == layout.mesh.pp == 1 and layout.dp_mode == "ddp")
 
 
 @dataclass(frozen=True)
@@ -148,8 +155,10 @@ class LayoutScaler:
         for dim in DIMS:
             for r in range(self.new.size):
                 members = self.new.group(dim, r)
-                if len(members) > 1 and members not in self.ids:
-                    self.ids[members] = str(len(self.ids) + 1)
+                if len(members) == self.new.size:  # every rank: the default group, as torch names it
+                    self.ids.setdefault(members, "0")
+                elif len(members) > 1 and members not in self.ids:
+                    self.ids[members] = str(sum(1 for gid in self.ids.values() if gid != "0") + 1)
 
     def describe(self) -> str:
         old, new = self.layout.mesh, self.new
@@ -162,7 +171,7 @@ class LayoutScaler:
         return self.layout.mesh.rank(p, d % self.layout.mesh.dp, t)
 
     def groups(self) -> dict[str, list[int]]:
-        return {gid: list(members) for members, gid in self.ids.items()}
+        return {gid: list(members) for members, gid in self.ids.items() if gid != "0"}
 
     def new_layout(self) -> dict[str, Any]:
         """The layout file of the scaled job (a one-rank group is named ``one:<rank>``)."""

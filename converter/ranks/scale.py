@@ -106,9 +106,10 @@ def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progr
     captured = len(inputs)
     group_file = commgroups.find(in_prefix)
     layout_file = layoutscale.find(in_prefix)
+    layout = layoutscale.read_layout(layout_file) if layout_file is not None else None
     scaler = None
-    if layout_file is not None:  # a known data x tensor x pipeline layout (layoutscale.py)
-        scaler = layoutscale.LayoutScaler(layoutscale.read_layout(layout_file), layout_file, captured, ranks)
+    if layout_file is not None and layout is not None and layoutscale.needs_layout(layout):
+        scaler = layoutscale.LayoutScaler(layout, layout_file, captured, ranks)  # data x tensor x pipeline
         groups, new_groups = _Groups(), scaler.groups()
     else:
         groups = _read_groups(group_file, captured, ranks) if group_file else _Groups()
@@ -117,7 +118,7 @@ def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progr
     created = output_directory(out_dir)
     staged = OutputSet(shown=f"{out_prefix}.*")
     try:
-        sides = [*([group_file] if group_file else []), *([layout_file] if layout_file else [])]
+        sides = [*([group_file] if group_file else []), *([layout_file] if scaler and layout_file else [])]
         targets = _targets(out_prefix, ranks, [*inputs, *sides])
         layout_target = check_output(layoutscale.path_for(out_prefix), *inputs, *sides) if scaler else None
         job = _Job(groups, captured, group_file)
