@@ -19,7 +19,7 @@ from chakra.schema.protobuf import et_def_pb2 as pb
 from chakra_convert_fast.converter import ConvertOptions, api, cli
 from chakra_convert_fast.converter.convert.groups import GroupLabel, marker_name, parse_marker
 
-from .conftest import REAL_TRACES_DIR, read_et
+from .traces import REAL_TRACES_DIR, read_et
 
 GROUPS = REAL_TRACES_DIR / "gloo_groups_np4"
 GLOO_OPS = REAL_TRACES_DIR / "gloo_ops_np4"
@@ -148,6 +148,8 @@ print(json.dumps(covered))
 """
 
 
+@pytest.mark.torch
+@pytest.mark.slow
 def test_chakra_profile_marks_each_collective_with_its_group(tmp_path: Path) -> None:
     """profiler/groups.py: the marker is a child of every c10d op, named after its group, DDP's
     reducer (C++) included; the op is recorded once."""
