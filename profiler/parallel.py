@@ -76,8 +76,16 @@ def _all_reduce_gradients(module: nn.Module, group: Any) -> None:
         offset += g.numel()
 
 
-def mesh_groups(mesh: Any) -> dict[str, dict[str, Any]]:
-    """This rank's group on each mesh dimension: its name (the trace's ``pg_name``) and ranks."""
+def mesh_groups(mesh: Any, rank: int) -> dict[str, dict[str, Any]]:
+    """This rank's group on each mesh dimension: its name (the trace's ``pg_name``) and ranks;
+    without a mesh (data parallelism alone) every rank is in the default group and the other
+    dimensions are this rank alone (no process group: ``one:<rank>``)."""
+    if mesh is None:
+        alone = {"pg_name": f"one:{rank}", "ranks": [rank]}
+        world = dist.group.WORLD
+        assert world is not None
+        return {"pp": alone, "dp": {"pg_name": world.group_name, "ranks": dist.get_process_group_ranks(world)},
+                "tp": dict(alone)}
     out = {}
     for dim in MESH_DIMS:
         group = mesh[dim].get_group()
@@ -91,7 +99,10 @@ def build(model_name: str, model: nn.Module, layout: Layout, rank: int, device: 
     rank's mesh groups (and, under FSDP, its units' parameter rows: ``fsdp_units``)."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    mesh = init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp), mesh_dim_names=MESH_DIMS)
+    # data parallelism alone runs on the default group, as before layouts (no one-rank groups)
+    plain = layout.tp == layout.pp == 1
+    mesh = None if plain else init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp),
+                                               mesh_dim_names=MESH_DIMS)
     coords = layout.coords(rank)
     first, last = coords["pp"] == 0, coords["pp"] == layout.pp - 1
     module: nn.Module = model
@@ -115,7 +126,8 @@ def build(model_name: str, model: nn.Module, layout: Layout, rank: int, device: 
         stage = PipelineStage(module, coords["pp"], layout.pp, device, group=mesh["pp"].get_group())
         kind = Schedule1F1B if layout.schedule == "1f1b" else ScheduleGPipe
         schedule = kind(stage, layout.microbatches, loss_fn=_loss(model_name))
-    return Trainer(module, optimizer, schedule, first, last, grad_group), {**mesh_groups(mesh), "fsdp_units": units}
+    return (Trainer(module, optimizer, schedule, first, last, grad_group),
+            {**mesh_groups(mesh, rank), "fsdp_units": units})
 
 
 def _n_layer(model_name: str, model: nn.Module) -> int:
@@ -170,15 +182,16 @@ def _data_parallel(module: nn.Module, model_name: str, layout: Layout, mesh: Any
 
         units.extend(fsdp_units(module, list(_blocks(model_name, module))))
         for block in _blocks(model_name, module):
-            fully_shard(block, mesh=mesh["dp"])
-        fully_shard(module, mesh=mesh["dp"])
+            fully_shard(block, mesh=mesh["dp"] if mesh is not None else None)
+        fully_shard(module, mesh=mesh["dp"] if mesh is not None else None)
         return module
     if layout.tp > 1:
         from torch.distributed.tensor.parallel.ddp import _pre_dp_module_transform
 
         _pre_dp_module_transform(module)
     ids = [device.index] if device.type == "cuda" else None
-    return nn.parallel.DistributedDataParallel(module, device_ids=ids, process_group=mesh["dp"].get_group())
+    group = mesh["dp"].get_group() if mesh is not None else None
+    return nn.parallel.DistributedDataParallel(module, device_ids=ids, process_group=group)
 
 
 def fsdp_units(module: nn.Module, blocks: list[nn.Module]) -> list[list[list[int]]]:
