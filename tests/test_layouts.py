@@ -14,6 +14,7 @@ from chakra.schema.protobuf import et_def_pb2 as pb
 
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.et.decode import read_et
+from chakra_convert_fast.converter.ranks.jobsize import et_world_size
 from chakra_convert_fast.profiler.cli import parse_args
 from chakra_convert_fast.profiler.layouts import Layout, make_layout, shape_problems, stage_layers
 
@@ -119,7 +120,8 @@ def mesh_job(folder: Path, dp: int, tp: int, pp: int, mode: str) -> Path:
             nodes.append(coll(6, pb.REDUCE_SCATTER, 4000, pg["dp"], (1,)))
         else:
             nodes.append(coll(6, pb.ALL_REDUCE, 4000, pg["dp"], (1,)))
-        write_rank(folder / f"job.{rank}.et", nodes)
+        write_rank(folder / f"job.{rank}.et", nodes, schema="1.1.1-chakra.0.0.4", pid=1,
+                   world_size=world)  # as --astra-sim records it
     (folder / "job.comm_group.json").write_text(json.dumps(
         {n: list(g) for g, n in names.items() if n != "0"}))
     (folder / "job.layout.json").write_text(json.dumps({"dp": dp, "tp": tp, "pp": pp, "dp_mode": mode,
@@ -167,6 +169,7 @@ def test_scaled_job_equals_the_job_built_at_that_size(tmp_path: Path, layout: tu
             assert (t[3] == "all" and m[3] == list(range(big))) or m[3] == t[3], rank
     report = api.check([f"{out}.{r}.et" for r in range(big)])
     assert report.ok, [p.line() for p in report.problems]
+    assert {et_world_size(f"{out}.{r}.et") for r in range(big)} == {big}  # the new job's size
     written = json.loads(Path(f"{out}.layout.json").read_text())
     assert (written["dp"], written["tp"], written["pp"]) == (big // (tp * pp), tp, pp)
 
@@ -198,12 +201,17 @@ def test_fsdp_bytes_follow_the_units_padding(tmp_path: Path) -> None:
 
 
 def test_plain_ddp_with_a_layout_file_scales_as_data_parallelism(tmp_path: Path) -> None:
-    """tp = pp = 1 under DDP: the data-parallel rules (every record byte for byte) apply."""
+    """tp = pp = 1 under DDP: the data-parallel rules (every node record byte for byte) apply."""
     job = mesh_job(tmp_path / "in", 2, 1, 1, "ddp")
     result = api.scale(job, tmp_path / "out" / "job", 6)
     assert result.layout is None and not (tmp_path / "out" / "job.layout.json").exists()
-    for rank in range(6):
-        assert (tmp_path / "out" / f"job.{rank}.et").read_bytes() == Path(f"{job}.{rank % 2}.et").read_bytes()
+    for rank in range(6):  # every node record byte for byte (the metadata's world_size becomes 6)
+        mine: list[bytes] = []
+        theirs: list[bytes] = []
+        read_et(tmp_path / "out" / f"job.{rank}.et", records=mine)
+        read_et(f"{job}.{rank % 2}.et", records=theirs)
+        assert mine[1:] == theirs[1:]
+        assert et_world_size(str(tmp_path / "out" / f"job.{rank}.et")) == 6
 
 
 def test_layout_scale_refusals(tmp_path: Path) -> None:

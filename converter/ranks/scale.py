@@ -134,13 +134,15 @@ def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progr
                 trace = read_et(path, records=records)
             if scaler is not None:
                 plan = scaler.plan(k, trace)
-                types = trace.types
+                types, metadata = trace.types, trace.metadata
                 nodes.append(len(trace))
                 del trace
                 for r in (r for r in range(ranks) if scaler.source(r) == k):
                     changed = scaler.rewrite(records, types, plan, r)
                     parts = [wire.delimited_message(changed[i - 1]) if i - 1 in changed else wire.delimited_message(m)
                              for i, m in enumerate(records)]
+                    if metadata.get(WORLD_SIZE) is not None:  # the new job's size
+                        parts[0] = global_metadata({**metadata, WORLD_SIZE: ranks})
                     written += staged.write(targets[r], parts)
                     rewritten += len(changed)
                     done += 1
