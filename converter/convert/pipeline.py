@@ -22,9 +22,9 @@ from . import astra, cycles, feed, nodes, parallel
 from . import roofline as roofline_pass
 from .astra import AstraChanges
 from .graph import TraceGraph
+from .issue_model import IssueModelInput, IssueModelResult, run_issue_model
 from .reader import TraceReader
 from .roofline import RooflineSummary
-from .simulate import SimulationInput, SimulationResult, simulate
 from .writer import Progress, TailSpill, collect, write_metadata, write_nodes
 
 _CYCLE_EXAMPLES = 5
@@ -131,7 +131,7 @@ class ConversionResult:
     data_deps: int
     seconds: float
     removed_edges: list[RemovedEdge] = field(default_factory=list)
-    simulation: SimulationResult | None = None
+    simulation: IssueModelResult | None = None
     astra_changes: AstraChanges | None = None  # with --astra-sim
     simulator_problems: list[str] = field(default_factory=list)  # without it: why ASTRA-sim would refuse the output
     stages: StageTimes = field(default_factory=StageTimes)
@@ -256,7 +256,7 @@ def _run(
         data_deps=edges,
         seconds=time.perf_counter() - started,
         removed_edges=removed,
-        simulation=_simulate(graph) if options.simulate else None,
+        simulation=_run_issue_model(graph) if options.simulate else None,
         astra_changes=changes,
         simulator_problems=problems,
         stages=times,
@@ -309,11 +309,11 @@ def _cycle_report(graph: TraceGraph, component: list[int]) -> CycleReport:
     )
 
 
-def _simulate(graph: TraceGraph) -> SimulationResult:
+def _run_issue_model(graph: TraceGraph) -> IssueModelResult:
     rows = graph.final_rows()
     position = {row: pos for pos, row in enumerate(rows)}
-    return simulate(
-        SimulationInput(
+    return run_issue_model(
+        IssueModelInput(
             ids=[graph.ids[r] for r in rows],
             deps=[[position[s] for s in graph.successors(r)] for r in rows],
             is_gpu=[bool(graph.is_gpu[r]) for r in rows],

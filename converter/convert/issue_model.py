@@ -1,4 +1,4 @@
-"""``--simulate``: the reference's execution model, driven by events instead of a 1-us clock.
+"""The reference's toy issue model behind ``--simulate``, driven by events instead of a 1-us clock.
 
 The reference ticks a global clock one microsecond at a time: each tick it issues the next ready
 CPU op if the CPU is idle and, for each idle GPU stream, the first ready kernel of that stream;
@@ -18,7 +18,7 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class SimulationInput:
+class IssueModelInput:
     """Nodes in the reference's node-map order, with dependencies as positions in that order."""
 
     ids: Sequence[int]
@@ -29,15 +29,15 @@ class SimulationInput:
 
 
 @dataclass
-class SimulationResult:
+class IssueModelResult:
     end_time_us: int = 0
     issued: list[tuple[int, int]] = field(default_factory=list)  # (node id, issue time), in issue order
 
 
-def simulate(graph: SimulationInput) -> SimulationResult:
+def run_issue_model(graph: IssueModelInput) -> IssueModelResult:
     """Run the reference's model; returns the end time and every (node id, issue time)."""
     state = _State(graph)
-    result = SimulationResult()
+    result = IssueModelResult()
     now = 0
     while state.busy():
         issued = state.issue(now, result)
@@ -53,7 +53,7 @@ def simulate(graph: SimulationInput) -> SimulationResult:
 class _State:
     """Ready queues and running ops; mirrors the reference's lists, dict and set."""
 
-    def __init__(self, graph: SimulationInput) -> None:
+    def __init__(self, graph: IssueModelInput) -> None:
         self.graph = graph
         size = len(graph.ids)
         self.position = {node_id: pos for pos, node_id in enumerate(graph.ids)}
@@ -82,7 +82,7 @@ class _State:
     def _finish(self, node: int, now: int) -> int:
         return now + max(self.graph.durations[node], 1)  # retired on the first tick >= duration
 
-    def issue(self, now: int, result: SimulationResult) -> set[int]:
+    def issue(self, now: int, result: IssueModelResult) -> set[int]:
         """Issue the next CPU op and the head of every idle stream; returns the issued ids."""
         issued: set[int] = set()  # a set, as in the reference: its order orders the releases
         ids = self.graph.ids
