@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._types import Progress
 from .check.rules import CheckReport
 from .check.rules import check as _check
 from .compact.rewrite import CompactResult
@@ -34,7 +35,6 @@ from .compact.rewrite import compact_file as _compact_file
 from .compact.rewrite import compact_ranks as _compact_ranks
 from .convert.pipeline import HOST_TIMES, TARGETS, ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.roofline import RooflineSummary
-from .convert.writer import Progress
 from .errors import OptionError, SimulatorError
 from .et.decode import read_et
 from .io import (
@@ -269,7 +269,7 @@ def _job_comm_groups(paths: Sequence[str]) -> str | None:
 
 
 def scale(in_prefix: PathArg, out_prefix: PathArg, ranks: int | None = None, *,
-          progress: Callable[[str, int, int], None] | None = None, compact: bool = False) -> ScaleResult:
+          progress: Progress | None = None, compact: bool = False) -> ScaleResult:
     """Write the captured job ``IN_PREFIX.<k>.et`` (k < K, ``--astra-sim`` output, with its
     communicator group file) as a data-parallel job of ``ranks`` ranks: ``OUT_PREFIX.<r>.et`` is
     captured rank r mod K (its bytes kept, a sub-group's ``pg_name`` renamed per copy of the job)

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import IO, cast
 
+from .._types import Progress
 from ..errors import OutputError, TraceContentError, TraceFormatError
 from ..et import encode, wire
 from ..et.decode import EtTrace, field_spans, iter_records, read_et
@@ -34,8 +35,6 @@ from .plan import SUMMED, Plan, plan
 _F = {name: number for name, (number, _) in NODE_FIELDS.items()}
 _HEAD_FIELDS = frozenset({_F["id"], _F["name"], _F["type"], _F["ctrl_deps"], _F["data_deps"]})
 _U64 = 1 << 64
-
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)

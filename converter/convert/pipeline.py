@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
+from .._types import Progress
 from ..compact.rewrite import CompactResult, compact_temporary
 from ..errors import CycleReport, CyclicDependencyError
 from ..et.encode import WORLD_SIZE
@@ -25,7 +26,7 @@ from .graph import TraceGraph
 from .issue_model import IssueModelInput, IssueModelResult, run_issue_model
 from .reader import TraceReader
 from .roofline import RooflineSummary
-from .writer import Progress, TailSpill, collect, write_metadata, write_nodes
+from .writer import TailSpill, collect, write_metadata, write_nodes
 
 _CYCLE_EXAMPLES = 5
 TARGETS = ("captured", "accelerator")

@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, islice
 from typing import IO, Any, Protocol
 
+from .._types import Progress
 from ..errors import OutputError, TraceContentError
 from ..et import encode
 from ..io import SpillFile
@@ -160,10 +161,6 @@ def write_metadata(out: IO[bytes], path: str, metadata: dict[str, Any]) -> None:
         out.write(encode.global_metadata(metadata))
     except ValueError as exc:
         raise TraceContentError(path, f"top-level metadata cannot be encoded: {exc}") from None
-
-
-#: (stage, done, total): stage "read" counts input bytes, "write" counts nodes.
-Progress = Callable[[str, int, int], None]
 
 
 def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: Progress | None,

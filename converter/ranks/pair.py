@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .._types import Progress
 from ..convert.pipeline import ConversionResult, ConvertOptions, convert_document, convert_file
-from ..convert.writer import Progress
 from ..errors import OutputError
 from ..io import check_input, check_output, check_side_output
 from ..link.pipeline import LinkResult, link, link_document

@@ -30,12 +30,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .._types import Progress
 from ..compact.rewrite import compacted_copy
 from ..errors import ConverterError, OutputError, TraceContentError, TraceFormatError
 from ..et import wire
@@ -47,8 +48,6 @@ from ..schema.chakra import CollectiveCommType, NodeType
 from . import commgroups, discover, layoutscale
 from .jobsize import et_world_size
 
-#: ``progress(stage, done, total)``: "ranks" written so far of the N.
-Progress = Callable[[str, int, int], None]
 MAX_RANKS = 1 << 20
 _PG_NAME = wire.attr_name("pg_name")
 _P2P = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE})

@@ -8,7 +8,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from ..convert.writer import Progress
+from .._types import Progress
 from ..errors import ConverterError, OutputError, TraceContentError
 from ..et import wire
 from ..io import OutputSet, OutputTarget, check_input, check_output

@@ -11,11 +11,12 @@ current directory). Encoded with ``et.encode``/``et.wire``; the tests compare ev
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._types import Progress
 from ..errors import ConverterError
 from ..et import encode, wire
 from ..io import OutputSet, OutputTarget, check_output, output_directory
@@ -132,7 +133,7 @@ def traces(options: GenerateOptions) -> Iterator[tuple[str, bytes]]:
 
 
 def generate(output_dir: str, options: GenerateOptions | None = None,
-             progress: Callable[[str, int, int], None] | None = None) -> GenerateResult:
+             progress: Progress | None = None) -> GenerateResult:
     """Write every microbenchmark trace of ``chakra_generator`` in ``output_dir`` (created if
     missing, and removed again if the command fails), all or nothing (``io.OutputSet``: a failure,
     a full disk or a signal leaves every old file as it was and no new one)."""
@@ -163,7 +164,7 @@ def check_options(options: GenerateOptions) -> None:
 
 
 def _write_all(output_dir: str, options: GenerateOptions,
-               progress: Callable[[str, int, int], None] | None) -> GenerateResult:
+               progress: Progress | None) -> GenerateResult:
     names = [f"{benchmark}.{npu}.et" for benchmark in BENCHMARKS for npu in range(options.num_npus)]
     targets = _targets(output_dir, names)  # every output checked before any work
     result = GenerateResult(output_dir)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _quote
 from typing import IO, Any, cast
 
+from .._types import Progress
 from ..errors import ConverterError, TraceFormatError
 from ..et.records import (
     EtRecords,
@@ -260,7 +261,7 @@ class Printer:
 
 
 def jsonize(input_path: str, output_path: str, layout: str = "document",
-            progress: Callable[[str, int, int], None] | None = None, jobs: int | None = None) -> JsonizeResult:
+            progress: Progress | None = None, jobs: int | None = None) -> JsonizeResult:
     """Write ``input_path`` (a ``.et``, plain or gzipped) as JSON in ``layout`` (see the module);
     a large plain file is printed by ``jobs`` processes (default: the CPUs), a byte range each."""
     if layout not in LAYOUTS:
@@ -301,7 +302,7 @@ class _Frame:
 
 
 def _write(records: EtRecords, printer: Printer, frame: _Frame, out: IO[bytes],
-           progress: Callable[[str, int, int], None] | None) -> int:
+           progress: Progress | None) -> int:
     out.write(frame.head.encode("ascii"))
     count = _print_nodes(records.raw_nodes(), printer, frame, out.write, records.malformed,
                          lambda: progress("read", records.position, records.size) if progress else None)[0]
@@ -427,7 +428,7 @@ def _work(task: tuple[str, Part, str, SpillFile]) -> tuple[int, bool, str | None
 
 
 def _write_parts(path: str, parts: list[Part], frame: _Frame, out: IO[bytes], work_dir: str,
-                 progress: Callable[[str, int, int], None] | None) -> int:
+                 progress: Progress | None) -> int:
     spills = [SpillFile(work_dir) for _ in parts]
     try:
         results: dict[int, tuple[int, bool, str | None]] = {}

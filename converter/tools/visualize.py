@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
+from .._types import Progress
 from ..children import run_child
 from ..errors import ConverterError, OutputError
 from ..et.records import EtRecords, NodeRecord
@@ -35,7 +36,6 @@ from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_outp
 from ..schema.chakra import COMM_NODE_TYPES
 
 FORMATS = ("dot", "graphml", "pdf", "svg")
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
