@@ -862,16 +862,6 @@ class SpillFile:
         except OSError as exc:
             raise OutputError(self.directory, f"cannot read temporary data: {_reason(exc)}") from None
 
-    def copy_from(self, other: SpillFile, size: int) -> None:
-        """Append the first ``size`` bytes of ``other`` (flushed by whoever wrote them)."""
-        offset = 0
-        while offset < size:
-            chunk = other.pread(min(_BUFFER, size - offset), offset)
-            if not chunk:
-                raise OutputError(other.directory, "temporary data ended early (removed or truncated?)")
-            self.write(chunk)
-            offset += len(chunk)
-
     def close(self) -> None:
         with suppress(OutputError):  # data nobody will read is not worth an error
             self._writer.close()

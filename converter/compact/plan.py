@@ -61,10 +61,6 @@ class Plan:
     merged: int = 0  # rows folded into an earlier one by step 2
     runs: dict[int, tuple[int, int]] = field(default_factory=dict)  # head row of a run -> (nodes, its last row)
 
-    @property
-    def nodes_kept(self) -> int:
-        return sum(1 for row, h in enumerate(self.head) if row == h)
-
 
 def plan(trace: EtTrace) -> Plan:
     """The compaction of ``trace`` (read with ``int_attrs=SUMMED``); ``TraceContentError`` for a

@@ -160,12 +160,6 @@ def _raw_fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
         yield number, wire, value
 
 
-def _varints(raw: Any, wire: int) -> list[int]:
-    if wire == WIRE_VARINT:
-        return [raw]
-    return _packed(raw)
-
-
 def decode_node(message: bytes) -> NodeRecord:
     """Every field of a ``Node`` record; raises ``Malformed`` (``EtRecords`` names the record) when
     it does not decode. Inlined for speed: keys of fields 1-15 are one byte, most values too."""
