@@ -137,8 +137,8 @@ def _interrupted(reporter: Reporter | None, what: str, status: int) -> int:
     written = committed_outputs()
     if not written:
         return _fail(reporter, f"{what}; no output written", status)
-    shown = ", ".join(shown(path) for path in written)
-    return _fail(reporter, f"{what} after {shown} was written; nothing else written", status)
+    names = ", ".join(shown(path) for path in written)
+    return _fail(reporter, f"{what} after {names} was written; nothing else written", status)
 
 
 def _fail(reporter: Reporter | None, message: str, status: int) -> int:
