@@ -37,10 +37,7 @@ from .convert.pipeline import HOST_TIMES, TARGETS, ConversionResult, ConvertOpti
 from .convert.roofline import RooflineSummary
 from .errors import OptionError, SimulatorError
 from .et.decode import read_et
-from .io import (
-    atomic_text_output,
-    check_output,
-)
+from .io.output import atomic_text_output, check_output
 from .kineto import DEPENDENCY_KINDS, KinetoConversion
 from .kineto import convert_kineto as _convert_kineto
 from .link.pipeline import LinkResult

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 from .errors import TraceFormatError
-from .io import TraceFile, open_trace
+from .io.read import TraceFile, open_trace
 
 #: False where Python's json C accelerator is missing (some alternative builds): the pure-Python
 #: scanner then parses several times slower, and the CLI says so.

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from .errors import TraceFormatError
-from .io import OutputTarget, TraceFile, atomic_text_output, check_input, check_output, open_trace
+from .io.output import OutputTarget, atomic_text_output, check_output
+from .io.read import TraceFile, check_input, open_trace
 from .jsonstream import JsonObjectStream
 from .salvage import Salvaged, salvage
 

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .io import TraceFile
+from .io.read import TraceFile
 
 _CHUNK = 1 << 20
 _BLANK = " \t\n\r"

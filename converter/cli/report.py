@@ -14,7 +14,7 @@ from tqdm import tqdm
 from .. import api
 from .._early import standard_descriptors
 from ..errors import ConverterError, shown
-from ..io import open_log
+from ..io.log import open_log
 from ..jsonstream import C_SCANNER
 from .common import PROG
 

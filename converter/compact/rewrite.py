@@ -27,7 +27,10 @@ from ..errors import OutputError, TraceContentError, TraceFormatError
 from ..et import encode, wire
 from ..et.decode import EtTrace, field_spans, iter_records, read_et
 from ..et.records import Malformed, attribute
-from ..io import OutputSet, OutputTarget, SpillFile, atomic_output, check_input, check_output
+from ..io.output import OutputTarget, atomic_output, check_output
+from ..io.outputset import OutputSet
+from ..io.read import check_input
+from ..io.spill import SpillFile
 from ..ranks.discover import foreign_rank_files, job_rank_files
 from ..schema.chakra import ATTRIBUTE_FIELDS, NODE_FIELDS, WIRE_VARINT
 from .plan import SUMMED, Plan, plan

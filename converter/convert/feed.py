@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ..errors import TraceFormatError
-from ..io import SpillFile, TraceFile, is_gzip
+from ..io.read import TraceFile, is_gzip
+from ..io.spill import SpillFile
 from ..jsonstream import JsonObjectStream
 from ..workers import become_worker, signals_held
 from . import nodesource

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..io import GZIP_MAGIC, SpillFile
+from ..io.read import GZIP_MAGIC
+from ..io.spill import SpillFile
 from ..workers import Worker, fork_available
 from .graph import TraceGraph
 from .reader import TraceReader

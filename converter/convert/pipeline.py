@@ -17,7 +17,9 @@ from ..compact.rewrite import CompactResult, compact_temporary
 from ..errors import CycleReport, CyclicDependencyError
 from ..et.encode import WORLD_SIZE
 from ..gcpause import gc_paused
-from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
+from ..io.output import OutputTarget, atomic_output, check_output
+from ..io.read import check_input
+from ..io.spill import SpillFile
 from ..schema.chakra import NodeType
 from . import astra, cycles, feed, nodes, parallel
 from . import roofline as roofline_pass

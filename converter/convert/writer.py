@@ -18,7 +18,7 @@ from typing import IO, Any, Protocol
 from .._types import Progress
 from ..errors import OutputError, TraceContentError
 from ..et import encode
-from ..io import SpillFile
+from ..io.spill import SpillFile
 from ..schema.chakra import COMM_NODE_TYPES, NodeType
 from ..workers import Worker, fork_available
 from .graph import ACCELERATOR_OP, DROP_DURATION, REPLAYED, TraceGraph

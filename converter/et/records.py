@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
 from ..errors import TraceFormatError
-from ..io import open_trace
+from ..io.read import open_trace
 from ..schema.chakra import (
     ATTRIBUTE_FIELDS,
     ATTRIBUTE_VALUE_KINDS,

@@ -12,7 +12,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ..io import check_input, check_output
+from ..io.output import check_output
+from ..io.read import check_input
 from .events import KinetoEvents, read_events
 from .graph import DEPENDENCY_KINDS, KinetoGraph, build
 from .write import write

@@ -14,7 +14,7 @@ import os
 from typing import IO
 
 from ..et import encode, wire
-from ..io import OutputTarget, atomic_output
+from ..io.output import OutputTarget, atomic_output
 from ..schema.chakra import NodeType
 from .graph import KinetoGraph, Node
 

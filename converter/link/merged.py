@@ -24,7 +24,8 @@ from typing import Any
 
 import msgspec
 
-from ..io import OutputTarget, SpillFile, atomic_output
+from ..io.output import OutputTarget, atomic_output
+from ..io.spill import SpillFile
 from .hostindex import NO_CTRL_DEPS, HostIndex, iter_host_nodes
 from .linker import LinkedOp, LinkPlan
 

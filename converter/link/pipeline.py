@@ -15,7 +15,8 @@ from typing import IO, Any
 
 from ..errors import ConverterError, TraceContentError, TraceFormatError
 from ..gcpause import gc_paused
-from ..io import OutputTarget, check_input, check_output
+from ..io.output import OutputTarget, check_output
+from ..io.read import check_input
 from ..workers import Worker, fork_available
 from .byorder import link_by_order, needs_order_linking
 from .cutoff import CutOff, adopt_orphans, count_recovered, is_cut_off

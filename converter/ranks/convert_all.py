@@ -21,7 +21,9 @@ from dataclasses import dataclass, field, replace
 
 from ..convert.pipeline import ConversionResult, ConvertOptions, convert_file
 from ..errors import ConverterError
-from ..io import OutputSet, OutputTarget, check_output, output_directory, same_file
+from ..io.output import OutputTarget, check_output, output_directory
+from ..io.outputset import OutputSet
+from ..io.read import same_file
 from ..kineto import convert_kineto
 from ..workers import run_all
 from . import commgroups

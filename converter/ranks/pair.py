@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from .._types import Progress
 from ..convert.pipeline import ConversionResult, ConvertOptions, convert_document, convert_file
 from ..errors import OutputError
-from ..io import check_input, check_output, check_side_output
+from ..io.output import check_output, check_side_output
+from ..io.read import check_input
 from ..link.pipeline import LinkResult, link, link_document
 from ..link.steps import StepChoice
 from .jobsize import host_world_size

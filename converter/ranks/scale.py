@@ -42,7 +42,9 @@ from ..errors import ConverterError, OutputError, TraceContentError, TraceFormat
 from ..et import wire
 from ..et.decode import EtTrace, attribute_spans, read_et
 from ..et.encode import WORLD_SIZE, global_metadata
-from ..io import OutputSet, OutputTarget, check_output, output_directory, same_file
+from ..io.output import OutputTarget, check_output, output_directory
+from ..io.outputset import OutputSet
+from ..io.read import same_file
 from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
 from . import commgroups, discover, layoutscale

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import ConverterError, SimulatorError
 from ..et.decode import read_et
-from ..io import atomic_text_output, check_output
+from ..io.output import atomic_text_output, check_output
 from ..schema.chakra import NodeType
 from . import configs, preflight
 from .configs import Accelerator, Network, logging_config

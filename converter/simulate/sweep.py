@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConverterError
-from ..io import OutputTarget, atomic_output, atomic_text_output, check_output
+from ..io.output import OutputTarget, atomic_output, atomic_text_output, check_output
 from ..ranks.onray import run_on_ray
 from ..workers import run_all
 from . import configs, preflight

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from .._types import Progress
 from ..errors import ConverterError, OutputError, TraceContentError
 from ..et import wire
-from ..io import OutputSet, OutputTarget, check_input, check_output
+from ..io.output import OutputTarget, check_output
+from ..io.outputset import OutputSet
+from ..io.read import check_input
 from ..schema.chakra import GLOBAL_METADATA_FIELDS
 from .groups import Groups
 from .layout import LAYOUTS, Emitter

@@ -19,7 +19,8 @@ from typing import Any
 from .._types import Progress
 from ..errors import ConverterError
 from ..et import encode, wire
-from ..io import OutputSet, OutputTarget, check_output, output_directory
+from ..io.output import OutputTarget, check_output, output_directory
+from ..io.outputset import OutputSet
 from ..schema.chakra import GLOBAL_METADATA_FIELDS, CollectiveCommType, NodeType
 
 #: The microbenchmarks, in the order the reference writes them.

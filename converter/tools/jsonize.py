@@ -42,7 +42,9 @@ from ..et.records import (
     varint_at,
 )
 from ..et.wire import BoundedCache
-from ..io import GZIP_MAGIC, SpillFile, atomic_output, check_input, check_output, open_trace
+from ..io.output import atomic_output, check_output
+from ..io.read import GZIP_MAGIC, check_input, open_trace
+from ..io.spill import SpillFile
 from ..schema.chakra import NodeType
 from ..workers import fork_available, run_all
 

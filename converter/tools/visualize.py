@@ -32,7 +32,9 @@ from .._types import Progress
 from ..children import run_child
 from ..errors import ConverterError, OutputError
 from ..et.records import EtRecords, NodeRecord
-from ..io import OutputTarget, SpillFile, atomic_output, check_input, check_output
+from ..io.output import OutputTarget, atomic_output, check_output
+from ..io.read import check_input
+from ..io.spill import SpillFile
 from ..schema.chakra import COMM_NODE_TYPES
 
 FORMATS = ("dot", "graphml", "pdf", "svg")
