@@ -24,6 +24,7 @@ REAL_TRACES = [
     "resnet_ddp_synthetic_kineto/rank0_merged_by_chakra_trace_link.json.gz",
     *(f"gloo_ops_np4/rank{rank}_host.json.gz" for rank in range(4)),
     *(f"gloo_groups_np4/rank{rank}_host.json.gz" for rank in range(4)),
+    "own_tracer_gpt2_ddp2/rank0_host.json.gz",
 ]
 
 
