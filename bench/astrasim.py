@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chakra_convert_fast.converter.errors import ConverterError, SimulatorError
 from chakra_convert_fast.converter.simulate import configs, run
 from chakra_convert_fast.converter.simulate.job import find_job
 
@@ -62,11 +63,11 @@ def simulate(
     try:
         job = find_job(str(prefix), None if comm_groups is None else str(comm_groups))
         if job.ranks != npus:
-            raise run.SimulatorError(f"{prefix}: {job.ranks} rank files, {npus} NPUs asked for")
+            raise SimulatorError(f"{prefix}: {job.ranks} rank files, {npus} NPUs asked for")
         network = configs.network("Switch" if backend == "aware" and npus == 2 else "Ring", npus)
         result = run.simulate(job, network, backend=backend, roofline=_roofline(system_overrides),
                               simulator=run.find_simulator(backend, str(root)), timeout=timeout)
-    except run.ConverterError as exc:
+    except ConverterError as exc:
         return Simulation(1, [RankRun(r) for r in range(npus)], str(exc), workdir)
     ranks = [RankRun(r.rank, True, r.step_ns, r.astra_exposed_ns, r.nodes,
                      {k: v for k, v in (("collective", r.collectives), ("send", r.sends), ("recv", r.recvs)) if v},

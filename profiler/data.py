@@ -67,10 +67,11 @@ def encode(ds: Dataset, model: str, tokenizer: PreTrainedTokenizerBase, seq_len:
 
     def gpt2(batch: dict[str, list[str]]) -> dict[str, Any]:
         text = [f"{q} {c}" for q, c in zip(batch["question"], batch["context"], strict=True)]
-        return tokenizer(text, max_length=seq_len, truncation=True, padding="max_length")
+        ids: dict[str, Any] = tokenizer(text, max_length=seq_len, truncation=True, padding="max_length")
+        return ids
 
     def bert(batch: dict[str, list[str]]) -> dict[str, Any]:
-        return tokenizer(
+        ids: dict[str, Any] = tokenizer(
             batch["question"],
             batch["context"],
             max_length=seq_len,
@@ -79,6 +80,7 @@ def encode(ds: Dataset, model: str, tokenizer: PreTrainedTokenizerBase, seq_len:
             return_token_type_ids=True,
             return_special_tokens_mask=True,
         )
+        return ids
 
     encoded = ds.map(gpt2 if model == "gpt2" else bert, batched=True, remove_columns=ds.column_names)
     return encoded.with_format("torch")
@@ -132,7 +134,9 @@ def batches(
     """Endless per-rank batches: a disjoint shard per rank, reshuffled every epoch."""
     from torch.utils.data import DataLoader, DistributedSampler
 
-    sampler = DistributedSampler(encoded, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    sampler: DistributedSampler[Any] = DistributedSampler(
+        encoded, num_replicas=world_size, rank=rank, shuffle=True, seed=seed
+    )
     loader = DataLoader(encoded, batch_size=batch_size, sampler=sampler, collate_fn=collator, drop_last=True)
     if len(loader) == 0:
         raise ValueError(

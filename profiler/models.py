@@ -104,7 +104,8 @@ def build_config(model: str, shape: Shape, vocab_size: int, special_ids: dict[st
     if model == "gpt2":
         from transformers import GPT2Config
 
-        return GPT2Config(
+        # loss_type: a config attribute that GPT2Config's signature does not list
+        return GPT2Config(  # type: ignore[call-arg]
             vocab_size=vocab_size,
             n_positions=shape.max_positions,
             n_embd=shape.hidden,

@@ -114,7 +114,7 @@ def wrap_bert(tok: Tokenizer) -> PreTrainedTokenizerBase:
 
 def to_json(tok: PreTrainedTokenizerBase) -> str:
     """The whole WordPiece tokenizer as one string, to send from rank 0 to the others."""
-    return tok.backend_tokenizer.to_str()
+    return str(tok.backend_tokenizer.to_str())
 
 
 def from_json(text: str) -> PreTrainedTokenizerBase:

@@ -83,7 +83,9 @@ def init_distributed(where: Placement) -> None:
         torch.cuda.set_device(where.device)
         kwargs["device_id"] = where.device
     if "MASTER_ADDR" not in os.environ and where.world_size == 1:
-        kwargs.update(store=dist.HashStore(), rank=0, world_size=1)
+        from torch._C._distributed_c10d import HashStore  # torch.distributed's own (not re-exported)
+
+        kwargs.update(store=HashStore(), rank=0, world_size=1)
     dist.init_process_group(backend=where.backend, **kwargs)
 
 
@@ -298,7 +300,8 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
                    "pad": tokenizer.pad_token_id or 0}
         torch.manual_seed(args.seed)
         vocab_size = models.embedding_rows(shape, len(tokenizer), trained=args.model == "bert" and not args.tokenizer)
-        model = models.build_model(args.model, shape, vocab_size, special).to(where.device)
+        # transformers wraps Module.to with functools.wraps, which mypy types without its self
+        model = models.build_model(args.model, shape, vocab_size, special).to(where.device)  # type: ignore[arg-type]
         meta = build_meta(args, where, size, shape, models.count_parameters(model), vocab_size, name)
         meta["layout"] = layout.as_dict()
         log.info("%s %s: %s, %d parameters, %d rank(s) on %s/%s, layout dp=%d (%s) tp=%d pp=%d", args.model, size,

@@ -9,6 +9,7 @@ sub-group ({0, 1} or {2, 3}). Writes ``rank<R>_{host,device}.json`` (gzip them f
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from torch.multiprocessing.spawn import spawn
 from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
 
 
@@ -28,7 +29,7 @@ def issue_every_op(rank: int, world: int, sub: Any) -> None:
 
     run(lambda: dist.all_reduce(torch.ones(1000)))
     for dtype in (torch.bfloat16, torch.float16, torch.int64):
-        run(lambda dtype=dtype: dist.all_reduce(torch.ones(1000, dtype=dtype)))
+        run(functools.partial(dist.all_reduce, torch.ones(1000, dtype=dtype)))
     run(lambda: dist.all_reduce(torch.ones(1000, dtype=torch.float64), async_op=True))
     run(lambda: dist.broadcast(torch.ones(500), src=0))
     run(lambda: dist.all_gather([torch.empty(300) for _ in range(world)], torch.ones(300)))
@@ -68,4 +69,4 @@ if __name__ == "__main__":
     world = int(sys.argv[1]) if len(sys.argv) > 1 else 4
     outdir = sys.argv[2] if len(sys.argv) > 2 else f"gloo_ops_np{world}"
     os.makedirs(outdir, exist_ok=True)
-    mp.spawn(worker, args=(world, outdir), nprocs=world, join=True)
+    spawn(worker, args=(world, outdir), nprocs=world, join=True)

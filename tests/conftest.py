@@ -42,7 +42,8 @@ _FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
+        owner = getattr(item, "module", None)  # a pytest.Function's module; other items have none
+        module = owner.__name__.rsplit(".", 1)[-1] if owner is not None else ""
         names = set(_MODULE_MARKERS.get(module, ()))
         for fixture in getattr(item, "fixturenames", ()):
             names.update(_FIXTURE_MARKERS.get(fixture, ()))

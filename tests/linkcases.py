@@ -19,7 +19,8 @@ PID = 4321
 
 
 def _attrs(rf_id: int, tid: int) -> list[dict[str, Any]]:
-    values = [("rf_id", "uint64", rf_id), ("fw_parent", "uint64", 0), ("seq_id", "int64", -1)]
+    values: list[tuple[str, str, object]] = [("rf_id", "uint64", rf_id), ("fw_parent", "uint64", 0)]
+    values += [("seq_id", "int64", -1)]
     values += [("scope", "uint64", 0), ("tid", "uint64", tid), ("fw_tid", "uint64", 0)]
     values += [("op_schema", "string", ""), ("kernel_backend", "string", ""), ("kernel_file", "string", "")]
     return [{"name": n, "type": t, "value": v} for n, t, v in values]
@@ -212,7 +213,7 @@ def cyclic_pair(directory: str | Path) -> tuple[Path, Path]:
     first (ts 10), C on thread 2 next (ts 50) and P after a gap (ts 2000): P depends on C, and C,
     the first op of its thread, on X: X -> P -> C -> X.
     """
-    host_nodes = [
+    host_nodes: list[dict[str, Any]] = [
         {"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1},
         {"id": 2, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1},
         {"id": 3, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1},

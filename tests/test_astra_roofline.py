@@ -48,11 +48,11 @@ def test_cpu_capture_as_accelerator_follows_the_roofline(simulator: Path, tmp_pa
     computed = {}
     for peak in (0.05, 0.2):
         ranks = run(tmp_path / "gpt2", 2, peak, tmp_path / f"sim-{peak}")
-        for rank in ranks:
-            expected = roofline_ns(tmp_path / f"gpt2.{rank.rank}.et", peak, BANDWIDTH_GBS)
-            assert rank.cycles - rank.exposed_communication == expected
-            assert rank.comm_done == {"collective": 2}  # the gradient all-reduces, simulated
-            computed[(peak, rank.rank)] = expected
+        for ran in ranks:
+            expected = roofline_ns(tmp_path / f"gpt2.{ran.rank}.et", peak, BANDWIDTH_GBS)
+            assert ran.cycles - ran.exposed_communication == expected
+            assert ran.comm_done == {"collective": 2}  # the gradient all-reduces, simulated
+            computed[(peak, ran.rank)] = expected
     for rank in range(2):  # 4x the peak: the compute-bound nodes take a quarter of the time
         slow, fast = computed[(0.05, rank)], computed[(0.2, rank)]
         assert 0.25 * slow < fast < 0.9 * slow

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,11 +30,11 @@ from .traces import REAL_TRACES_DIR
 GOOD = trace(two_threads())
 
 
-def _json(doc: object) -> Callable[[Path], None]:
+def _json(doc: object) -> Callable[[Path], object]:
     return lambda p: p.write_text(json.dumps(doc))
 
 
-def _text(text: str) -> Callable[[Path], None]:
+def _text(text: str) -> Callable[[Path], object]:
     return lambda p: p.write_text(text)
 
 
@@ -59,7 +60,7 @@ def _missing_dependency() -> dict:
     return trace(nodes)
 
 
-CASES: dict[str, tuple[Callable[[Path], None] | None, str]] = {
+CASES: dict[str, tuple[Callable[[Path], object] | None, str]] = {
     "missing file": (None, "no such file"),
     "empty file": (_text(""), "file is empty"),
     "truncated JSON": (lambda p: p.write_text(json.dumps(GOOD)[:-40]), "truncated JSON"),
@@ -305,25 +306,30 @@ def test_an_unreachable_ray_address_from_the_environment_fails_in_seconds(tmp_pa
 
 
 # -- the Python API: arguments checked at the entry points ----------------------------------------------
+# the API as an untyped caller sees it: the calls below are wrong on purpose
+loose_api: Any = api
+
+
 @pytest.mark.parametrize(
     ("call", "error", "text"),
     [
-        (lambda p: api.convert(1, p / "o.et"), TypeError, "input_path must be a path"),
-        (lambda p: api.convert(p / "in.json", p / "o.et", options="fast"), TypeError, "options must be"),
-        (lambda p: api.convert(p / "in.json", p / "o.et", progress=3), TypeError, "progress must be callable"),
-        (lambda p: api.convert(b"in.json", p / "o.et"), TypeError, "input_path must be a path"),
-        (lambda p: api.ConvertOptions(jobs=0), ValueError, "jobs must be at least 1"),
-        (lambda p: api.ConvertOptions(simulate="yes"), TypeError, "simulate must be a bool"),
-        (lambda p: api.ConvertOptions(rank=True), TypeError, "rank must be an int"),
-        (lambda p: api.convert_all(p, p / "out", jobs=0), ValueError, "jobs must be at least 1"),
-        (lambda p: api.convert_all(p, p / "out", prefix=None), TypeError, "prefix must be a str"),
-        (lambda p: api.convert_pair(p / "h", p / "d", p / "o", rank="0"), TypeError, "rank must be an int"),
-        (lambda p: api.link(p / "h", p / "d", None, allow_mismatch=1), TypeError, "allow_mismatch must be a bool"),
-        (lambda p: api.repair(None, p / "o"), TypeError, "input_path must be a path"),
-        (lambda p: api.check([]), ValueError, "no file given"),
-        (lambda p: api.check(5), TypeError, "paths must be a path or a list of paths"),
-        (lambda p: api.check([p / "t.0.et", 5]), TypeError, r"paths\[1\] must be a path"),
-        (lambda p: api.write_comm_groups(p / "d", p / "o"), OSError, "no such file"),
+        (lambda p: loose_api.convert(1, p / "o.et"), TypeError, "input_path must be a path"),
+        (lambda p: loose_api.convert(p / "in.json", p / "o.et", options="fast"), TypeError, "options must be"),
+        (lambda p: loose_api.convert(p / "in.json", p / "o.et", progress=3), TypeError, "progress must be callable"),
+        (lambda p: loose_api.convert(b"in.json", p / "o.et"), TypeError, "input_path must be a path"),
+        (lambda p: loose_api.ConvertOptions(jobs=0), ValueError, "jobs must be at least 1"),
+        (lambda p: loose_api.ConvertOptions(simulate="yes"), TypeError, "simulate must be a bool"),
+        (lambda p: loose_api.ConvertOptions(rank=True), TypeError, "rank must be an int"),
+        (lambda p: loose_api.convert_all(p, p / "out", jobs=0), ValueError, "jobs must be at least 1"),
+        (lambda p: loose_api.convert_all(p, p / "out", prefix=None), TypeError, "prefix must be a str"),
+        (lambda p: loose_api.convert_pair(p / "h", p / "d", p / "o", rank="0"), TypeError, "rank must be an int"),
+        (lambda p: loose_api.link(p / "h", p / "d", None, allow_mismatch=1), TypeError,
+         "allow_mismatch must be a bool"),
+        (lambda p: loose_api.repair(None, p / "o"), TypeError, "input_path must be a path"),
+        (lambda p: loose_api.check([]), ValueError, "no file given"),
+        (lambda p: loose_api.check(5), TypeError, "paths must be a path or a list of paths"),
+        (lambda p: loose_api.check([p / "t.0.et", 5]), TypeError, r"paths\[1\] must be a path"),
+        (lambda p: loose_api.write_comm_groups(p / "d", p / "o"), OSError, "no such file"),
     ],
 )
 def test_the_api_checks_its_arguments(call: Callable[[Path], object], error: type[Exception], text: str,

@@ -77,7 +77,7 @@ def test_pair_break_cycles_lists_removed_edges(tmp_path: Path) -> None:
 
 def test_quiet_and_log_level_apply_to_every_subcommand(tmp_path: Path) -> None:
     host, device = edge_case_pair(tmp_path / "in", layers=5)
-    runs = {
+    runs: dict[str, list[str | Path]] = {
         "link": ["link", "--host", host, "--device", device, tmp_path / "m.json"],
         "convert": ["convert", "--host", host, "--device", device, tmp_path / "o.et"],
         "convert-all": ["convert-all", tmp_path / "in", tmp_path / "out"],

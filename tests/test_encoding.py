@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from chakra.schema.protobuf import et_def_pb2 as pb
@@ -38,7 +39,8 @@ def random_fields(rng: random.Random) -> dict:
         shapes = rng.choice([[], [[2, 3]], [[]]])
         return {"values": values, "shapes": shapes, "types": rng.choice([[], ["Tensor(float)"], ""])}
 
-    fields = {a: rng.choice(INT_EDGES) for a in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")}
+    names = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")
+    fields: dict[str, Any] = {a: rng.choice(INT_EDGES) for a in names}
     fields.update(inputs=io(), outputs=io(), op_schema=rng.choice(STRINGS), stream=rng.choice([0, 7, None, 2**40]))
     return fields
 

@@ -34,6 +34,7 @@ assert set(VALUES) == set(ATTRIBUTE_VALUE_KINDS)
 def attribute_args(draw: st.DrawFn) -> tuple[str, str | None, Any, str]:
     base = draw(st.sampled_from(sorted(VALUES)))
     if draw(st.booleans()):
+        kind: str | None
         kind, value = f"{base}_val", draw(VALUES[base])
     else:
         kind, value = f"{base}_list", draw(st.lists(VALUES[base], max_size=4))

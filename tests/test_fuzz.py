@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import faulthandler
+import functools
 import gzip
 import hashlib
 import json
@@ -58,7 +59,7 @@ from .clirun import ERROR_PREFIX, as_nobody, python_for_nobody, run_cli, shared_
 from .linkcases import edge_case_pair
 from .traces import REAL_TRACES_DIR, load_trace, reference_link
 
-_COMMON = {
+_COMMON: dict[str, Any] = {
     "deadline": None,
     "database": None,
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
@@ -484,8 +485,8 @@ def test_fuzz_convert_all(which: str, data: st.DataObject) -> None:
         assert not [name for name in outputs if name.startswith(".")]
         for rank in (0, 1):
             single = folder / f"single{rank}.et"
-            error = attempt(lambda rank=rank, single=single: api.convert_pair(
-                job / f"rank{rank}_host.json", job / f"rank{rank}_device.json", single, rank=rank))
+            error = attempt(functools.partial(
+                api.convert_pair, job / f"rank{rank}_host.json", job / f"rank{rank}_device.json", single, rank=rank))
             if error is None:
                 assert (folder / "out" / f"trace.{rank}.et").read_bytes() == single.read_bytes()
             else:
@@ -558,7 +559,7 @@ def long_int_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
 def test_a_number_of_5000_digits_is_one_line_on_every_read_path(path: str, long_int_traces: dict[str, Path],
                                                                  tmp_path: Path) -> None:
     t = long_int_traces
-    args: list[str | Path] = {
+    cases: dict[str, list[str | Path]] = {
         "one process": ["convert", t["plain"], tmp_path / "o.et", "--jobs", "1"],
         "byte ranges": ["convert", t["plain"], tmp_path / "o.et", "--jobs", "2"],
         "gzip feed": ["convert", t["gzip"], tmp_path / "o.et", "--jobs", "2"],
@@ -566,8 +567,8 @@ def test_a_number_of_5000_digits_is_one_line_on_every_read_path(path: str, long_
         "link": ["link", "--host", t["host"], "--device", t["device"], tmp_path / "m.json"],
         "convert --host/--device": ["convert", "--host", t["host"], "--device", t["device"], tmp_path / "o.et"],
         "repair": ["repair", t["host"], tmp_path / "r.json"],
-    }[path]
-    done = _run_paths(*args)
+    }
+    done = _run_paths(*cases[path])
     if path == "repair":  # the only object is not a trace that reads: nothing to keep
         _assert_outcome(done, "holds no complete JSON object to keep")
     else:
@@ -676,17 +677,17 @@ def test_resource_limits_give_one_line(path: str, limit: tuple[str, int], long_i
     with gzip.open(packed, "wt") as fh:
         fh.write(good.read_text())
     host, device = edge_case_pair(tmp_path / "pair", layers=300, rank=0, world=1, gz=False)
-    args: list[str | Path] = {
+    cases: dict[str, list[str | Path]] = {
         "gzip feed": ["convert", packed, tmp_path / "o.et", "--jobs", "2"],
         "byte ranges": ["convert", good, tmp_path / "o.et", "--jobs", "2"],
         "link": ["link", "--host", host, "--device", device, tmp_path / "m.json"],
-    }[path]
+    }
     name, value = limit
 
     def restrict() -> None:
         resource.setrlimit(getattr(resource, name), (value, value))
 
-    _assert_outcome(_run_paths(*args, preexec_fn=restrict))
+    _assert_outcome(_run_paths(*cases[path], preexec_fn=restrict))
 
 
 def test_a_process_limit_as_nobody_gives_one_line(tmp_path: Path) -> None:

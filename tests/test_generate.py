@@ -22,7 +22,7 @@ from chakra_convert_fast.fixtures.reference import reference_convert
 from .traces import REAL_TRACES_DIR
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = {"config": make_config(layers=2, comm_mix="all", ranks=4, rank=1, batch=2), "steps": 2}
+SMALL: dict[str, Any] = {"config": make_config(layers=2, comm_mix="all", ranks=4, rank=1, batch=2), "steps": 2}
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -41,7 +41,7 @@ def read_et(path: Path) -> list[Any]:
 
     fh = openFileRd(str(path))
     decodeMessage(fh, GlobalMetadata())
-    nodes = []
+    nodes: list[Any] = []
     while True:
         node = Node()
         if not decodeMessage(fh, node):

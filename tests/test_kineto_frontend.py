@@ -210,7 +210,7 @@ def _write(path: Path, document: Any, *, gz: bool = False) -> Path:
     return path
 
 
-def _event(name: str, ts: float, dur: float, cat: str = "cpu_op", **extra: Any) -> dict[str, Any]:
+def _event(name: str, ts: object, dur: float, cat: str = "cpu_op", **extra: Any) -> dict[str, Any]:
     return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, **extra}
 
 

@@ -45,7 +45,7 @@ def both_ways(host: Path, device: Path, tmp_path: Path, monkeypatch: pytest.Monk
     return fast
 
 
-def rewrite(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+def rewrite(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
     doc = json.loads(path.read_text())
     change(doc)
     path.write_text(json.dumps(doc, indent=1))

@@ -139,5 +139,6 @@ def test_a_trace_closed_by_hand_converts_as_cut_off(tmp_path: Path) -> None:
     by_hand = api.convert_pair(hand, DEVICE, tmp_path / "hand.0.et", api.ConvertOptions(astra_sim=True))
     repaired = api.convert_pair(tmp_path / "fixed.json", DEVICE, tmp_path / "fixed.0.et",
                                 api.ConvertOptions(astra_sim=True))
-    assert by_hand.link.cut_off is not None and by_hand.link.cut_off.recovered == repaired.link.cut_off.recovered
+    assert by_hand.link.cut_off is not None and repaired.link.cut_off is not None
+    assert by_hand.link.cut_off.recovered == repaired.link.cut_off.recovered
     assert [n.name for n in read_et(tmp_path / "hand.0.et")[1]] == [n.name for n in read_et(tmp_path / "fixed.0.et")[1]]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.ranks.jobsize import et_world_size, host_world_size
@@ -19,7 +20,7 @@ OWN = REAL_TRACES_DIR / "own_tracer_gpt2_ddp2"
 HOST, DEVICE = OWN / "rank0_host.json.gz", OWN / "rank0_device.json.gz"
 
 
-def _metadata(path: Path) -> dict[str, object]:
+def _metadata(path: Path) -> dict[str, Any]:
     metadata, _ = read_et(path)
     return {a.name: a for a in metadata.attr}
 

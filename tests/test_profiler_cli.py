@@ -9,9 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import tomllib
 
-from chakra_convert_fast.profiler import cli, convert
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the project supports 3.10, whose stdlib has no tomllib
+    tomllib = pytest.importorskip("tomli")
+
+from chakra_convert_fast.fixtures import reference
+from chakra_convert_fast.profiler import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,7 +80,7 @@ def test_one_thread_per_rank_unless_told(
 def test_a_missing_reference_converter_is_reported_before_training(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(convert.reference, "AVAILABLE", False)
+    monkeypatch.setattr(reference, "AVAILABLE", False)
     assert cli.main(["--model", "gpt2", "--convert", "--converter", "reference"]) == 2
     assert "mlc-chakra" in capsys.readouterr().err
 

@@ -66,7 +66,7 @@ def test_gpt2_reads_question_then_context() -> None:
     encoded = data.encode(ds, "gpt2", tok, 32)
     assert encoded[:]["input_ids"].shape == (4, 32)
     text = tok.decode(encoded[0]["input_ids"][encoded[0]["attention_mask"].bool()])
-    assert text.startswith(ds[0]["question"] + " " + ds[0]["context"][:10])
+    assert isinstance(text, str) and text.startswith(ds[0]["question"] + " " + ds[0]["context"][:10])
     batch = data.Collator("gpt2", tok, 0)([encoded[i] for i in range(4)])
     assert (batch["labels"][batch["attention_mask"] == 0] == -100).all()
 

@@ -39,7 +39,7 @@ def test_overrides_replace_preset_values() -> None:
     ("overrides", "message"),
     [({"hidden": 65}, "multiple of n_head"), ({"seq_len": 1000}, "exceeds max_positions")],
 )
-def test_bad_overrides_are_rejected(overrides: dict[str, int], message: str) -> None:
+def test_bad_overrides_are_rejected(overrides: dict[str, int | None], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         models.resolve_shape("bert", "tiny", overrides)
 

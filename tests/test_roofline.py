@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import copy
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,13 @@ def values(node: Any) -> tuple[int, int] | None:
         return None
     assert a["num_ops"].WhichOneof("value") == "int64_val" and a["tensor_size"].WhichOneof("value") == "uint64_val"
     return a["num_ops"].int64_val, a["tensor_size"].uint64_val
+
+
+def counted(node: Any) -> tuple[int, int]:
+    """``values`` of a node that must carry them."""
+    found = values(node)
+    assert found is not None, node.name
+    return found
 
 
 # -- the FLOP rules against torch.utils.flop_counter ------------------------------------------------
@@ -68,7 +76,7 @@ def _call(name: str, args: tuple[Any, ...]) -> Any:
     import torch
     import torch.nn.functional as F
 
-    calls = {
+    calls: dict[str, Callable[..., Any]] = {
         "mm": torch.mm, "addmm": torch.addmm, "bmm": torch.bmm, "baddbmm": torch.baddbmm, "matmul": torch.matmul,
         "linear": F.linear, "convolution": lambda x, w: F.conv2d(x, w, padding=1),
         "conv_transpose2d": lambda x, w: F.conv_transpose2d(x, w, stride=2),
@@ -255,7 +263,7 @@ def test_gpu_kernels_share_their_launchers_cost(tmp_path: Path) -> None:
     kernels: dict[int, list[Any]] = {}
     for node in nodes:
         if node.type == COMP and not attrs(node)["is_cpu_op"].bool_val:
-            assert values(node) is not None and values(node)[1] >= MIN_BYTES  # type: ignore[index]
+            assert counted(node)[1] >= MIN_BYTES
             if node.ctrl_deps:
                 kernels.setdefault(node.ctrl_deps[0], []).append(node)
     convs = [parent for parent in kernels if by_id[parent].name == "aten::cudnn_convolution"]
@@ -263,16 +271,16 @@ def test_gpu_kernels_share_their_launchers_cost(tmp_path: Path) -> None:
     for parent in convs:
         assert values(by_id[parent]) == (1, 1)
         children = kernels[parent]
-        flops = sum(values(k)[0] for k in children)  # type: ignore[index]
+        flops = sum(counted(k)[0] for k in children)
         assert flops >= 1e6
         if len(children) > 1 and len({k.duration_micros for k in children}) > 1:
             longest = max(children, key=lambda k: k.duration_micros)
-            assert values(longest)[0] == max(values(k)[0] for k in children)  # type: ignore[index]
+            assert counted(longest)[0] == max(counted(k)[0] for k in children)
 
 
 def test_unreadable_shapes_give_no_values_and_a_warning(tmp_path: Path) -> None:
     trace = load_trace(GPT2 / "rank0_merged_by_chakra_trace_link.json.gz")
-    broken = {}
+    broken: dict[int, dict[str, Any]] = {}
     for node in trace["nodes"]:
         if node["name"] == "aten::mm" and len(broken) < 2:
             if not broken:
@@ -363,7 +371,7 @@ def test_kernels_of_an_unreadable_launcher_are_replayed_cpu_ops(tmp_path: Path) 
     accelerator it is written as a CPU op with its measured duration, never a non-CPU op without
     num_ops."""
     trace = load_trace(RESNET_MERGED)
-    broken = set()
+    broken: set[int] = set()
     for node in trace["nodes"]:
         if node["name"] == "aten::cudnn_convolution" and not broken:
             node["inputs"]["shapes"][0] = 7  # not a list

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from chakra.schema.protobuf import et_def_pb2 as pb
 from google.protobuf.descriptor import FieldDescriptor
@@ -38,7 +40,7 @@ def wire_type(field: FieldDescriptor) -> int:
         (chakra.ATTRIBUTE_FIELDS, pb.AttributeProto),
     ],
 )
-def test_field_numbers_and_wire_types(declared: dict[str, tuple[int, int]], message: type) -> None:
+def test_field_numbers_and_wire_types(declared: dict[str, tuple[int, int]], message: Any) -> None:
     fields = message.DESCRIPTOR.fields_by_name
     for name, (number, wire) in declared.items():
         assert fields[name].number == number, name

@@ -357,12 +357,13 @@ def test_every_worker_is_gone_within_a_second_of_its_parent_s_death(path: str, m
                                                                      job: tuple[Path, Path, Path],
                                                                      tmp_path: Path) -> None:
     folder, host, device = job
-    args: list[str | Path] = {
+    cases: dict[str, list[str | Path]] = {
         "byte ranges": ["convert", mid_trace, tmp_path / "o.et", "--jobs", "2"],
         "gzip feed": ["convert", mid_trace.with_suffix(".json.gz"), tmp_path / "o.et", "--jobs", "2"],
         "link": ["link", "--host", host, "--device", device, tmp_path / "m.json"],
         "convert-all": ["convert-all", folder, tmp_path / "out", "--jobs", "2"],
-    }[path]
+    }
+    args = cases[path]
     process = subprocess.Popen([sys.executable, "-c", _DRIVER, *map(str, args)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     main = psutil.Process(process.pid)

@@ -10,7 +10,7 @@ from chakra.schema.protobuf import et_def_pb2 as pb
 from chakra.src.third_party.utils.protolib import encodeMessage
 
 from chakra_convert_fast.converter import api
-from chakra_convert_fast.converter.errors import ConverterError
+from chakra_convert_fast.converter.errors import ConverterError, JobCheckError
 from chakra_convert_fast.converter.simulate import preflight
 
 from .clirun import assert_one_error, run_cli
@@ -35,7 +35,7 @@ def _default_conversion(prefix: Path, ranks: int) -> Path:
 
 def test_a_default_conversion_names_astra_sim_conversion(tmp_path: Path) -> None:
     prefix = _default_conversion(tmp_path / "job", 2)
-    with pytest.raises(preflight.JobCheckError, match="converted without --astra-sim") as caught:
+    with pytest.raises(JobCheckError, match="converted without --astra-sim") as caught:
         api.simulate(prefix)
     assert "job.0.et" in str(caught.value) and "check" in str(caught.value)
     assert_one_error(run_cli("simulate", prefix), "converted without --astra-sim", "name no node")
@@ -51,7 +51,7 @@ def test_no_check_leaves_it_to_the_simulator(tmp_path: Path) -> None:
                                     {"accelerator": "A100", "mem_bandwidth": 100.0}])
 def test_a_roofline_on_cpu_ops_only_is_refused(tmp_path: Path, option: dict[str, object]) -> None:
     prefix = write_job(tmp_path / "job", 2)  # compute nodes are CPU ops
-    with pytest.raises(preflight.JobCheckError, match=r"no accelerator \(non-CPU\) compute node") as caught:
+    with pytest.raises(JobCheckError, match=r"no accelerator \(non-CPU\) compute node") as caught:
         api.simulate(prefix, api.SimulateOptions(**option))  # type: ignore[arg-type]
     assert "--roofline --target accelerator" in str(caught.value)
     done = run_cli("simulate", prefix, "--accelerator", "H100")

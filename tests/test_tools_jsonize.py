@@ -265,7 +265,10 @@ def test_a_gzipped_trace_reads_as_the_plain_one(real_et: Path, tmp_path: Path) -
 def test_the_log_file_cannot_be_the_output(tmp_path: Path) -> None:
     api.generate(tmp_path, api.GenerateOptions(num_npus=1))
     src = tmp_path / "ALL_REDUCE.0.et"
-    for form in (["jsonize", src, tmp_path / "o.json"], ["jsonize", "--input_filename", src, "--output_filename",
-                                                           tmp_path / "o.json"]):
+    forms: list[list[str | Path]] = [
+        ["jsonize", src, tmp_path / "o.json"],
+        ["jsonize", "--input_filename", src, "--output_filename", tmp_path / "o.json"],
+    ]
+    for form in forms:
         assert_one_error(run_cli("--log-filename", tmp_path / "o.json", *form), "the log file would overwrite")
         assert not (tmp_path / "o.json").exists()

@@ -21,7 +21,7 @@ from chakra.src.visualizer.visualizer import escape_label
 
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.et.wire import delimited_message
-from tests.clirun import CLI, assert_one_error, kill_session, listing, run_cli
+from tests.clirun import CLI, Done, assert_one_error, kill_session, listing, run_cli
 from tests.traces import read_et
 
 DATA = Path(__file__).parent / "data" / "traces"
@@ -170,7 +170,7 @@ def test_pdf_goes_through_dot(tricky_et: Path, tmp_path: Path) -> None:
     assert listing(out) == ["g.svg"]
 
 
-def _run_with_path(path: str, *args: object) -> object:
+def _run_with_path(path: str, *args: str | Path) -> Done:
     old = os.environ["PATH"]
     os.environ["PATH"] = path
     try:

@@ -58,7 +58,7 @@ def read_et(path: Path) -> tuple[Any, list[Any]]:
     with open(path, "rb") as fh:
         metadata = GlobalMetadata()
         assert decodeMessage(fh, metadata), f"{path}: no GlobalMetadata"
-        nodes = []
+        nodes: list[Any] = []
         while True:
             node = Node()
             if not decodeMessage(fh, node):
