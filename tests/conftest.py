@@ -5,7 +5,8 @@ external component, and the markers each test gets from what it uses:
   where ``ASTRA_SIM_HOME`` is unset, and failed where it is unset under CI;
 * ``torch``: captures or imports torch (the ``captured`` fixture, the profiler's tests);
 * ``ray``: starts or joins a Ray cluster;
-* ``slow``: takes more than about ten seconds on a 2-core machine.
+* ``slow``: takes more than about five seconds on a 2-core machine, alone or (a whole module)
+  with its module's other tests more than about fifteen.
 
 The fast subset, ``pytest -m "not (slow or astra_sim or torch or ray)"``, runs in a few minutes.
 """
@@ -33,6 +34,17 @@ _MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_signals": ("slow",),
     "test_parallel": ("slow",),
     "test_deep_trace": ("slow",),
+    "test_bench_roofline": ("slow",),
+    # each test takes a second or less, but together more than ~15 s (CPU, measured on 2 cores)
+    "test_parity_real": ("slow",),
+    "test_cli_bad_input": ("slow",),
+    "test_output_locations": ("slow",),
+    "test_scale": ("slow",),
+    "test_cli_grammar": ("slow",),
+    "test_repair": ("slow",),
+    "test_check": ("slow",),
+    "test_text": ("slow",),
+    "test_kineto_bad_input": ("slow",),
 }
 _FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
     "simulator": ("astra_sim", "slow"),

@@ -39,6 +39,7 @@ def test_rows_sorted_with_ratios(saved: Path) -> None:
     assert "skipped" in table.splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_main_writes_table_and_png(saved: Path, tmp_path: Path) -> None:
     import matplotlib  # noqa: F401 - a missing dependency fails, never skips
     out = tmp_path / "out"

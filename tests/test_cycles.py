@@ -67,6 +67,7 @@ def test_removing_back_edges_leaves_a_dag(seed: int) -> None:
 LONG = 200_000
 
 
+@pytest.mark.slow
 def test_long_chain_and_ring_without_recursion() -> None:
     limit = sys.getrecursionlimit()
     chain = {v: [v - 1] if v else [] for v in range(LONG)}

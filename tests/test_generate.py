@@ -272,6 +272,7 @@ def test_cli_writes_and_rejects_bad_rank(tmp_path: Path, capsys: pytest.CaptureF
     assert not (tmp_path / "bad.json").exists()
 
 
+@pytest.mark.slow
 def test_streaming_memory_stays_flat(tmp_path: Path) -> None:
     """60k nodes in a child process: peak RSS stays far below what holding the document would take."""
     code = (

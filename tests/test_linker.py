@@ -31,6 +31,7 @@ def load(path: Path | str) -> dict:
     return load_trace(Path(path))
 
 
+@pytest.mark.slow
 def test_resnet_pair_matches_shared_reference_output(tmp_path: Path) -> None:
     # the Kineto trace was generated for this host trace with another pid (4242): a pid that differs
     # means another rank or run for real traces, which link refuses unless allowed (as convert does)

@@ -92,6 +92,7 @@ def _node_records(data: bytes) -> bytes:
             return data[pos + length :]
 
 
+@pytest.mark.slow
 def test_real_old_traces_convert_like_the_reference_on_the_mapped_layout(tmp_path: Path) -> None:
     """Issue 4: the 1.0.1 traces the reference rejects convert; each node is what the reference
     writes for the same trace mapped to the newer layout."""

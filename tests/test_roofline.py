@@ -85,6 +85,7 @@ def _call(name: str, args: tuple[Any, ...]) -> Any:
     return calls[name](*args)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name,make", CASES, ids=[c[0] for c in CASES])
 def test_flops_match_torch_flop_counter(name: str, make: Any) -> None:
     torch = pytest.importorskip("torch")
