@@ -321,7 +321,7 @@ loose_api: Any = api
         (lambda p: loose_api.ConvertOptions(simulate="yes"), TypeError, "simulate must be a bool"),
         (lambda p: loose_api.ConvertOptions(rank=True), TypeError, "rank must be an int"),
         (lambda p: loose_api.convert_all(p, p / "out", jobs=0), ValueError, "jobs must be at least 1"),
-        (lambda p: loose_api.convert_all(p, p / "out", prefix=None), TypeError, "prefix must be a str"),
+        (lambda p: loose_api.convert_all(p, p / "out", prefix=7), TypeError, "prefix must be a str or None"),
         (lambda p: loose_api.convert_pair(p / "h", p / "d", p / "o", rank="0"), TypeError, "rank must be an int"),
         (lambda p: loose_api.link(p / "h", p / "d", None, allow_mismatch=1), TypeError,
          "allow_mismatch must be a bool"),
