@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 
 from ..errors import ConverterError, shown
-from ..io.output import committed_outputs, forget_committed, hold_signals_after_commit, release_held_signals
 from ..io.read import same_file
+from ..lifecycle import committed_outputs, forget_committed, hold_signals_after_commit, release_held_signals
 from ..ranks.convert_all import uses_file as convert_all_uses
 from ..ranks.onray import ended_by_signal as ray_run_ended_by_signal
 from ..ranks.scale import uses_file as scale_uses

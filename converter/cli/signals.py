@@ -24,7 +24,7 @@ from types import FrameType
 from typing import Any
 
 from .._early import early_handler
-from ..io.output import signal_deferred
+from ..lifecycle import signal_deferred
 
 
 class Terminated(BaseException):

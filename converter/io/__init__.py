@@ -23,10 +23,9 @@
   sees it, then all renamed in one step signals cannot cut, old files put back if a rename fails):
   the one implementation for every command that writes many files (convert-all, scale, text).
 * What is committed: an output is re-checked at its rename (a FIFO or device that appeared is
-  refused, never replaced), keeps the replaced file's mode (and owner, as root), and is listed by
-  ``committed_outputs()``; ``hold_signals_after_commit(n)`` (the command line) keeps
-  SIGINT/SIGTERM/SIGHUP blocked from the n-th commit on, so the last commit and the report of
-  success are one step.
+  refused, never replaced) and keeps the replaced file's mode (and owner, as root); the commit
+  itself (``committed_outputs()``, ``hold_signals_after_commit(n)``: the last commit and the
+  report of success are one step) is ``converter/lifecycle.py``'s, re-exported here.
 
 Every ``OSError`` of writing (no such directory, permission, read-only file system, disk full,
 file too large) is an ``OutputError`` naming the file, raised where the bytes are written.
@@ -38,6 +37,13 @@ atomic writes, the commit protocol), ``outputset`` (``OutputSet``), ``spill`` (`
 
 from __future__ import annotations
 
+from ..lifecycle import (
+    committed_outputs,
+    forget_committed,
+    hold_signals_after_commit,
+    release_held_signals,
+    signal_deferred,
+)
 from .log import open_log
 from .output import (
     SIDE_INPUT_LIMIT,
@@ -47,13 +53,8 @@ from .output import (
     check_output,
     check_side_input,
     check_side_output,
-    committed_outputs,
-    forget_committed,
-    hold_signals_after_commit,
     output_directory,
     read_side_input,
-    release_held_signals,
-    signal_deferred,
 )
 from .outputset import OutputSet
 from .read import GZIP_MAGIC, TraceFile, check_input, is_gzip, open_trace, same_file

@@ -9,7 +9,6 @@ import errno
 import gzip
 import io
 import os
-import signal
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -18,11 +17,11 @@ from dataclasses import dataclass
 from typing import IO, Any, cast
 
 from ..errors import ConverterError, OutputError, TraceFormatError
+from ..lifecycle import commit_step, record_commit
 from .read import _BUFFER, _CLOEXEC, _MISSING, _NONBLOCK, _kind, _open_regular_file, _reason
 
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 _PROC_FD = "/proc/self/fd"  # where an unnamed file can be given a name (linkat)
-_STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 # -- side inputs: files named by an option ---------------------------------------------------------
@@ -331,7 +330,7 @@ def _publish(fd: int, temp: str, target: OutputTarget) -> None:
     The target is looked at again at this moment: a FIFO, device or directory that appeared
     while the command ran is refused, never replaced; an existing file keeps its mode (and, for
     root, its owner and group), as ``sed -i`` and editors do. The rename is one step signals
-    cannot cut (``_commit_step``)."""
+    cannot cut (``lifecycle.commit_step``)."""
     directory, name = os.path.split(target.final)
     named = ""
     try:
@@ -343,9 +342,9 @@ def _publish(fd: int, temp: str, target: OutputTarget) -> None:
         if not temp:
             named = temp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
             _name_unnamed(fd, named)
-        with _commit_step():
+        with commit_step():
             os.replace(temp, target.final)
-            _COMMITTED.append(target.path)
+            record_commit(target.path)
     except BaseException as exc:
         if named:
             with suppress(OSError):
@@ -365,84 +364,6 @@ def _keep_attributes(fd: int, existing: os.stat_result | None) -> None:
         with suppress(OSError):
             os.fchown(fd, existing.st_uid, existing.st_gid)
     os.fchmod(fd, stat.S_IMODE(existing.st_mode))
-
-
-#: Outputs committed (renamed into place) by this process, in order: once an output is in
-#: place, an interrupt can no longer undo it, so the command line reports it as written.
-_COMMITTED: list[str] = []
-_HOLD: dict[str, int] = {"after": 0, "pid": 0}
-#: The command line's signal handler asks ``signal_deferred`` first: a process-directed signal
-#: can reach any thread (torch's, a queue's feeder), and then the handler still runs here, in the
-#: main thread, whatever the main thread's mask. ``committing``: a commit step is under way (the
-#: signal is kept in ``pending`` and acted on when it ends); ``held``: the command line's last
-#: commit is done (the signal is dropped: the command has succeeded).
-_SIGNALS: dict[str, int] = {"committing": 0, "held": 0, "pending": 0}
-
-
-def committed_outputs() -> list[str]:
-    """The outputs this process has put in place so far (see ``forget_committed``)."""
-    return list(_COMMITTED)
-
-
-def forget_committed() -> None:
-    """Start a new command: no output committed yet, no signal held."""
-    _COMMITTED.clear()
-    _HOLD.update(after=0, pid=0)
-    _SIGNALS.update(committing=0, held=0, pending=0)
-
-
-def hold_signals_after_commit(after: int) -> None:
-    """The command line, whose last step is committing its ``after``-th output: from that
-    output's rename on, SIGINT/SIGTERM/SIGHUP stay blocked in this process (not in workers it
-    forks) until ``release_held_signals``, so the rename and the report of success are one step.
-    0: never held (a library caller keeps its signals)."""
-    _HOLD.update(after=after, pid=os.getpid())
-    if not after:
-        _SIGNALS.update(held=0)
-
-
-def release_held_signals() -> None:
-    """Unblock the termination signals held since the last commit."""
-    _SIGNALS.update(held=0, pending=0)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-
-
-def signal_deferred(signum: int) -> bool:
-    """For a signal handler: True when ``signum`` must not act now (a commit step is under way:
-    it acts when the step ends; or the command line's last commit is done: it is dropped)."""
-    if _SIGNALS["held"]:
-        return True
-    if _SIGNALS["committing"]:
-        _SIGNALS["pending"] = _SIGNALS["pending"] or signum
-        return True
-    return False
-
-
-@contextmanager
-def _commit_step() -> Iterator[None]:
-    """A rename (or several) with termination signals blocked, so it is never half done nor half
-    reported; they stay blocked afterwards when it was the command line's last commit. The mask
-    covers the main thread; ``signal_deferred`` covers a signal that another thread received."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    try:
-        _run_pending_handlers()  # a signal that came just before the block is handled now, before the rename
-        _SIGNALS.update(committing=1, pending=0)
-        yield
-    finally:
-        _SIGNALS["committing"] = 0
-        hold = _HOLD["after"] and _HOLD["pid"] == os.getpid() and len(_COMMITTED) >= _HOLD["after"]
-        if hold:
-            _SIGNALS.update(held=1, pending=0)
-        else:
-            pending = _SIGNALS["pending"]
-            _SIGNALS["pending"] = 0
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-            if pending:  # it came to another thread during the step: it acts now
-                os.kill(os.getpid(), pending)
-
-
-def _run_pending_handlers() -> None:
-    """Nothing: entering a Python function runs the handlers of signals already received."""
 
 
 def _open_in_place(target: OutputTarget) -> int:

@@ -12,7 +12,8 @@ from contextlib import contextmanager, suppress
 from typing import IO
 
 from ..errors import OutputError
-from .output import _COMMITTED, OutputTarget, _commit_step, _keep_attributes, _name_unnamed, _stat, _unnamed_file
+from ..lifecycle import commit_step, record_commit
+from .output import OutputTarget, _keep_attributes, _name_unnamed, _stat, _unnamed_file
 from .read import _BUFFER, _CLOEXEC, _kind, _reason
 
 _SPARE_DESCRIPTORS = 128  # left to the rest of the command when unnamed files are kept open
@@ -31,7 +32,7 @@ class OutputSet:
     ``commit()`` puts them in place the way ``atomic_output`` puts one: each target is looked at
     again (a FIFO, device or directory there is refused, and nothing is replaced), each file gets
     the mode (and, as root, the owner) of the file it replaces, and all are renamed in one step
-    that signals cannot cut (``_commit_step``), recorded as one commit (``shown``, for the command
+    that signals cannot cut (``lifecycle.commit_step``), recorded as one commit (``shown``, for the command
     line's report). If a rename fails, every target already replaced gets its old file back. A
     SIGKILL can leave a hidden staging directory, never a partial output. Every ``OSError`` is an
     ``OutputError`` naming the file.
@@ -120,7 +121,7 @@ class OutputSet:
             raise OutputError(moves[0][0].path, f"cannot write: {_reason(exc)}; nothing written") from None
         replaced: list[tuple[OutputTarget, str, str | None]] = []  # (target, staged file, its old file)
         try:
-            with _commit_step():
+            with commit_step():
                 try:
                     for target, staged, existed in moves:
                         old = None
@@ -132,8 +133,8 @@ class OutputSet:
                                 os.replace(target.final, old)
                         replaced.append((target, staged, old))
                         os.replace(staged, target.final)
-                    _COMMITTED.append(self.shown or (chosen[0].path if len(chosen) == 1 else
-                                                     os.path.dirname(chosen[0].path) or "."))
+                    record_commit(self.shown or (chosen[0].path if len(chosen) == 1 else
+                                                 os.path.dirname(chosen[0].path) or "."))
                 except BaseException:
                     _roll_back(replaced)
                     raise
