@@ -28,7 +28,10 @@ from dataclasses import dataclass
 def shown(path: str) -> str:
     """A path as a message shows it, on one line: bytes that are not UTF-8 (kept by Python as
     surrogates) as ``\\xNN``, control characters (a newline in a name) as escapes."""
-    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    try:
+        text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte (a JSON "\ud800" in a name)
+        text = path.encode("utf-8", "backslashreplace").decode("utf-8")
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)

@@ -97,6 +97,8 @@ class _Text:
                     return None
                 want *= 2  # a node larger than what was read: read more each time
                 continue
+            except RecursionError:  # the scanner recurses once per level: nested too deep for a node
+                return None
             if end == len(self.buf) and not self.eof and isinstance(value, int | float):
                 self.more()  # a number cut at the buffer's end may go on
                 continue
