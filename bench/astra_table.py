@@ -27,35 +27,74 @@ JOBS = [("gpt2", 2), ("bert", 2), ("gpt2", 4), ("bert", 4)]
 def run_job(model: str, ranks: int, size: str, workdir: Path) -> list[str]:
     name = f"{model}_np{ranks}"
     outdir = workdir / name
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1")
-    subprocess.run([sys.executable, "-m", "chakra_convert_fast.profiler.cli", "--model", model, "--size", size,
-                    "--nproc", str(ranks), "--steps", "6", "--wait", "2", "--warmup", "1", "--active", "1",
-                    "--outdir", str(outdir), "--name", name, "--convert"], check=True, env=env, capture_output=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_convert_fast.profiler.cli",
+            "--model",
+            model,
+            "--size",
+            size,
+            "--nproc",
+            str(ranks),
+            "--steps",
+            "6",
+            "--wait",
+            "2",
+            "--warmup",
+            "1",
+            "--active",
+            "1",
+            "--outdir",
+            str(outdir),
+            "--name",
+            name,
+            "--convert",
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     summary = json.loads((outdir / f"{name}_summary.json").read_text())
     groups = outdir / f"{name}.comm_group.json"
-    subprocess.run([sys.executable, "-m", "chakra_convert_fast.converter", "check",
-                    *(str(outdir / f"{name}.{r}.et") for r in range(ranks)), "--comm-groups", str(groups)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_convert_fast.converter",
+            "check",
+            *(str(outdir / f"{name}.{r}.et") for r in range(ranks)),
+            "--comm-groups",
+            str(groups),
+        ],
+        check=True,
+        capture_output=True,
+    )
     rows = []
     step = summary["step_time_s"]
     for backend in ("unaware", "aware"):
-        sim = astrasim.simulate(outdir / name, ranks, backend=backend, comm_groups=groups,
-                                workdir=workdir / f"{name}-{backend}")
+        sim = astrasim.simulate(
+            outdir / name, ranks, backend=backend, comm_groups=groups, workdir=workdir / f"{name}-{backend}"
+        )
         if not sim.all_finished:
             raise RuntimeError(f"{name} {backend}: not every rank finished:\n{sim.output[-2000:]}")
         simulated = " / ".join(f"{r.cycles / 1e6:.1f}" for r in sim.ranks)
         comm = " / ".join(f"{r.comm_cycles / 1e6:.2f}" for r in sim.ranks)
         collectives = sum(r.comm_done.get("collective", 0) for r in sim.ranks) // ranks
-        rows.append(f"| {model} {summary['size']} ({summary['parameters'] / 1e6:.1f}M) | {ranks} | {backend} | "
-                    f"{step['untraced_median'] * 1e3:.0f} / {step['traced_median'] * 1e3:.0f} | {simulated} | "
-                    f"{comm} | {collectives} |")
+        rows.append(
+            f"| {model} {summary['size']} ({summary['parameters'] / 1e6:.1f}M) | {ranks} | {backend} | "
+            f"{step['untraced_median'] * 1e3:.0f} / {step['traced_median'] * 1e3:.0f} | {simulated} | "
+            f"{comm} | {collectives} |"
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.astra_table", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.astra_table", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--size", default="small", help="chakra-profile --size (default: small)")
     parser.add_argument("--out", type=Path, help="also write the table here")
     args = parser.parse_args(argv)

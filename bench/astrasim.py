@@ -51,8 +51,14 @@ def home() -> Path | None:
 
 
 def simulate(
-    prefix: Path, npus: int, *, backend: str = "unaware", comm_groups: Path | None = None, workdir: Path,
-    timeout: float = 600, system_overrides: dict[str, object] | None = None,
+    prefix: Path,
+    npus: int,
+    *,
+    backend: str = "unaware",
+    comm_groups: Path | None = None,
+    workdir: Path,
+    timeout: float = 600,
+    system_overrides: dict[str, object] | None = None,
 ) -> Simulation:
     """Simulate ``PREFIX.<rank>.et`` (``npus`` ranks) with ``comm_groups``; ``workdir`` is kept for
     the callers' sake (the package removes its own temporary files)."""
@@ -65,14 +71,29 @@ def simulate(
         if job.ranks != npus:
             raise SimulatorError(f"{prefix}: {job.ranks} rank files, {npus} NPUs asked for")
         network = configs.network("Switch" if backend == "aware" and npus == 2 else "Ring", npus)
-        result = run.simulate(job, network, backend=backend, roofline=_roofline(system_overrides),
-                              simulator=run.find_simulator(backend, str(root)), timeout=timeout)
+        result = run.simulate(
+            job,
+            network,
+            backend=backend,
+            roofline=_roofline(system_overrides),
+            simulator=run.find_simulator(backend, str(root)),
+            timeout=timeout,
+        )
     except ConverterError as exc:
         return Simulation(1, [RankRun(r) for r in range(npus)], str(exc), workdir)
-    ranks = [RankRun(r.rank, True, r.step_ns, r.astra_exposed_ns, r.nodes,
-                     {k: v for k, v in (("collective", r.collectives), ("send", r.sends), ("recv", r.recvs)) if v},
-                     r.comm_ns, r.exposed_comm_ns)
-             for r in result.ranks]
+    ranks = [
+        RankRun(
+            r.rank,
+            True,
+            r.step_ns,
+            r.astra_exposed_ns,
+            r.nodes,
+            {k: v for k, v in (("collective", r.collectives), ("send", r.sends), ("recv", r.recvs)) if v},
+            r.comm_ns,
+            r.exposed_comm_ns,
+        )
+        for r in result.ranks
+    ]
     return Simulation(0, ranks, "\n".join(result.warnings), workdir)
 
 
@@ -81,5 +102,6 @@ def _roofline(overrides: dict[str, object] | None) -> configs.Accelerator | None
     ``local-mem-bw`` GB/s), as the package's ``simulate`` takes it."""
     if not overrides or not overrides.get("roofline-enabled"):
         return None
-    return configs.Accelerator("measured", float(str(overrides["peak-perf"])), float(str(overrides["local-mem-bw"])),
-                               "system_overrides")
+    return configs.Accelerator(
+        "measured", float(str(overrides["peak-perf"])), float(str(overrides["local-mem-bw"])), "system_overrides"
+    )

@@ -35,8 +35,10 @@ from pathlib import Path
 from bench import astrasim
 from chakra_convert_fast.converter import ConvertOptions, api
 
-RESNET = Path(__file__).resolve().parents[1] / "tests/data/traces/resnet_ddp_synthetic_kineto/" \
+RESNET = (
+    Path(__file__).resolve().parents[1] / "tests/data/traces/resnet_ddp_synthetic_kineto/"
     "rank0_merged_by_chakra_trace_link.json.gz"
+)
 _FINISHED = re.compile(r"sys\[\d+\] finished")
 DEFAULT_RANKS = "8,16,32,64,128,256,512,1024"
 
@@ -53,8 +55,14 @@ def plain_run(prefix: Path, npus: int, comm_groups: Path | None, timeout: float)
         env["LOGDIR"] = logs
         started, cpu = time.perf_counter(), _children_cpu()
         try:
-            done = subprocess.run([str(root / "simulate.sh"), str(prefix), str(npus)], env=env, capture_output=True,
-                                  text=True, timeout=timeout, check=False)
+            done = subprocess.run(
+                [str(root / "simulate.sh"), str(prefix), str(npus)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             LAST_CPU[0] = float("nan")
             return time.perf_counter() - started, 0, True
@@ -88,14 +96,17 @@ def job_row(name: str, prefix: Path, npus: int, comm_groups: Path | None, work: 
     same_comm = all(a.comm_done == b.comm_done for a, b in zip(after, before, strict=True))
     nodes = " / ".join(f"{r.nodes_read:,} -> {r.nodes_written:,}" for r in results[:1])
     collectives = "same" if same_comm else "DIFFERENT"
-    return (f"| {name} | {npus} | {nodes} | {' / '.join(f'{r.cycles / 1e6:.3f}' for r in before)} | "
-            f"{' / '.join(f'{r.cycles / 1e6:.3f}' for r in after)} | {worst:.1e} | "
-            f"{before[0].comm_done.get('collective', 0)}, {collectives} | "
-            f"{walls['before']:.2f} / {walls['after']:.2f} |")
+    return (
+        f"| {name} | {npus} | {nodes} | {' / '.join(f'{r.cycles / 1e6:.3f}' for r in before)} | "
+        f"{' / '.join(f'{r.cycles / 1e6:.3f}' for r in after)} | {worst:.1e} | "
+        f"{before[0].comm_done.get('collective', 0)}, {collectives} | "
+        f"{walls['before']:.2f} / {walls['after']:.2f} |"
+    )
 
 
-def scaling(prefixes: list[Path], ranks: list[int], timeout: float, max_uncompacted: int,
-            work: Path) -> list[dict[str, object]]:
+def scaling(
+    prefixes: list[Path], ranks: list[int], timeout: float, max_uncompacted: int, work: Path
+) -> list[dict[str, object]]:
     points: list[dict[str, object]] = []
     for prefix in prefixes:
         for compacted in (False, True):
@@ -107,9 +118,16 @@ def scaling(prefixes: list[Path], ranks: list[int], timeout: float, max_uncompac
                 scaled = api.scale(prefix, job / "trace", npus, compact=compacted)
                 wall, finished, timed_out = plain_run(job / "trace", npus, Path(scaled.comm_group_path), timeout)
                 shutil.rmtree(job)
-                point = {"trace": prefix.name, "compacted": compacted, "nodes_per_rank": scaled.nodes[0],
-                         "ranks": npus, "seconds": round(wall, 2), "cpu_seconds": round(LAST_CPU[0], 2),
-                         "finished": finished, "timed_out": timed_out}
+                point = {
+                    "trace": prefix.name,
+                    "compacted": compacted,
+                    "nodes_per_rank": scaled.nodes[0],
+                    "ranks": npus,
+                    "seconds": round(wall, 2),
+                    "cpu_seconds": round(LAST_CPU[0], 2),
+                    "finished": finished,
+                    "timed_out": timed_out,
+                }
                 points.append(point)
                 print(json.dumps(point), flush=True)
                 if timed_out:
@@ -119,8 +137,10 @@ def scaling(prefixes: list[Path], ranks: list[int], timeout: float, max_uncompac
 
 def scaling_table(points: list[dict[str, object]], timeout: float) -> list[str]:
     ranks = sorted({int(str(p["ranks"])) for p in points})
-    lines = ["| trace | nodes per rank | " + " | ".join(f"{n:,} ranks" for n in ranks) + " |",
-             "|---|---:|" + "---:|" * len(ranks)]
+    lines = [
+        "| trace | nodes per rank | " + " | ".join(f"{n:,} ranks" for n in ranks) + " |",
+        "|---|---:|" + "---:|" * len(ranks),
+    ]
     keys = sorted({(str(p["trace"]), int(str(p["nodes_per_rank"]))) for p in points}, key=lambda k: (k[0], -k[1]))
     for trace, nodes in keys:
         cells = []
@@ -149,12 +169,21 @@ def plot(points: list[dict[str, object]], path: Path) -> None:
     for trace, nodes in keys:
         mine = [p for p in points if (p["trace"], p["nodes_per_rank"]) == (trace, nodes) and not p["timed_out"]]
         compacted = bool(mine and mine[0]["compacted"])
-        ax.plot([int(str(p["ranks"])) for p in mine], [float(str(p["seconds"])) for p in mine],
-                marker="o", linestyle="-" if compacted else "--",
-                label=f"{trace}, {nodes:,} nodes/rank{' (compacted)' if compacted else ''}")
+        ax.plot(
+            [int(str(p["ranks"])) for p in mine],
+            [float(str(p["seconds"])) for p in mine],
+            marker="o",
+            linestyle="-" if compacted else "--",
+            label=f"{trace}, {nodes:,} nodes/rank{' (compacted)' if compacted else ''}",
+        )
     ax.axhline(60, color="grey", linewidth=0.8)
-    ax.set(xscale="log", yscale="log", xlabel="ranks (scaled job, Ring of N)", ylabel="ASTRA-sim wall time (s)",
-           title="ASTRA-sim wall time against ranks, compacted and not")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="ranks (scaled job, Ring of N)",
+        ylabel="ASTRA-sim wall time (s)",
+        title="ASTRA-sim wall time against ranks, compacted and not",
+    )
     ax.set_xticks([8, 16, 32, 64, 128, 256, 512, 1024], ["8", "16", "32", "64", "128", "256", "512", "1024"])
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -162,17 +191,30 @@ def plot(points: list[dict[str, object]], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.compact_table", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("captures", nargs="*", type=Path,
-                        help="PREFIX of PREFIX.<rank>.et (and PREFIX.comm_group.json)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.compact_table", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "captures", nargs="*", type=Path, help="PREFIX of PREFIX.<rank>.et (and PREFIX.comm_group.json)"
+    )
     parser.add_argument("--resnet", action="store_true", help="also the ResNet GPU trace, as two ranks")
-    parser.add_argument("--scaling", nargs="*", type=Path, default=[], metavar="PREFIX",
-                        help="rank 0 of PREFIX copied to N ranks for each N of --ranks")
+    parser.add_argument(
+        "--scaling",
+        nargs="*",
+        type=Path,
+        default=[],
+        metavar="PREFIX",
+        help="rank 0 of PREFIX copied to N ranks for each N of --ranks",
+    )
     parser.add_argument("--ranks", default=DEFAULT_RANKS, help=f"N for --scaling (default {DEFAULT_RANKS})")
     parser.add_argument("--timeout", type=float, default=300, help="seconds before a scaling run is stopped")
-    parser.add_argument("--max-uncompacted", type=int, default=1024, metavar="N",
-                        help="largest job simulated uncompacted (default 1024)")
+    parser.add_argument(
+        "--max-uncompacted",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="largest job simulated uncompacted (default 1024)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
     if astrasim.home() is None:
@@ -182,10 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if args.captures or args.resnet:
-            lines += ["| job | ranks | nodes per rank (rank 0), before -> after | simulated step per rank "
-                      "before (ms) | after (ms) | largest difference | collectives per rank, after | "
-                      "ASTRA-sim wall before / after (s) |",
-                      "|---|---:|---:|---:|---:|---:|---:|---:|"]
+            lines += [
+                "| job | ranks | nodes per rank (rank 0), before -> after | simulated step per rank "
+                "before (ms) | after (ms) | largest difference | collectives per rank, after | "
+                "ASTRA-sim wall before / after (s) |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|",
+            ]
             for prefix in args.captures:
                 npus = len(list(prefix.parent.glob(f"{prefix.name}.*.et")))
                 groups = Path(f"{prefix}.comm_group.json")
@@ -198,8 +242,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(lines[-1], flush=True)
             lines.append("")
         if args.scaling:
-            points = scaling(args.scaling, [int(n) for n in args.ranks.split(",")], args.timeout,
-                             args.max_uncompacted, work)
+            points = scaling(
+                args.scaling, [int(n) for n in args.ranks.split(",")], args.timeout, args.max_uncompacted, work
+            )
             (args.out / "compact_scaling.json").write_text(json.dumps(points, indent=1) + "\n")
             lines += scaling_table(points, args.timeout)
             plot(points, args.out / "compact_scaling.png")

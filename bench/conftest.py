@@ -51,8 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="trace size of the scaling benchmark (default: the largest --bench-sizes up to 1,000,000)",
     )
     group.addoption("--ray-ranks", type=int, default=16, help="ranks of the Ray benchmark (default 16)")
-    group.addoption("--ray-nodes", type=int, default=100_000,
-                    help="nodes per rank of the Ray benchmark (default 100,000)")
+    group.addoption(
+        "--ray-nodes", type=int, default=100_000, help="nodes per rank of the Ray benchmark (default 100,000)"
+    )
     group.addoption(
         "--four-rank-max-nodes",
         type=int,
@@ -122,8 +123,14 @@ def trace_for(request: pytest.FixtureRequest) -> Callable[..., tuple[Path, int]]
         path = cache / f"gpt2_{ranks}rank_{nodes}.compact.json{'.gz' if gz else ''}"
         count_file = cache / f"gpt2_{ranks}rank_{nodes}.compact{'.gz' if gz else ''}.count"
         if not (path.exists() and count_file.exists()):
-            res = generate_merged(path, config=make_config("gpt2", layers=12, ranks=ranks, rank=0), nodes=nodes,
-                                  seed=ranks, indent=None, gz=gz)
+            res = generate_merged(
+                path,
+                config=make_config("gpt2", layers=12, ranks=ranks, rank=0),
+                nodes=nodes,
+                seed=ranks,
+                indent=None,
+                gz=gz,
+            )
             count_file.write_text(str(res.nodes))
         return path, int(count_file.read_text())
 
@@ -146,8 +153,13 @@ def pair_job(request: pytest.FixtureRequest) -> tuple[Path, int, int]:
     done = folder / ".complete"
     if not done.exists():
         for rank in range(ranks):
-            generate_pair(folder, config=make_config("gpt2", layers=12, ranks=ranks, rank=rank), nodes=nodes,
-                          seed=rank, indent=None)
+            generate_pair(
+                folder,
+                config=make_config("gpt2", layers=12, ranks=ranks, rank=rank),
+                nodes=nodes,
+                seed=rank,
+                indent=None,
+            )
         done.write_text("ok")
     return folder, ranks, nodes
 

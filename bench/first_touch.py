@@ -43,14 +43,21 @@ def run(args: tuple[Any, int]) -> list[tuple[float, float, float, int]]:
         wall = time.perf_counter() - wall
         after = resource.getrusage(resource.RUSAGE_SELF)
         del result
-        out.append((wall * 1e3, (after.ru_utime - before.ru_utime) * 1e3, (after.ru_stime - before.ru_stime) * 1e3,
-                    after.ru_minflt - before.ru_minflt))
+        out.append(
+            (
+                wall * 1e3,
+                (after.ru_utime - before.ru_utime) * 1e3,
+                (after.ru_stime - before.ru_stime) * 1e3,
+                after.ru_minflt - before.ru_minflt,
+            )
+        )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.first_touch", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.first_touch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--procs", type=int, default=2, help="processes at once (the capture's ranks)")
     parser.add_argument("--repeats", type=int, default=6)
     args = parser.parse_args(argv)
@@ -59,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         barrier = manager.Barrier(args.procs)
         with context.Pool(args.procs) as pool:
             results = pool.map(run, [(barrier, args.repeats)] * args.procs)
-    print(f"LD_PRELOAD={os.environ.get('LD_PRELOAD', '')!r}: aten::_log_softmax_backward_data, {TOKENS}x{VOCAB} fp32, "
-          f"{args.procs} process(es) at once")
+    print(
+        f"LD_PRELOAD={os.environ.get('LD_PRELOAD', '')!r}: aten::_log_softmax_backward_data, {TOKENS}x{VOCAB} fp32, "
+        f"{args.procs} process(es) at once"
+    )
     print("| process | repeat | wall ms | user ms | system ms | minor faults |")
     print("|---:|---:|---:|---:|---:|---:|")
     for proc, rows in enumerate(results):

@@ -42,8 +42,11 @@ BASE = ["--model", "gpt2", "--size", "tiny", "--steps", "3", "--wait", "1", "--n
 
 def capture(root: Path, case: str) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, "-m", "chakra_convert_fast.profiler.cli", *BASE, *CASES[case],
-                    "--outdir", str(root / case)], check=True, env=env)
+    subprocess.run(
+        [sys.executable, "-m", "chakra_convert_fast.profiler.cli", *BASE, *CASES[case], "--outdir", str(root / case)],
+        check=True,
+        env=env,
+    )
 
 
 def ranks_of(prefix: Path) -> int:
@@ -58,8 +61,11 @@ def comm_sequence(path: Path, groups: dict[str, list[int]], world: int) -> list[
         a, node_type = trace.comm[row], trace.types[row]
         name = str(a.get("pg_name") or "0")
         members = groups.get(name, list(range(world))) if node_type == NodeType.COMM_COLL_NODE else None
-        kind = CollectiveCommType(a["comm_type"]).name if node_type == NodeType.COMM_COLL_NODE else (
-            "SEND" if node_type == NodeType.COMM_SEND_NODE else "RECV")
+        kind = (
+            CollectiveCommType(a["comm_type"]).name
+            if node_type == NodeType.COMM_COLL_NODE
+            else ("SEND" if node_type == NodeType.COMM_SEND_NODE else "RECV")
+        )
         out.append((kind, a["comm_size"], members, a.get("comm_src"), a.get("comm_dst"), a.get("comm_tag")))
     return out
 
@@ -93,16 +99,29 @@ def compare(root: Path, small: str, big: str, work: Path) -> dict[str, Any]:
         theirs = comm_sequence(Path(f"{big_prefix}.{rank}.et"), real_groups, n)
         counts += len(theirs)
         if mine != theirs:
-            first = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b),
-                         min(len(mine), len(theirs)))
-            mismatches.append(f"rank {rank}: node {first}: scaled {mine[first] if first < len(mine) else None}, "
-                              f"real {theirs[first] if first < len(theirs) else None}")
-    checks = {name: api.check([f"{p}.{r}.et" for r in range(n)]).ok for name, p in (("scaled", scaled),
-                                                                                     ("real", big_prefix))}
-    steps = {name: simulated_step_ms(p, n, work / f"sim_{name}_{big}") for name, p in (("scaled", scaled),
-                                                                                        ("real", big_prefix))}
-    return {"small": small, "big": big, "ranks": n, "comm_nodes": counts, "mismatches": mismatches,
-            "check": checks, "steps": steps}
+            first = next(
+                (i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), min(len(mine), len(theirs))
+            )
+            mismatches.append(
+                f"rank {rank}: node {first}: scaled {mine[first] if first < len(mine) else None}, "
+                f"real {theirs[first] if first < len(theirs) else None}"
+            )
+    checks = {
+        name: api.check([f"{p}.{r}.et" for r in range(n)]).ok for name, p in (("scaled", scaled), ("real", big_prefix))
+    }
+    steps = {
+        name: simulated_step_ms(p, n, work / f"sim_{name}_{big}")
+        for name, p in (("scaled", scaled), ("real", big_prefix))
+    }
+    return {
+        "small": small,
+        "big": big,
+        "ranks": n,
+        "comm_nodes": counts,
+        "mismatches": mismatches,
+        "check": checks,
+        "steps": steps,
+    }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -125,17 +144,22 @@ def table(rows: list[dict[str, Any]]) -> str:
         equal = "yes" if not r["mismatches"] else f"no ({len(r['mismatches'])} ranks differ)"
         fmt = lambda ms, note: f"{ms:,.1f} ({note})" if ms is not None else note  # noqa: E731
         small, big = " ".join(CASES[r["small"]]), " ".join(CASES[r["big"]])
-        lines.append(f"| `{small}` | `{big}` | {r['ranks']} | {r['comm_nodes']} | {equal} "
-                     f"| {'ok' if r['check']['scaled'] else 'FAILS'} / {'ok' if r['check']['real'] else 'FAILS'} "
-                     f"| {fmt(s_ms, s_note)} | {fmt(r_ms, r_note)} |")
+        lines.append(
+            f"| `{small}` | `{big}` | {r['ranks']} | {r['comm_nodes']} | {equal} "
+            f"| {'ok' if r['check']['scaled'] else 'FAILS'} / {'ok' if r['check']['real'] else 'FAILS'} "
+            f"| {fmt(s_ms, s_note)} | {fmt(r_ms, r_note)} |"
+        )
     for r in rows:
         for m in r["mismatches"][:4]:
             lines.append(f"\n- {r['small']} -> {r['big']}: {m}")
-    lines += ["", "The simulated steps differ by the compute each rank replays (ASTRA-sim replays traced",
-              "durations): the scaled job replays the small capture's, the real one its own, from another",
-              "run on CPU ranks that share two cores with other work, whose step times vary by tens of",
-              "percent from run to run. The communication, what `scale` writes, is equal node for node;",
-              "the simulated steps are not a proof of timing, only that both jobs run to the end."]
+    lines += [
+        "",
+        "The simulated steps differ by the compute each rank replays (ASTRA-sim replays traced",
+        "durations): the scaled job replays the small capture's, the real one its own, from another",
+        "run on CPU ranks that share two cores with other work, whose step times vary by tens of",
+        "percent from run to run. The communication, what `scale` writes, is equal node for node;",
+        "the simulated steps are not a proof of timing, only that both jobs run to the end.",
+    ]
     return "\n".join(lines) + "\n"
 
 

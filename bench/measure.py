@@ -150,5 +150,11 @@ def measure(cmd: list[str], cwd: Path | None = None, timeout: float | None = Non
         )
         result = json.loads(out.stdout)
         tail = err.read_bytes()[-4000:].decode(errors="replace") if err.exists() else ""
-    return Run(result["seconds"], result["maxrss_kb"] * 1024, result["maxpss_kb"] * 1024, result["status"], tail,
-               result.get("cpu_s", 0.0))
+    return Run(
+        result["seconds"],
+        result["maxrss_kb"] * 1024,
+        result["maxpss_kb"] * 1024,
+        result["status"],
+        tail,
+        result.get("cpu_s", 0.0),
+    )

@@ -51,17 +51,31 @@ def _full_from_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _row(topology: str, ranks: int, small: api.SimulationResult, small_wall: float, full_step: int,
-         full_comm: list[int], full_wall: float, captured: int, note: str = "") -> tuple[str, bool]:
+def _row(
+    topology: str,
+    ranks: int,
+    small: api.SimulationResult,
+    small_wall: float,
+    full_step: int,
+    full_comm: list[int],
+    full_wall: float,
+    captured: int,
+    note: str = "",
+) -> tuple[str, bool]:
     assert small.plan is not None
     step_err = (small.step_ns - full_step) / full_step
     comm_err = max(abs(small.ranks[r].comm_ns - full_comm[r]) / full_comm[r] for r in range(captured))
     ok = abs(step_err) <= STEP_BOUND and comm_err <= COMM_BOUND
-    ran = (f"{small.plan.simulated_ranks:,} on {small.plan.network.name}" if small.plan.network
-           else f"none: the full job ({small.plan.reason})")
-    line = (f"| {topology} | {ranks:,} | {ran} | {full_step / 1e6:,.3f} | {small.step_ns / 1e6:,.3f} | "
-            f"{step_err:+.4%} | {comm_err:.3%} | {full_wall:,.1f}{note} | {small_wall:,.2f} | "
-            f"{full_wall / small_wall:,.0f}x | {'yes' if ok else 'NO'} |")
+    ran = (
+        f"{small.plan.simulated_ranks:,} on {small.plan.network.name}"
+        if small.plan.network
+        else f"none: the full job ({small.plan.reason})"
+    )
+    line = (
+        f"| {topology} | {ranks:,} | {ran} | {full_step / 1e6:,.3f} | {small.step_ns / 1e6:,.3f} | "
+        f"{step_err:+.4%} | {comm_err:.3%} | {full_wall:,.1f}{note} | {small_wall:,.2f} | "
+        f"{full_wall / small_wall:,.0f}x | {'yes' if ok else 'NO'} |"
+    )
     return line, ok
 
 
@@ -87,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                 small, small_wall = _timed(prefix, ranks, topology, exact=False)
                 full, full_wall = _timed(prefix, ranks, topology, exact=True)
                 k = full.plan.captured if full.plan else 1
-                line, ok = _row(topology, ranks, small, small_wall, full.step_ns, [r.comm_ns for r in full.ranks],
-                                full_wall, k)
+                line, ok = _row(
+                    topology, ranks, small, small_wall, full.step_ns, [r.comm_ns for r in full.ranks], full_wall, k
+                )
                 rows.append(line)
                 all_ok &= ok
                 print(line, flush=True)
@@ -100,8 +115,17 @@ def main(argv: list[str] | None = None) -> int:
             spec = f"{topology}:{sizes}" if len(net["topology"]) > 1 else topology
             small, small_wall = _timed(prefix, data["ranks"], spec, exact=False)
             comm = [r["comm_ns"] for r in data["per_rank"]]
-            line, ok = _row(spec, data["ranks"], small, small_wall, data["step_ns"], comm, data["wall_seconds"],
-                            small.plan.captured if small.plan else 1, " (earlier run)")
+            line, ok = _row(
+                spec,
+                data["ranks"],
+                small,
+                small_wall,
+                data["step_ns"],
+                comm,
+                data["wall_seconds"],
+                small.plan.captured if small.plan else 1,
+                " (earlier run)",
+            )
             rows.append(line)
             all_ok &= ok
             print(line, flush=True)
@@ -110,29 +134,49 @@ def main(argv: list[str] | None = None) -> int:
             for topology in topologies:
                 small, wall = _timed(prefix, ranks, topology, exact=False)
                 assert small.plan is not None
-                speed.append(f"| {topology} | {ranks:,} | {small.plan.describe()} | {small.step_ns / 1e6:,.3f} | "
-                             f"{wall:,.2f} |")
+                speed.append(
+                    f"| {topology} | {ranks:,} | {small.plan.describe()} | {small.step_ns / 1e6:,.3f} | {wall:,.2f} |"
+                )
                 print(speed[-1], flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     command = "ASTRA_SIM_HOME=../shared/astra-sim nice python -m bench.reduced_equivalence " + shlex.join(
-        sys.argv[1:] if argv is None else argv)
-    job = ("the committed GPT-2 DDP capture (tests/data/traces/cpu_gpt2_ddp2: 2 CPU ranks, converted with "
-           "--compact: 12 nodes a rank)" if args.prefix is None else f"`{args.prefix}`")
+        sys.argv[1:] if argv is None else argv
+    )
+    job = (
+        "the committed GPT-2 DDP capture (tests/data/traces/cpu_gpt2_ddp2: 2 CPU ranks, converted with "
+        "--compact: 12 nodes a rank)"
+        if args.prefix is None
+        else f"`{args.prefix}`"
+    )
     text = [
-        "# The reduced job against the full one (issue 30)", "",
+        "# The reduced job against the full one (issue 30)",
+        "",
         f"Made by `{command}`, on this project's 2-core machine shared with other work (wall times vary with "
         "the load; each includes writing its job: the full run's N rank files, the reduced run's few, "
         f"compacted). The job: {job}; ring collectives, 50 GB/s and 500 ns a dimension, "
         "congestion-unaware. Bounds: the step within "
-        f"{STEP_BOUND:.1%}, each captured rank's communication within {COMM_BOUND:.0%}.", ""]
+        f"{STEP_BOUND:.1%}, each captured rank's communication within {COMM_BOUND:.0%}.",
+        "",
+    ]
     if rows:
-        text += ["| topology | ranks | reduced job (ranks on network) | full step (ms) | reduced step (ms) | step "
-                 "difference | largest communication difference | full wall (s) | reduced wall (s) | speed-up | "
-                 "within bounds |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|", *rows, ""]
+        text += [
+            "| topology | ranks | reduced job (ranks on network) | full step (ms) | reduced step (ms) | step "
+            "difference | largest communication difference | full wall (s) | reduced wall (s) | speed-up | "
+            "within bounds |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+            *rows,
+            "",
+        ]
     if speed:
-        text += ["Reduced only (no full run at this width):", "",
-                 "| topology | ranks | what ran | step (ms) | wall (s) |", "|---|---:|---|---:|---:|", *speed, ""]
+        text += [
+            "Reduced only (no full run at this width):",
+            "",
+            "| topology | ranks | what ran | step (ms) | wall (s) |",
+            "|---|---:|---|---:|---:|",
+            *speed,
+            "",
+        ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(text))
     print(f"wrote {args.out}; {'every row within bounds' if all_ok else 'SOME ROWS OUT OF BOUNDS'}")

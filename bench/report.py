@@ -82,31 +82,52 @@ def _extra(paths: list[Path], kind: str) -> list[dict[str, Any]]:
     found = []
     for path in paths:
         doc: dict[str, Any] = json.loads(path.read_text())
-        found += [b.get("extra_info", {}) for b in doc.get("benchmarks", [])
-                  if b.get("extra_info", {}).get("kind", "convert") == kind]
+        found += [
+            b.get("extra_info", {})
+            for b in doc.get("benchmarks", [])
+            if b.get("extra_info", {}).get("kind", "convert") == kind
+        ]
     return found
 
 
 def load_scaling(paths: list[Path]) -> list[ScalingRow]:
     rows = [
-        ScalingRow(i["packing"], int(i["nodes"]), int(i["jobs"]), float(i["ours_s"]), i["ours_peak_rss"] / MB,
-                   i["ours_peak_pss"] / MB if i.get("ours_peak_pss") else None, i.get("processes"),
-                   i.get("sequential_fraction"))
+        ScalingRow(
+            i["packing"],
+            int(i["nodes"]),
+            int(i["jobs"]),
+            float(i["ours_s"]),
+            i["ours_peak_rss"] / MB,
+            i["ours_peak_pss"] / MB if i.get("ours_peak_pss") else None,
+            i.get("processes"),
+            i.get("sequential_fraction"),
+        )
         for i in _extra(paths, "scaling")
     ]
     return sorted(rows, key=lambda r: (r.packing != "json", r.nodes, r.jobs))
 
 
 def load_ray(paths: list[Path]) -> list[RayRow]:
-    return [RayRow(int(i["ranks"]), int(i["nodes_per_rank"]), int(i["ray_nodes"]), float(i["local_s"]),
-                   float(i["ray_s"]), float(i["rank_seconds_mean"]), float(i["rank_seconds_max"]))
-            for i in _extra(paths, "ray")]
+    return [
+        RayRow(
+            int(i["ranks"]),
+            int(i["nodes_per_rank"]),
+            int(i["ray_nodes"]),
+            float(i["local_s"]),
+            float(i["ray_s"]),
+            float(i["rank_seconds_mean"]),
+            float(i["rank_seconds_max"]),
+        )
+        for i in _extra(paths, "ray")
+    ]
 
 
 def markdown_scaling(rows: list[ScalingRow]) -> str:
     """Wall time by ``--jobs``, with the speed-up over one job and the sequential stages' share."""
-    lines = ["| input | nodes | --jobs | processes | seconds | speed-up | sequential share | peak RSS / PSS (MB) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| input | nodes | --jobs | processes | seconds | speed-up | sequential share | peak RSS / PSS (MB) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     single = {(r.packing, r.nodes): r.seconds for r in rows if r.jobs == 1}
     for r in rows:
         base = single.get((r.packing, r.nodes))
@@ -120,19 +141,26 @@ def markdown_scaling(rows: list[ScalingRow]) -> str:
 
 def markdown_ray(rows: list[RayRow], ranks: int, nodes: int, machines: int, cores: int) -> str:
     """The Ray runs, and the estimate for ``ranks`` ranks of ``nodes`` nodes on ``machines`` x ``cores``."""
-    lines = ["| ranks | nodes / rank | Ray nodes | local processes (s) | Ray (s) | per rank, mean (s) "
-             "| per rank, max (s) |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| ranks | nodes / rank | Ray nodes | local processes (s) | Ray (s) | per rank, mean (s) | per rank, max (s) |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r.ranks} | {r.nodes_per_rank:,} | {r.cluster_nodes} | {r.local_s:.2f} | {r.ray_s:.2f} | "
-                     f"{r.rank_mean_s:.2f} | {r.rank_max_s:.2f} |")
+        lines.append(
+            f"| {r.ranks} | {r.nodes_per_rank:,} | {r.cluster_nodes} | {r.local_s:.2f} | {r.ray_s:.2f} | "
+            f"{r.rank_mean_s:.2f} | {r.rank_max_s:.2f} |"
+        )
     if rows:
         r = max(rows, key=lambda row: row.nodes_per_rank)
         per_rank = r.rank_mean_s * nodes / r.nodes_per_rank
         waves = math.ceil(ranks / (machines * cores))
-        lines += ["", f"Estimate: {ranks:,} ranks of {nodes:,} nodes on {machines} machines of {cores} cores (one "
-                  f"rank per core, a wave of {machines * cores}): {waves} wave(s) x {per_rank:,.0f} s a rank "
-                  f"(measured {r.rank_mean_s:.2f} s for {r.nodes_per_rank:,} nodes, scaled by node count) = "
-                  f"~{waves * per_rank / 60:,.1f} min, plus reading the inputs from shared storage."]
+        lines += [
+            "",
+            f"Estimate: {ranks:,} ranks of {nodes:,} nodes on {machines} machines of {cores} cores (one "
+            f"rank per core, a wave of {machines * cores}): {waves} wave(s) x {per_rank:,.0f} s a rank "
+            f"(measured {r.rank_mean_s:.2f} s for {r.nodes_per_rank:,} nodes, scaled by node count) = "
+            f"~{waves * per_rank / 60:,.1f} min, plus reading the inputs from shared storage.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -249,8 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     if scaling:
         table += "\n### --jobs scaling\n\n" + markdown_scaling(scaling)
     if ray:
-        table += "\n### convert-all on Ray\n\n" + markdown_ray(ray, args.estimate_ranks, args.estimate_nodes,
-                                                                 args.machines, args.cores)
+        table += "\n### convert-all on Ray\n\n" + markdown_ray(
+            ray, args.estimate_ranks, args.estimate_nodes, args.machines, args.cores
+        )
     (args.out / "benchmark.md").write_text(table)
     if rows:
         plot(rows, args.out / "benchmark.png")

@@ -52,8 +52,9 @@ def et_nodes(path: Path) -> list[Any]:
         out.append(node)
 
 
-def node_times(path: Path, peak: float, bandwidth: float,
-               gaps: list[tuple[float, str, float, float, int, int]] | None = None) -> dict[str, list[float]]:
+def node_times(
+    path: Path, peak: float, bandwidth: float, gaps: list[tuple[float, str, float, float, int, int]] | None = None
+) -> dict[str, list[float]]:
     """class -> [nodes, measured us, roofline ns] over the compute nodes of a ``--roofline`` .et;
     with ``gaps``, each node that does work is added to it as (measured - roofline in ms, name,
     measured ms, roofline ms, FLOPs, bytes)."""
@@ -72,33 +73,71 @@ def node_times(path: Path, peak: float, bandwidth: float,
             roofline = int(flops / min(bandwidth * flops / size, peak) * 1e9)
             entry[2] += roofline
             if gaps is not None:
-                gaps.append((node.duration_micros / 1e3 - roofline / 1e6, node.name, node.duration_micros / 1e3,
-                             roofline / 1e6, flops, size))
+                gaps.append(
+                    (
+                        node.duration_micros / 1e3 - roofline / 1e6,
+                        node.name,
+                        node.duration_micros / 1e3,
+                        roofline / 1e6,
+                        flops,
+                        size,
+                    )
+                )
     return by
 
 
 def convert(capture: Path, name: str, rank: int, out: Path, *extra: str) -> None:
-    subprocess.run([sys.executable, "-m", "chakra_convert_fast.converter", "convert", "-q",
-                    "--host", str(capture / f"{name}_rank{rank}_host.json"),
-                    "--device", str(capture / f"{name}_rank{rank}_device.json"), "--rank", str(rank),
-                    "--astra-sim", "--roofline", *extra, str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_convert_fast.converter",
+            "convert",
+            "-q",
+            "--host",
+            str(capture / f"{name}_rank{rank}_host.json"),
+            "--device",
+            str(capture / f"{name}_rank{rank}_device.json"),
+            "--rank",
+            str(rank),
+            "--astra-sim",
+            "--roofline",
+            *extra,
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
 
 
 def check(capture: Path, machine: dict[str, Any], workdir: Path) -> tuple[list[str], dict[str, Any]]:
     summary = json.loads(next(capture.glob("*_summary.json")).read_text())
     name, ranks = summary["name"], summary["world_size"]
     peak, bandwidth = machine["peak_tflops"] * 1e12, machine["mem_bandwidth_gbs"] * 1e9
-    roofline_system = {"roofline-enabled": 1, "peak-perf": machine["peak_tflops"],
-                       "local-mem-bw": machine["mem_bandwidth_gbs"]}
+    roofline_system = {
+        "roofline-enabled": 1,
+        "peak-perf": machine["peak_tflops"],
+        "local-mem-bw": machine["mem_bandwidth_gbs"],
+    }
     for rank in range(ranks):
         convert(capture, name, rank, workdir / f"{name}.{rank}.et")
         convert(capture, name, rank, workdir / f"{name}-acc.{rank}.et", "--target", "accelerator")
-        convert(capture, name, rank, workdir / f"{name}-host.{rank}.et", "--target", "accelerator",
-                "--host-time", "captured")
-    sim = astrasim.simulate(workdir / f"{name}-acc", ranks, workdir=workdir / f"{name}-sim",
-                            system_overrides=roofline_system)
-    host_sim = astrasim.simulate(workdir / f"{name}-host", ranks, workdir=workdir / f"{name}-host-sim",
-                                 system_overrides=roofline_system)
+        convert(
+            capture,
+            name,
+            rank,
+            workdir / f"{name}-host.{rank}.et",
+            "--target",
+            "accelerator",
+            "--host-time",
+            "captured",
+        )
+    sim = astrasim.simulate(
+        workdir / f"{name}-acc", ranks, workdir=workdir / f"{name}-sim", system_overrides=roofline_system
+    )
+    host_sim = astrasim.simulate(
+        workdir / f"{name}-host", ranks, workdir=workdir / f"{name}-host-sim", system_overrides=roofline_system
+    )
     for run in (sim, host_sim):
         if not run.all_finished:
             raise RuntimeError(f"{name}: not every rank finished:\n{run.output[-2000:]}")
@@ -110,13 +149,16 @@ def check(capture: Path, machine: dict[str, Any], workdir: Path) -> tuple[list[s
         simulated = sim.ranks[rank].cycles - sim.ranks[rank].exposed_communication
         predicted = sum(v[2] for v in by.values())
         if abs(simulated - predicted) > 1e-3 * predicted + by[NO_WORK][0] + 10:  # each CPU no-work node: 1 ns
-            raise RuntimeError(f"{name} rank {rank}: ASTRA-sim's compute {simulated} ns is not the roofline's "
-                               f"{predicted:.0f} ns")
+            raise RuntimeError(
+                f"{name} rank {rank}: ASTRA-sim's compute {simulated} ns is not the roofline's {predicted:.0f} ns"
+            )
         host_simulated = host_sim.ranks[rank].cycles - host_sim.ranks[rank].exposed_comm_ns
         host_predicted = predicted + by[NO_WORK][1] * 1e3  # the no-work nodes' captured durations, replayed
         if abs(host_simulated - host_predicted) > 1e-3 * host_predicted + 10:
-            raise RuntimeError(f"{name} rank {rank}: ASTRA-sim's compute with the host replayed, {host_simulated} ns, "
-                               f"is not the roofline's plus the host's {host_predicted:.0f} ns")
+            raise RuntimeError(
+                f"{name} rank {rank}: ASTRA-sim's compute with the host replayed, {host_simulated} ns, "
+                f"is not the roofline's plus the host's {host_predicted:.0f} ns"
+            )
         host_total += host_simulated
         for cls, (nodes, measured, roofline) in by.items():
             entry = totals[cls]
@@ -138,19 +180,45 @@ def check(capture: Path, machine: dict[str, Any], workdir: Path) -> tuple[list[s
     least_ms = nodes * machine["profiler_us_per_op"] / 1e3 / ranks if "profiler_us_per_op" in machine else 0.0
     if least_ms:
         per_op = machine["profiler_us_per_op"]
-        rows.append(_row(label, f"total less the tracing's cost, at least ({per_op:.1f} us an op)", nodes / ranks,
-                         measured / ranks / 1e3 - least_ms, roofline / ranks / 1e6))
+        rows.append(
+            _row(
+                label,
+                f"total less the tracing's cost, at least ({per_op:.1f} us an op)",
+                nodes / ranks,
+                measured / ranks / 1e3 - least_ms,
+                roofline / ranks / 1e6,
+            )
+        )
     step = summary["step_time_s"]
     most_ms = max(least_ms, (step["traced_median"] - step["untraced_median"]) * 1e3)
-    rows.append(_row(label, f"total less the tracing's cost, at most (the traced step's excess, {most_ms:,.0f} ms)",
-                     nodes / ranks, measured / ranks / 1e3 - most_ms, roofline / ranks / 1e6))
-    rows.append(_row(label, "total, the host's work replayed (`--host-time captured`, ASTRA-sim)", nodes / ranks,
-                     measured / ranks / 1e3, host_total / ranks / 1e6))
-    facts = {"gaps": sorted(gaps, reverse=True)[:GAPS],
-             "name": name, "ranks": ranks, "measured_ms": measured / ranks / 1e3,
-             "simulated_ms": roofline / ranks / 1e6, "step": summary["step_time_s"],
-             "astra_sim_compute_ms": [(r.cycles - r.exposed_communication) / 1e6 for r in sim.ranks],
-             "astra_sim_step_ms": [r.cycles / 1e6 for r in sim.ranks]}
+    rows.append(
+        _row(
+            label,
+            f"total less the tracing's cost, at most (the traced step's excess, {most_ms:,.0f} ms)",
+            nodes / ranks,
+            measured / ranks / 1e3 - most_ms,
+            roofline / ranks / 1e6,
+        )
+    )
+    rows.append(
+        _row(
+            label,
+            "total, the host's work replayed (`--host-time captured`, ASTRA-sim)",
+            nodes / ranks,
+            measured / ranks / 1e3,
+            host_total / ranks / 1e6,
+        )
+    )
+    facts = {
+        "gaps": sorted(gaps, reverse=True)[:GAPS],
+        "name": name,
+        "ranks": ranks,
+        "measured_ms": measured / ranks / 1e3,
+        "simulated_ms": roofline / ranks / 1e6,
+        "step": summary["step_time_s"],
+        "astra_sim_compute_ms": [(r.cycles - r.exposed_communication) / 1e6 for r in sim.ranks],
+        "astra_sim_step_ms": [r.cycles / 1e6 for r in sim.ranks],
+    }
     return rows, facts
 
 
@@ -160,13 +228,23 @@ def _row(label: str, cls: str, nodes: float, measured_ms: float, simulated_ms: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.roofline_check", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.roofline_check", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("captures", nargs="+", type=Path, help="chakra-profile output folders")
-    parser.add_argument("--machine", type=Path, nargs="+", default=[Path("bench/results/roofline_machine.json")],
-                        help="bench.roofline_machine outputs (several: their mean, e.g. before and after a capture)")
-    parser.add_argument("--figures", choices=("cpu", "wall"), default="cpu",
-                        help="the machine's figures in CPU time (a free core) or wall time (as it was shared)")
+    parser.add_argument(
+        "--machine",
+        type=Path,
+        nargs="+",
+        default=[Path("bench/results/roofline_machine.json")],
+        help="bench.roofline_machine outputs (several: their mean, e.g. before and after a capture)",
+    )
+    parser.add_argument(
+        "--figures",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="the machine's figures in CPU time (a free core) or wall time (as it was shared)",
+    )
     parser.add_argument("--out", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
     if astrasim.home() is None:
@@ -175,31 +253,43 @@ def main(argv: list[str] | None = None) -> int:
     prefix = "wall_" if args.figures == "wall" else ""
     machine = {key: statistics.mean(m[prefix + key] for m in machines) for key in ("peak_tflops", "mem_bandwidth_gbs")}
     if all("profiler_us_per_op" in m for m in machines):
-        machine["profiler_us_per_op"] = statistics.mean(statistics.mean(m["profiler_us_per_op"].values())
-                                                        for m in machines)
+        machine["profiler_us_per_op"] = statistics.mean(
+            statistics.mean(m["profiler_us_per_op"].values()) for m in machines
+        )
     loads = ", ".join(f"{m['load_average'][0]:.1f}" for m in machines)
-    lines = [f"Roofline: peak {machine['peak_tflops'] * 1e3:.1f} GFLOP/s, bandwidth {machine['mem_bandwidth_gbs']:.1f} "
-             f"GB/s ({args.figures} time; mean of {', '.join(f'`{p}`' for p in args.machine)}, measured "
-             f"{', '.join(m['measured_at'] for m in machines)}, load average {loads})."
-             + (f" The tracing adds {machine['profiler_us_per_op']:.1f} us to each op it records."
-                if "profiler_us_per_op" in machine else ""), "",
-             "| capture | operator class | nodes per rank | measured per rank (ms) | simulated per rank (ms) | "
-             "simulated / measured |", "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        f"Roofline: peak {machine['peak_tflops'] * 1e3:.1f} GFLOP/s, bandwidth {machine['mem_bandwidth_gbs']:.1f} "
+        f"GB/s ({args.figures} time; mean of {', '.join(f'`{p}`' for p in args.machine)}, measured "
+        f"{', '.join(m['measured_at'] for m in machines)}, load average {loads})."
+        + (
+            f" The tracing adds {machine['profiler_us_per_op']:.1f} us to each op it records."
+            if "profiler_us_per_op" in machine
+            else ""
+        ),
+        "",
+        "| capture | operator class | nodes per rank | measured per rank (ms) | simulated per rank (ms) | "
+        "simulated / measured |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     notes = []
     with tempfile.TemporaryDirectory(prefix="roofline-check-") as tmp:
         for capture in args.captures:
             rows, facts = check(capture, machine, Path(tmp))
             lines += rows
             step = facts["step"]
-            notes.append(f"{facts['name']}: measured step (untraced / traced) "
-                         f"{step['untraced_median'] * 1e3:.0f} / {step['traced_median'] * 1e3:.0f} ms;"
-                         f" ASTRA-sim's roofline compute per rank "
-                         f"{' / '.join(f'{v:.1f}' for v in facts['astra_sim_compute_ms'])} ms, simulated step "
-                         f"{' / '.join(f'{v:.1f}' for v in facts['astra_sim_step_ms'])} ms; the largest gaps "
-                         "(rank 0, measured / roofline): " + "; ".join(
-                             f"{gap_name} {measured:,.1f} / {roofline:,.1f} ms ({flops / measured / 1e6:,.1f} "
-                             f"GFLOP/s, {size / measured / 1e6:,.1f} GB/s measured)"
-                             for _, gap_name, measured, roofline, flops, size in facts["gaps"]))
+            notes.append(
+                f"{facts['name']}: measured step (untraced / traced) "
+                f"{step['untraced_median'] * 1e3:.0f} / {step['traced_median'] * 1e3:.0f} ms;"
+                f" ASTRA-sim's roofline compute per rank "
+                f"{' / '.join(f'{v:.1f}' for v in facts['astra_sim_compute_ms'])} ms, simulated step "
+                f"{' / '.join(f'{v:.1f}' for v in facts['astra_sim_step_ms'])} ms; the largest gaps "
+                "(rank 0, measured / roofline): "
+                + "; ".join(
+                    f"{gap_name} {measured:,.1f} / {roofline:,.1f} ms ({flops / measured / 1e6:,.1f} "
+                    f"GFLOP/s, {size / measured / 1e6:,.1f} GB/s measured)"
+                    for _, gap_name, measured, roofline, flops, size in facts["gaps"]
+                )
+            )
             print("\n".join(rows), file=sys.stderr)
     text = "\n".join(lines + [""] + [f"- {note}" for note in notes]) + "\n"
     print(text, end="")

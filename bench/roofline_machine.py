@@ -33,8 +33,16 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 #: (m, k, n) of the matrix products of gpt2/bert --size small (hidden 256, MLP 1024, 512 tokens a
 #: step, GPT-2's LM head over its 50,257-token vocabulary), and one square product.
-SHAPES = ((512, 256, 768), (512, 256, 256), (512, 256, 1024), (512, 1024, 256), (256, 512, 1024),
-          (512, 256, 50257), (512, 50257, 256), (1024, 1024, 1024))
+SHAPES = (
+    (512, 256, 768),
+    (512, 256, 256),
+    (512, 256, 1024),
+    (512, 1024, 256),
+    (256, 512, 1024),
+    (512, 256, 50257),
+    (512, 50257, 256),
+    (1024, 1024, 1024),
+)
 COPY_BYTES = 64 << 20
 
 
@@ -162,11 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     result = measure_in_processes(args.procs, args.seconds)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"peak {result['peak_tflops'] * 1e3:.1f} GFLOP/s (best of {len(SHAPES)} mm shapes), "
-          f"bandwidth {result['mem_bandwidth_gbs']:.1f} GB/s (copy, read + written), one thread, CPU time; "
-          f"wall time {result['wall_peak_tflops'] * 1e3:.1f} GFLOP/s, {result['wall_mem_bandwidth_gbs']:.1f} GB/s; "
-          f"load average {result['load_average'][0]:.1f}; the profiler adds "
-          + ", ".join(f"{us:.1f} us to each {name}" for name, us in result["profiler_us_per_op"].items()))
+    print(
+        f"peak {result['peak_tflops'] * 1e3:.1f} GFLOP/s (best of {len(SHAPES)} mm shapes), "
+        f"bandwidth {result['mem_bandwidth_gbs']:.1f} GB/s (copy, read + written), one thread, CPU time; "
+        f"wall time {result['wall_peak_tflops'] * 1e3:.1f} GFLOP/s, {result['wall_mem_bandwidth_gbs']:.1f} GB/s; "
+        f"load average {result['load_average'][0]:.1f}; the profiler adds "
+        + ", ".join(f"{us:.1f} us to each {name}" for name, us in result["profiler_us_per_op"].items())
+    )
     return 0
 
 

@@ -25,8 +25,11 @@ from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, Node
 
 def collectives(path: str) -> list[tuple[str, str, int]]:
     trace = read_et(path)
-    return [(CollectiveCommType(a["comm_type"]).name, a.get("pg_name") or "0", a["comm_size"])
-            for row, a in sorted(trace.comm.items()) if trace.types[row] == NodeType.COMM_COLL_NODE]
+    return [
+        (CollectiveCommType(a["comm_type"]).name, a.get("pg_name") or "0", a["comm_size"])
+        for row, a in sorted(trace.comm.items())
+        if trace.types[row] == NodeType.COMM_COLL_NODE
+    ]
 
 
 def summary(found: list[tuple[str, str, int]]) -> str:
@@ -45,10 +48,14 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=4096)
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
     args = parser.parse_args()
-    lines = ["| model | rank | real 4-rank capture: collectives | 2-rank capture scaled to 4 | equal |",
-             "|---|---|---|---|---|"]
-    timing = ["| model | captured ranks | nodes per rank | --ranks | seconds | GB written |",
-              "|---|---|---|---|---|---|"]
+    lines = [
+        "| model | rank | real 4-rank capture: collectives | 2-rank capture scaled to 4 | equal |",
+        "|---|---|---|---|---|",
+    ]
+    timing = [
+        "| model | captured ranks | nodes per rank | --ranks | seconds | GB written |",
+        "|---|---|---|---|---|---|",
+    ]
     for model in ("gpt2", "bert"):
         two = args.captures / f"{model}_small_np2" / f"{model}_small_np2"
         four = args.captures / f"{model}_small_np4" / f"{model}_small_np4"
@@ -65,8 +72,9 @@ def main() -> None:
             started = time.perf_counter()
             big = api.scale(two, work / "big", args.ranks)
             seconds = time.perf_counter() - started
-            timing.append(f"| {model} | 2 | {big.nodes[0]:,} | {args.ranks:,} | {seconds:.1f} | "
-                          f"{big.bytes_written / 1e9:.2f} |")
+            timing.append(
+                f"| {model} | 2 | {big.nodes[0]:,} | {args.ranks:,} | {seconds:.1f} | {big.bytes_written / 1e9:.2f} |"
+            )
         finally:
             shutil.rmtree(work, ignore_errors=True)
     text = "\n".join([*lines, "", *timing]) + "\n"

@@ -28,30 +28,38 @@ def _ms(ns: int) -> str:
 
 def row(captures: Path, model: str, workdir: Path) -> str:
     two, four = captures / f"{model}_small_np2", captures / f"{model}_small_np4"
-    measured = {n: json.loads((captures / f"{model}_small_np{n}" / f"{model}_small_np{n}_summary.json").read_text())
-                for n in (2, 4)}
+    measured = {
+        n: json.loads((captures / f"{model}_small_np{n}" / f"{model}_small_np{n}_summary.json").read_text())
+        for n in (2, 4)
+    }
     real = api.simulate(four / f"{model}_small_np4")
     started = time.monotonic()
     api.scale(two / f"{model}_small_np2", workdir / f"{model}_scaled4", 4)
     scale_seconds = time.monotonic() - started
     scaled = api.simulate(workdir / f"{model}_scaled4")
     base = api.simulate(two / f"{model}_small_np2")
-    same = [(r.collectives, r.sends, r.recvs) for r in real.ranks] == [(r.collectives, r.sends, r.recvs)
-                                                                       for r in scaled.ranks]
+    same = [(r.collectives, r.sends, r.recvs) for r in real.ranks] == [
+        (r.collectives, r.sends, r.recvs) for r in scaled.ranks
+    ]
     steps = {n: measured[n]["step_time_s"] for n in (2, 4)}
-    return (f"| {model} small ({measured[4]['parameters'] / 1e6:.1f}M) | "
-            f"{steps[2]['traced_median'] * 1e3:,.0f} / {steps[2]['untraced_median'] * 1e3:,.0f} | "
-            f"{_ms(base.step_ns)} | "
-            f"{steps[4]['traced_median'] * 1e3:,.0f} / {steps[4]['untraced_median'] * 1e3:,.0f} | "
-            f"{_ms(real.step_ns)} ({' / '.join(_ms(r.step_ns) for r in real.ranks)}) | "
-            f"{_ms(scaled.step_ns)} ({' / '.join(_ms(r.step_ns) for r in scaled.ranks)}) | "
-            f"{_ms(real.slowest.comm_busy_ns)} / {_ms(scaled.slowest.comm_busy_ns)} | "
-            f"{'yes' if same else 'NO'} | {real.seconds:.1f} / {scale_seconds:.1f} + {scaled.seconds:.1f} |")
+    return (
+        f"| {model} small ({measured[4]['parameters'] / 1e6:.1f}M) | "
+        f"{steps[2]['traced_median'] * 1e3:,.0f} / {steps[2]['untraced_median'] * 1e3:,.0f} | "
+        f"{_ms(base.step_ns)} | "
+        f"{steps[4]['traced_median'] * 1e3:,.0f} / {steps[4]['untraced_median'] * 1e3:,.0f} | "
+        f"{_ms(real.step_ns)} ({' / '.join(_ms(r.step_ns) for r in real.ranks)}) | "
+        f"{_ms(scaled.step_ns)} ({' / '.join(_ms(r.step_ns) for r in scaled.ranks)}) | "
+        f"{_ms(real.slowest.comm_busy_ns)} / {_ms(scaled.slowest.comm_busy_ns)} | "
+        f"{'yes' if same else 'NO'} | {real.seconds:.1f} / {scale_seconds:.1f} + {scaled.seconds:.1f} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.simulate_compare", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.simulate_compare",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("captures", type=Path, help="the folder of {model}_small_np{2,4}/")
     parser.add_argument("--models", default="gpt2,bert")
     parser.add_argument("--out", type=Path, help="also write the table here")

@@ -22,8 +22,11 @@ def test_ray_convert_all(benchmark: Any, pair_job: tuple[Path, int, int], tmp_pa
     assert local.returncode == 0, local.stderr
     with local_cluster(nodes=2, cpus_per_node=1) as address:
         runs = []
-        benchmark.pedantic(lambda: runs.append(measure(convert_all_command(folder, tmp_path / "ray", "--ray", address),
-                                                       cwd=REPO)), rounds=1, iterations=1)
+        benchmark.pedantic(
+            lambda: runs.append(measure(convert_all_command(folder, tmp_path / "ray", "--ray", address), cwd=REPO)),
+            rounds=1,
+            iterations=1,
+        )
     run = runs[-1]
     if run.returncode != 0:
         pytest.fail(f"convert-all --ray failed with exit code {run.returncode}:\n{run.stderr}")
@@ -31,6 +34,13 @@ def test_ray_convert_all(benchmark: Any, pair_job: tuple[Path, int, int], tmp_pa
         assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
     per_rank = rank_seconds(run.stderr)
     assert len(per_rank) == ranks
-    benchmark.extra_info.update(kind="ray", ranks=ranks, nodes_per_rank=nodes, local_s=local.seconds, ray_s=run.seconds,
-                                ray_nodes=2, rank_seconds_mean=sum(per_rank.values()) / ranks,
-                                rank_seconds_max=max(per_rank.values()))
+    benchmark.extra_info.update(
+        kind="ray",
+        ranks=ranks,
+        nodes_per_rank=nodes,
+        local_s=local.seconds,
+        ray_s=run.seconds,
+        ray_nodes=2,
+        rank_seconds_mean=sum(per_rank.values()) / ranks,
+        rank_seconds_max=max(per_rank.values()),
+    )

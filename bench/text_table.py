@@ -76,30 +76,70 @@ def run_case(case: Case, workdir: Path, repeat: int) -> dict[str, object]:
     assert ours_exe and ref_exe, "install the package and mlc-chakra (pip install -e '.[bench]')"
     (workdir / "ours").mkdir()
     (workdir / "ref").mkdir()
-    ours, ours_cpu = best([ours_exe, "text", str(source), str(workdir / "ours" / "w"), "--npus", str(case.npus),
-                           "--passes", str(case.passes), "-q"], workdir, repeat)
+    ours, ours_cpu = best(
+        [
+            ours_exe,
+            "text",
+            str(source),
+            str(workdir / "ours" / "w"),
+            "--npus",
+            str(case.npus),
+            "--passes",
+            str(case.passes),
+            "-q",
+        ],
+        workdir,
+        repeat,
+    )
     assert ours.returncode == 0, ours.stderr
-    ref, ref_cpu = best([ref_exe, "--log-filename", str(workdir / "ref.log"), "Text", "--input", str(source),
-                         "--output", str(workdir / "ref" / "w"), "--num-npus", str(case.npus),
-                         "--num-passes", str(case.passes)], workdir, repeat)
+    ref, ref_cpu = best(
+        [
+            ref_exe,
+            "--log-filename",
+            str(workdir / "ref.log"),
+            "Text",
+            "--input",
+            str(source),
+            "--output",
+            str(workdir / "ref" / "w"),
+            "--num-npus",
+            str(case.npus),
+            "--num-passes",
+            str(case.passes),
+        ],
+        workdir,
+        repeat,
+    )
     refused = ref.returncode != 0
     if refused:
         assert "Unsupported parallelism type" in ref.stderr, ref.stderr
         parity = "refused by the reference"
     else:
-        same = all(filecmp.cmp(workdir / "ours" / f"w.{r}.et", workdir / "ref" / f"w.{r}.et", shallow=False)
-                   for r in range(case.npus))
+        same = all(
+            filecmp.cmp(workdir / "ours" / f"w.{r}.et", workdir / "ref" / f"w.{r}.et", shallow=False)
+            for r in range(case.npus)
+        )
         assert same, f"{case.label}: outputs differ"
         parity = "byte-identical"
     total = sum((workdir / "ours" / f"w.{r}.et").stat().st_size for r in range(case.npus))
-    return {"case": case, "kind": source.read_text().split()[0], "parity": parity, "bytes": total,
-            "ours": ours, "ours_cpu": ours_cpu, "ref": None if refused else ref, "ref_cpu": ref_cpu}
+    return {
+        "case": case,
+        "kind": source.read_text().split()[0],
+        "parity": parity,
+        "bytes": total,
+        "ours": ours,
+        "ours_cpu": ours_cpu,
+        "ref": None if refused else ref,
+        "ref_cpu": ref_cpu,
+    }
 
 
 def table(rows: list[dict[str, object]]) -> str:
-    lines = ["| workload | type | NPUs x passes | output (MB) | parity | reference wall / CPU (s) "
-             "| ours wall / CPU (s) | CPU ratio | reference peak RSS (MB) | ours peak RSS (MB) |",
-             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| workload | type | NPUs x passes | output (MB) | parity | reference wall / CPU (s) "
+        "| ours wall / CPU (s) | CPU ratio | reference peak RSS (MB) | ours peak RSS (MB) |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for row in rows:
         case: Case = row["case"]  # type: ignore[assignment]
         ours: Run = row["ours"]  # type: ignore[assignment]
@@ -108,9 +148,11 @@ def table(rows: list[dict[str, object]]) -> str:
         ref_time = "refused" if ref is None else f"{ref.seconds:.2f} / {ref_cpu:.2f}"
         ratio = "-" if ref is None else f"{ours_cpu / ref_cpu:.2f}"
         ref_mem = "-" if ref is None else f"{ref.peak_rss_bytes / MB:.0f}"
-        lines.append(f"| {case.label} | {row['kind']} | {case.npus} x {case.passes} | "
-                     f"{int(row['bytes']) / MB:.1f} | {row['parity']} | {ref_time} | "  # type: ignore[call-overload]
-                     f"{ours.seconds:.2f} / {ours_cpu:.2f} | {ratio} | {ref_mem} | {ours.peak_rss_bytes / MB:.0f} |")
+        lines.append(
+            f"| {case.label} | {row['kind']} | {case.npus} x {case.passes} | "
+            f"{int(row['bytes']) / MB:.1f} | {row['parity']} | {ref_time} | "  # type: ignore[call-overload]
+            f"{ours.seconds:.2f} / {ours_cpu:.2f} | {ratio} | {ref_mem} | {ours.peak_rss_bytes / MB:.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

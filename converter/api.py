@@ -144,12 +144,19 @@ __all__ = [
 
 
 def convert(
-    input_path: PathArg, output_path: PathArg, options: ConvertOptions | None = None, *,
+    input_path: PathArg,
+    output_path: PathArg,
+    options: ConvertOptions | None = None,
+    *,
     progress: Progress | None = None,
 ) -> ConversionResult:
     """Convert a merged (or host) trace, ``.json`` or ``.json.gz``, into a Chakra ``.et`` file."""
-    return convert_file(_path("input_path", input_path), _path("output_path", output_path),
-                        _options(options), _callable("progress", progress))
+    return convert_file(
+        _path("input_path", input_path),
+        _path("output_path", output_path),
+        _options(options),
+        _callable("progress", progress),
+    )
 
 
 def is_kineto_trace(path: PathArg) -> bool:
@@ -158,8 +165,14 @@ def is_kineto_trace(path: PathArg) -> bool:
     return trace_kind(_path("path", path)) == "device"
 
 
-def convert_kineto(input_path: PathArg, output_path: PathArg, *, step: int | None = None, rank: int | None = None,
-                   drop: Sequence[str] = ()) -> KinetoConversion:
+def convert_kineto(
+    input_path: PathArg,
+    output_path: PathArg,
+    *,
+    step: int | None = None,
+    rank: int | None = None,
+    drop: Sequence[str] = (),
+) -> KinetoConversion:
     """Convert one ProfilerStep of a Kineto trace (alone, no host trace) into an ASTRA-sim-ready
     ``.et`` (``docs/kineto.md``): ``step`` (default: the last complete one), ``rank`` (default:
     ``distributedInfo``'s), ``drop``: dependency kinds left out (``DEPENDENCY_KINDS``, the ablation)."""
@@ -169,45 +182,75 @@ def convert_kineto(input_path: PathArg, output_path: PathArg, *, step: int | Non
         _int("rank", rank)
     kinds = frozenset(drop)
     if not kinds <= set(DEPENDENCY_KINDS):
-        raise ValueError(f"drop: unknown kinds {sorted(kinds - set(DEPENDENCY_KINDS))}; "
-                         f"known: {', '.join(DEPENDENCY_KINDS)}")
-    return _convert_kineto(_path("input_path", input_path), _path("output_path", output_path), step=step,
-                           rank=rank, drop=kinds)
+        raise ValueError(
+            f"drop: unknown kinds {sorted(kinds - set(DEPENDENCY_KINDS))}; known: {', '.join(DEPENDENCY_KINDS)}"
+        )
+    return _convert_kineto(
+        _path("input_path", input_path), _path("output_path", output_path), step=step, rank=rank, drop=kinds
+    )
 
 
 def convert_pair(
-    host_path: PathArg, device_path: PathArg, output_path: PathArg, options: ConvertOptions | None = None, *,
-    rank: int | None = None, keep_merged: PathArg | None = None, allow_mismatch: bool = False,
-    progress: Progress | None = None, steps: StepChoice = None,
+    host_path: PathArg,
+    device_path: PathArg,
+    output_path: PathArg,
+    options: ConvertOptions | None = None,
+    *,
+    rank: int | None = None,
+    keep_merged: PathArg | None = None,
+    allow_mismatch: bool = False,
+    progress: Progress | None = None,
+    steps: StepChoice = None,
 ) -> PairResult:
     """Link a host trace with its Kineto trace and convert the result; ``keep_merged`` also writes
     the merged JSON. ``rank`` is checked against the Kineto trace's; a pair that does not belong
     together is refused unless ``allow_mismatch``. ``steps``: the ProfilerSteps to convert (None:
     those the Kineto trace covers; N: ProfilerStep#N; ``"all"``: every one)."""
     return _convert_pair(
-        _path("host_path", host_path), _path("device_path", device_path), _path("output_path", output_path),
-        _options(options), rank=_int("rank", rank), keep_merged=_path("keep_merged", keep_merged, optional=True),
-        allow_mismatch=_bool("allow_mismatch", allow_mismatch), progress=_callable("progress", progress),
+        _path("host_path", host_path),
+        _path("device_path", device_path),
+        _path("output_path", output_path),
+        _options(options),
+        rank=_int("rank", rank),
+        keep_merged=_path("keep_merged", keep_merged, optional=True),
+        allow_mismatch=_bool("allow_mismatch", allow_mismatch),
+        progress=_callable("progress", progress),
         steps=_steps("steps", steps),
     )
 
 
 def link(
-    host_path: PathArg, device_path: PathArg, output_path: PathArg | None, *, rank: int | None = None,
-    allow_mismatch: bool = False, steps: StepChoice = None,
+    host_path: PathArg,
+    device_path: PathArg,
+    output_path: PathArg | None,
+    *,
+    rank: int | None = None,
+    allow_mismatch: bool = False,
+    steps: StepChoice = None,
 ) -> LinkResult:
     """Write the merged trace ``chakra_trace_link`` writes for this pair (``.gz`` output is gzipped);
     with ``output_path`` None, only link and check the pair. ``steps``: as ``convert_pair``."""
-    return _link(_path("host_path", host_path), _path("device_path", device_path),
-                 _path("output_path", output_path, optional=True), rank=_int("rank", rank),
-                 allow_mismatch=_bool("allow_mismatch", allow_mismatch), steps=_steps("steps", steps))
+    return _link(
+        _path("host_path", host_path),
+        _path("device_path", device_path),
+        _path("output_path", output_path, optional=True),
+        rank=_int("rank", rank),
+        allow_mismatch=_bool("allow_mismatch", allow_mismatch),
+        steps=_steps("steps", steps),
+    )
 
 
 def convert_all(
-    directory: PathArg, output_dir: PathArg, options: ConvertOptions | None = None, *, jobs: int | None = None,
-    prefix: str | None = None, allow_mismatch: bool = False,
+    directory: PathArg,
+    output_dir: PathArg,
+    options: ConvertOptions | None = None,
+    *,
+    jobs: int | None = None,
+    prefix: str | None = None,
+    allow_mismatch: bool = False,
     on_rank_done: Callable[[RankOutcome], None] | None = None,
-    ray_address: str | None = None, step: int | None = None,
+    ray_address: str | None = None,
+    step: int | None = None,
 ) -> MultiRankResult:
     """Link and convert every rank in ``directory`` into ``output_dir/<prefix>.<rank>.et`` (``prefix``
     None: the capture's name, from its files' names, else ``trace``), ``jobs`` ranks at a time
@@ -221,9 +264,17 @@ def convert_all(
         raise TypeError(f"prefix must be a str or None, got {type(prefix).__name__}")
     if ray_address is not None and not isinstance(ray_address, str):
         raise TypeError(f"ray_address must be a str or None, got {type(ray_address).__name__}")
-    return _convert_all(_path("directory", directory), _path("output_dir", output_dir), _options(options),
-                        jobs=_jobs("jobs", jobs), prefix=prefix, allow_mismatch=_bool("allow_mismatch", allow_mismatch),
-                        on_rank_done=_callable("on_rank_done", on_rank_done), ray_address=ray_address, step=step)
+    return _convert_all(
+        _path("directory", directory),
+        _path("output_dir", output_dir),
+        _options(options),
+        jobs=_jobs("jobs", jobs),
+        prefix=prefix,
+        allow_mismatch=_bool("allow_mismatch", allow_mismatch),
+        on_rank_done=_callable("on_rank_done", on_rank_done),
+        ray_address=ray_address,
+        step=step,
+    )
 
 
 def write_comm_groups(device_traces: Sequence[PathArg], output_path: PathArg) -> CommGroups:
@@ -245,9 +296,14 @@ def check(paths: PathArg | Sequence[PathArg], comm_groups: PathArg | None = None
     given = _path("comm_groups", comm_groups, optional=True)
     traces = [read_et(path) for path in files]
     group_path = given if given is not None else _job_comm_groups(files)
-    report = _check(traces, None if group_path is None else
-                    commgroups.read(group_path, "--comm-groups" if given is not None else "communicator group file",
-                                    check_ids=False))  # check reports bad ids among its problems
+    report = _check(
+        traces,
+        None
+        if group_path is None
+        else commgroups.read(
+            group_path, "--comm-groups" if given is not None else "communicator group file", check_ids=False
+        ),
+    )  # check reports bad ids among its problems
     report.comm_group_path = group_path
     return report
 
@@ -259,14 +315,17 @@ def _job_comm_groups(paths: Sequence[str]) -> str | None:
     return None if prefix is None else commgroups.find(prefix)
 
 
-
-
 # -- scale --
 
 
-
-def scale(in_prefix: PathArg, out_prefix: PathArg, ranks: int | None = None, *,
-          progress: Progress | None = None, compact: bool = False) -> ScaleResult:
+def scale(
+    in_prefix: PathArg,
+    out_prefix: PathArg,
+    ranks: int | None = None,
+    *,
+    progress: Progress | None = None,
+    compact: bool = False,
+) -> ScaleResult:
     """Write the captured job ``IN_PREFIX.<k>.et`` (k < K, ``--astra-sim`` output, with its
     communicator group file) as a data-parallel job of ``ranks`` ranks: ``OUT_PREFIX.<r>.et`` is
     captured rank r mod K (its bytes kept, a sub-group's ``pg_name`` renamed per copy of the job)
@@ -288,16 +347,21 @@ def find_comm_groups(prefix: PathArg) -> str | None:
     return commgroups.find(prefix)
 
 
-
-
 # -- simulate --
 
 
-
-def simulate(prefix: PathArg, options: SimulateOptions | None = None, *, timeline: PathArg | None = None,
-             json_output: PathArg | None = None,
-             progress: Callable[[SimulationProgress], None] | None = None, ranks: int | None = None,
-             exact: bool = False, compact: bool = False, work_dir: PathArg | None = None) -> SimulationResult:
+def simulate(
+    prefix: PathArg,
+    options: SimulateOptions | None = None,
+    *,
+    timeline: PathArg | None = None,
+    json_output: PathArg | None = None,
+    progress: Callable[[SimulationProgress], None] | None = None,
+    ranks: int | None = None,
+    exact: bool = False,
+    compact: bool = False,
+    work_dir: PathArg | None = None,
+) -> SimulationResult:
     """Run the job ``PREFIX.<rank>.et`` (ranks 0..N-1, its communicator groups beside it) in
     ASTRA-sim on the network of ``options`` and read the result from its log: per rank the
     simulated step, communication and exposed communication (ns), the job's step (the slowest
@@ -316,12 +380,23 @@ def simulate(prefix: PathArg, options: SimulateOptions | None = None, *, timelin
     if ranks is None:
         ranks, note = recorded_size(os.fspath(prefix))
     if ranks is not None:
-        result = _simulate_width(os.fspath(prefix), ranks, options or SimulateOptions(), exact=exact,
-                                 compact=compact, work_dir=None if work_dir is None else os.fspath(work_dir),
-                                 timeline=None if timeline is None else os.fspath(timeline), progress=progress)
+        result = _simulate_width(
+            os.fspath(prefix),
+            ranks,
+            options or SimulateOptions(),
+            exact=exact,
+            compact=compact,
+            work_dir=None if work_dir is None else os.fspath(work_dir),
+            timeline=None if timeline is None else os.fspath(timeline),
+            progress=progress,
+        )
     else:
-        result = simulate_prefix(os.fspath(prefix), options or SimulateOptions(),
-                                 timeline=None if timeline is None else os.fspath(timeline), progress=progress)
+        result = simulate_prefix(
+            os.fspath(prefix),
+            options or SimulateOptions(),
+            timeline=None if timeline is None else os.fspath(timeline),
+            progress=progress,
+        )
     if note is not None:
         result = dataclasses.replace(result, warnings=[note, *result.warnings])
     if json_target is not None:
@@ -331,12 +406,22 @@ def simulate(prefix: PathArg, options: SimulateOptions | None = None, *, timelin
     return result
 
 
-def simulate_sweep(prefix: PathArg, values: Sequence[int | float | str], topologies: Sequence[str],
-                   options: SimulateOptions | None = None, *, out_prefix: PathArg | None = None,
-                   work_dir: PathArg | None = None, on_point: Callable[[SweepPoint], None] | None = None,
-                   progress: Callable[[SimulationProgress], None] | None = None,
-                   compact: bool = False, key: str = "ranks", jobs: int = 1, ray: str | None = None,
-                   exact: bool = False) -> SweepResult:
+def simulate_sweep(
+    prefix: PathArg,
+    values: Sequence[int | float | str],
+    topologies: Sequence[str],
+    options: SimulateOptions | None = None,
+    *,
+    out_prefix: PathArg | None = None,
+    work_dir: PathArg | None = None,
+    on_point: Callable[[SweepPoint], None] | None = None,
+    progress: Callable[[SimulationProgress], None] | None = None,
+    compact: bool = False,
+    key: str = "ranks",
+    jobs: int = 1,
+    ray: str | None = None,
+    exact: bool = False,
+) -> SweepResult:
     """Simulate the job ``PREFIX.<rank>.et`` at each of ``values`` of ``key`` on each topology:
     ``ranks`` (the job scaled to each count with ``scale``, with ``compact`` each rank compacted),
     ``bandwidth`` (GB/s, every link) or ``accelerator`` (a roofline preset); writes ``OUT.md``
@@ -344,11 +429,22 @@ def simulate_sweep(prefix: PathArg, values: Sequence[int | float | str], topolog
     defaults to ``PREFIX.sweep``). ``jobs`` local processes, or the Ray cluster at ``ray``
     ("auto": ``ray.init``'s rule), run the values in parallel; the results are the same. A rank
     count runs on an equivalent reduced job where one is proven (docs/reduced.md), unless ``exact``."""
-    return _sweep(os.fspath(prefix), list(values), list(topologies), options or SimulateOptions(),
-                  scale=functools.partial(_scale_point, compact=_bool("compact", compact)),
-                  out_prefix=None if out_prefix is None else os.fspath(out_prefix),
-                  work_dir=None if work_dir is None else os.fspath(work_dir), on_point=on_point, progress=progress,
-                  scale_capture=compact, key=key, jobs=jobs, ray=ray, exact=exact)
+    return _sweep(
+        os.fspath(prefix),
+        list(values),
+        list(topologies),
+        options or SimulateOptions(),
+        scale=functools.partial(_scale_point, compact=_bool("compact", compact)),
+        out_prefix=None if out_prefix is None else os.fspath(out_prefix),
+        work_dir=None if work_dir is None else os.fspath(work_dir),
+        on_point=on_point,
+        progress=progress,
+        scale_capture=compact,
+        key=key,
+        jobs=jobs,
+        ray=ray,
+        exact=exact,
+    )
 
 
 def _scale_point(source: str, target: str, count: int, *, compact: bool) -> ScaleResult:
@@ -359,9 +455,13 @@ def _scale_point(source: str, target: str, count: int, *, compact: bool) -> Scal
 # -- text workloads (chakra_converter Text) --
 
 
-
 def text(
-    input_path: PathArg, output_prefix: PathArg, npus: int, passes: int = 1, *, first_dim: int | None = None,
+    input_path: PathArg,
+    output_prefix: PathArg,
+    npus: int,
+    passes: int = 1,
+    *,
+    first_dim: int | None = None,
     progress: Progress | None = None,
 ) -> TextResult:
     """Convert an ASTRA-sim 1.0 text workload into ``output_prefix.<npu>.et`` for ``npus`` NPUs and
@@ -369,10 +469,9 @@ def text(
     1.0's training loops for the ones it refuses (with ``output_prefix.comm_group.json`` where their
     collectives span groups of NPUs; ``first_dim``: NPUs in the network's first dimension, for
     HYBRID_CUSTOMIZED, default all). Every file is written, or none."""
-    return _convert_text(os.fspath(input_path), os.fspath(output_prefix), npus, passes, first_dim=first_dim,
-                         progress=progress)
-
-
+    return _convert_text(
+        os.fspath(input_path), os.fspath(output_prefix), npus, passes, first_dim=first_dim, progress=progress
+    )
 
 
 # -- compact --
@@ -383,30 +482,42 @@ def compact(input_path: PathArg, output_path: PathArg, *, progress: Progress | N
     return _compact_file(os.fspath(input_path), os.fspath(output_path), progress)
 
 
-def compact_ranks(in_prefix: PathArg, out_prefix: PathArg, *,
-                  on_rank_done: Callable[[CompactResult], None] | None = None) -> list[CompactResult]:
+def compact_ranks(
+    in_prefix: PathArg, out_prefix: PathArg, *, on_rank_done: Callable[[CompactResult], None] | None = None
+) -> list[CompactResult]:
     """``compact`` of every rank ``<in_prefix>.<r>.et`` into ``<out_prefix>.<r>.et``, all written
     or none (``on_rank_done`` is called for each once they all are)."""
     return _compact_ranks(os.fspath(in_prefix), os.fspath(out_prefix), on_rank_done)
 
 
 # -- tools: jsonize, visualize, generate (mlc-chakra's other tools) --
-def jsonize(input_path: PathArg, output_path: PathArg, layout: str = "document",
-            progress: Progress | None = None, jobs: int | None = None) -> JsonizeResult:
+def jsonize(
+    input_path: PathArg,
+    output_path: PathArg,
+    layout: str = "document",
+    progress: Progress | None = None,
+    jobs: int | None = None,
+) -> JsonizeResult:
     """Write a ``.et`` file as JSON: ``layout`` "document" (one JSON document: globalMetadata and
     a nodes array), "lines" (one object a line) or "chakra" (``chakra_jsonizer``'s exact bytes);
     a large plain file in ``jobs`` processes (default: the CPUs)."""
     return _jsonize(os.fspath(input_path), os.fspath(output_path), layout, progress, jobs)
 
 
-def generate(output_dir: PathArg, options: GenerateOptions | None = None,
-             progress: Progress | None = None) -> GenerateResult:
+def generate(
+    output_dir: PathArg, options: GenerateOptions | None = None, progress: Progress | None = None
+) -> GenerateResult:
     """Write ``chakra_generator``'s microbenchmark traces (its bytes) in ``output_dir``."""
     return _generate(os.fspath(output_dir), options, progress)
 
 
-def visualize(input_path: PathArg, output_path: PathArg, cut: GraphCut | None = None,
-              progress: Progress | None = None, laid_out: bool = False) -> VisualizeResult:
+def visualize(
+    input_path: PathArg,
+    output_path: PathArg,
+    cut: GraphCut | None = None,
+    progress: Progress | None = None,
+    laid_out: bool = False,
+) -> VisualizeResult:
     """Draw a ``.et`` file as ``chakra_visualizer``'s graph, streamed: ``.dot`` or ``.graphml``
     (``.pdf``/``.svg``, and with ``laid_out`` a ``.dot`` as the reference writes it, through
     graphviz's ``dot`` where it is installed); ``cut`` keeps an id range, the neighbourhood of a
@@ -415,8 +526,9 @@ def visualize(input_path: PathArg, output_path: PathArg, cut: GraphCut | None = 
 
 
 # -- roofline --
-def roofline_cost(name: str, in_shapes: Sequence[Any], in_types: Sequence[Any], out_shapes: Sequence[Any],
-                  out_types: Sequence[Any]) -> Cost:
+def roofline_cost(
+    name: str, in_shapes: Sequence[Any], in_types: Sequence[Any], out_shapes: Sequence[Any], out_types: Sequence[Any]
+) -> Cost:
     """The roofline rules of ``--roofline`` on one op: (class, FLOPs, bytes read + written) from its
     recorded shapes and types (``schema/opcost.py``); raises ``ValueError`` (``BadShapes``) when
     they cannot be read. ``ConvertOptions(roofline=True, target="accelerator")`` writes them."""

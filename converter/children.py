@@ -21,9 +21,14 @@ _PR_SET_PDEATHSIG = 1
 def run_child(command: Sequence[str], stdin: int | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run ``command`` with ``stdin`` (a descriptor; else nothing) and its output captured; raises
     ``OSError`` if it cannot start. Whatever happens, nothing it started is left running."""
-    with subprocess.Popen(list(command), stdin=subprocess.DEVNULL if stdin is None else stdin,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                          preexec_fn=_die_with_parent) as process:
+    with subprocess.Popen(
+        list(command),
+        stdin=subprocess.DEVNULL if stdin is None else stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    ) as process:
         try:
             stdout, stderr = process.communicate()
         finally:

@@ -236,11 +236,15 @@ class JsonObjectStream:
                 self._fill()
                 continue
             except RecursionError:  # the scanner recurses once per level of nesting
-                raise self._fail(self._at("JSON nested too deeply to read (arrays or objects inside "
-                                          "each other, hundreds of levels)")) from None
+                raise self._fail(
+                    self._at("JSON nested too deeply to read (arrays or objects inside each other, hundreds of levels)")
+                ) from None
             except ValueError:  # int(): Python's limit on the digits of a number it converts
-                raise self._fail(self._at("a number too long to read (an integer of more than "
-                                          f"{sys.get_int_max_str_digits():,} digits)")) from None
+                raise self._fail(
+                    self._at(
+                        f"a number too long to read (an integer of more than {sys.get_int_max_str_digits():,} digits)"
+                    )
+                ) from None
             if end > len(self._buf) - _CUT_MARGIN and not self._eof:  # a number may go on ("1" of "1e+5")
                 self._fill()
                 continue
@@ -346,8 +350,9 @@ class JsonObjectStream:
         if self.stopped_at is None:
             self._check_end()
 
-    def items_from(self, byte_offset: int | None, key: str, char_offset: int = 0,
-                   seen: frozenset[str] = frozenset()) -> Iterator[tuple[str, Any]]:
+    def items_from(
+        self, byte_offset: int | None, key: str, char_offset: int = 0, seen: frozenset[str] = frozenset()
+    ) -> Iterator[tuple[str, Any]]:
         """Like ``items``, starting at ``byte_offset`` (None: where the source is) at an element
         of the streamed array ``key``, ``char_offset`` characters into the text (for positions
         in errors); ``seen``: the top-level keys before ``key``, if known. The first pair is

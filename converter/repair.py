@@ -49,7 +49,7 @@ _SKIP = re.compile(rb"(?:" + _OUTSIDE + rb'+|"' + _PLAIN + rb'*(?:\\["\\/bfnrtu]
 _IN_STRING = re.compile(_PLAIN + rb"*")
 _ESCAPED = frozenset(b'"\\/bfnrtu')
 _TRACE_ARRAYS = frozenset({"nodes", "traceEvents"})  # a host/merged trace, a Kineto trace
-_OPEN, _CLOSE, _QUOTE, _BACKSLASH = b"{}\"\\"
+_OPEN, _CLOSE, _QUOTE, _BACKSLASH = b'{}"\\'
 
 
 @dataclass(frozen=True)
@@ -110,18 +110,29 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
     if not candidates and not before and scanner.open_start is not None:
         salvaged = _salvage_cut_off(source, target, scanner.open_start)
         if salvaged is not None:
-            return RepairResult(source, target.path, Span(salvaged.start, salvaged.end), [],
-                                salvaged.bytes_dropped, malformed, 0, salvaged)
+            return RepairResult(
+                source,
+                target.path,
+                Span(salvaged.start, salvaged.end),
+                [],
+                salvaged.bytes_dropped,
+                malformed,
+                0,
+                salvaged,
+            )
     if not candidates:
         where = f" among the last {_CANDIDATES:,} objects" if before else ""
-        raise TraceFormatError(source, f"holds no complete JSON object to keep{where} "
-                                       "(a trace: an object with a 'nodes' or 'traceEvents' array)")
+        raise TraceFormatError(
+            source,
+            f"holds no complete JSON object to keep{where} (a trace: an object with a 'nodes' or 'traceEvents' array)",
+        )
     kept = candidates[-1]
     with open_trace(source) as stream, atomic_text_output(target) as out:
         _copy_range(stream, out, kept)
     shown = scanner.first[:_SHOWN] if before else candidates[:-1][:_SHOWN]
-    return RepairResult(source, target.path, kept, shown, scanner.last_content - kept.end, malformed,
-                        before + len(candidates) - 1)
+    return RepairResult(
+        source, target.path, kept, shown, scanner.last_content - kept.end, malformed, before + len(candidates) - 1
+    )
 
 
 class _NothingToSalvage(Exception):

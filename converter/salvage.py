@@ -38,10 +38,12 @@ class Salvaged:
     orphans: int  # nodes whose ctrl_deps names no node that was written
 
     def describe(self) -> str:
-        return (f"the trace was cut off (its job ended before the observer closed it): kept its "
-                f"{self.nodes:,} complete nodes, dropped the {self.bytes_dropped:,} characters of a cut node "
-                f"after them; {self.orphans:,} nodes name a parent that was never written; "
-                "finish_ts marked missing (null)")
+        return (
+            f"the trace was cut off (its job ended before the observer closed it): kept its "
+            f"{self.nodes:,} complete nodes, dropped the {self.bytes_dropped:,} characters of a cut node "
+            f"after them; {self.orphans:,} nodes name a parent that was never written; "
+            "finish_ts marked missing (null)"
+        )
 
 
 class _Text:
@@ -61,7 +63,7 @@ class _Text:
             return False
         if self.pos > _CHUNK:
             self.base += self.pos
-            self.buf, self.pos = self.buf[self.pos:], 0
+            self.buf, self.pos = self.buf[self.pos :], 0
         read = 0
         while read < at_least:
             data = self.stream.read(_CHUNK)

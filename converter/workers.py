@@ -129,8 +129,9 @@ def signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def _run(parent: int, receiver: Connection, sender: Connection, function: Callable[..., Any],
-         args: tuple[Any, ...]) -> None:
+def _run(
+    parent: int, receiver: Connection, sender: Connection, function: Callable[..., Any], args: tuple[Any, ...]
+) -> None:
     """The worker's body: its signal handling and parent watch, the call, the result sent back."""
     try:
         become_worker(parent)

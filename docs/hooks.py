@@ -79,8 +79,15 @@ def _option(action: argparse.Action) -> tuple[str, str, str]:
     default = ""
     if action.default not in (None, False, argparse.SUPPRESS) and action.nargs != 0:
         default = f"`{action.default}`"
-    return names, _cell((action.help or "") % {"default": action.default, "prog": "", "dest": action.dest}
-                        if action.help and "%(" in action.help else action.help or ""), default
+    return (
+        names,
+        _cell(
+            (action.help or "") % {"default": action.default, "prog": "", "dest": action.dest}
+            if action.help and "%(" in action.help
+            else action.help or ""
+        ),
+        default,
+    )
 
 
 def reference(prog: str, command: str | None = None, level: int = 2) -> str:
@@ -100,7 +107,8 @@ def reference(prog: str, command: str | None = None, level: int = 2) -> str:
         usage = parser.format_usage().replace("usage: ", "", 1).strip()
         out.append("```\n" + usage + "\n```\n")
         rows = [
-            _option(a) for a in parser._actions
+            _option(a)
+            for a in parser._actions
             if a.help != argparse.SUPPRESS and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
         ]
         if rows:
@@ -123,6 +131,7 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 def on_files(files: Files, config: Any, **_: Any) -> Files:
     results = ROOT / "bench" / "results"
     for figure in sorted(results.glob("*.png")):
-        files.append(File(f"results/{figure.name}", str(results.parent), config["site_dir"],
-                          config["use_directory_urls"]))
+        files.append(
+            File(f"results/{figure.name}", str(results.parent), config["site_dir"], config["use_directory_urls"])
+        )
     return files

@@ -48,50 +48,77 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
         prog=prog,
         allow_abbrev=False,
         description="Pretrain GPT-2 or BERT on SQuAD text (data, tensor and pipeline parallel) and capture "
-                    "Chakra host+device traces.",
+        "Chakra host+device traces.",
         epilog="example: chakra-profile --model gpt2 --size tiny --nproc 4 --tp 2 --dp fsdp --steps 4 --convert",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     p.add_argument("--model", choices=MODELS, required=True, help="gpt2: causal LM; bert: masked LM")
-    p.add_argument("--size", choices=SIZE_CHOICES, default="auto",
-                   help="shape preset; 'base' (alias gpt2 / bert-base) is the real 124M / 110M shape; "
-                        "auto: base on GPUs, small on CPU (default)")
+    p.add_argument(
+        "--size",
+        choices=SIZE_CHOICES,
+        default="auto",
+        help="shape preset; 'base' (alias gpt2 / bert-base) is the real 124M / 110M shape; "
+        "auto: base on GPUs, small on CPU (default)",
+    )
     p.add_argument("--n-layer", type=_positive, help="override the preset's layer count")
     p.add_argument("--hidden", type=_positive, help="override the hidden width")
     p.add_argument("--n-head", type=_positive, help="override the attention head count")
     p.add_argument("--intermediate", type=_positive, help="override the MLP width")
     p.add_argument("--max-positions", type=_positive, help="override the position table size")
     p.add_argument("--seq-len", type=_positive, help="tokens per example (padded/truncated)")
-    p.add_argument("--vocab-size", type=_positive,
-                   help="embedding rows at least (default: the tokenizer's; base keeps the real size)")
+    p.add_argument(
+        "--vocab-size",
+        type=_positive,
+        help="embedding rows at least (default: the tokenizer's; base keeps the real size)",
+    )
     p.add_argument("--batch-size", type=_positive, default=4, help="examples per rank per step (default 4)")
     p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default 1e-4)")
     p.add_argument("--seed", type=int, default=0)
 
-    p.add_argument("--data", default=None,
-                   help="SQuAD v1.1 JSON file; 'squad' for the hub dataset; default: the shipped sample")
-    p.add_argument("--tokenizer", default=None,
-                   help="a real tokenizer (local path or hub name) instead of the offline default")
+    p.add_argument(
+        "--data", default=None, help="SQuAD v1.1 JSON file; 'squad' for the hub dataset; default: the shipped sample"
+    )
+    p.add_argument(
+        "--tokenizer", default=None, help="a real tokenizer (local path or hub name) instead of the offline default"
+    )
 
     p.add_argument("--nproc", type=_positive, default=1, help="ranks to launch (default 1)")
     p.add_argument("--backend", choices=BACKENDS, default="auto", help="auto: nccl on GPUs, gloo on CPU")
     p.add_argument("--device", choices=DEVICES, default="auto", help="auto: cuda when every rank has a GPU")
-    p.add_argument("--dp", choices=DP_MODES, default="ddp",
-                   help="how data parallelism synchronises: ddp (gradient all-reduce, default) or fsdp "
-                        "(FSDP2 fully_shard: parameter all-gather, gradient reduce-scatter)")
-    p.add_argument("--tp", type=_positive, default=1,
-                   help="tensor-parallel degree (Megatron-style column/row plans on attention and MLP)")
-    p.add_argument("--pp", type=_positive, default=1,
-                   help="pipeline-parallel stages (whole blocks); --nproc = data parallel x --tp x --pp")
-    p.add_argument("--microbatches", type=_positive, default=None,
-                   help="micro-batches per step with --pp (default: --pp)")
+    p.add_argument(
+        "--dp",
+        choices=DP_MODES,
+        default="ddp",
+        help="how data parallelism synchronises: ddp (gradient all-reduce, default) or fsdp "
+        "(FSDP2 fully_shard: parameter all-gather, gradient reduce-scatter)",
+    )
+    p.add_argument(
+        "--tp",
+        type=_positive,
+        default=1,
+        help="tensor-parallel degree (Megatron-style column/row plans on attention and MLP)",
+    )
+    p.add_argument(
+        "--pp",
+        type=_positive,
+        default=1,
+        help="pipeline-parallel stages (whole blocks); --nproc = data parallel x --tp x --pp",
+    )
+    p.add_argument(
+        "--microbatches", type=_positive, default=None, help="micro-batches per step with --pp (default: --pp)"
+    )
     p.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="pipeline schedule with --pp (default 1f1b)")
-    p.add_argument("--threads", type=_positive, default=None,
-                   help="CPU threads per rank (default: $OMP_NUM_THREADS, else 1)")
+    p.add_argument(
+        "--threads", type=_positive, default=None, help="CPU threads per rank (default: $OMP_NUM_THREADS, else 1)"
+    )
 
     p.add_argument("--steps", type=_positive, default=8, help="training steps (default 8)")
-    p.add_argument("--enable-tracing", action=argparse.BooleanOptionalAction, default=True,
-                   help="capture host and device traces (default on)")
+    p.add_argument(
+        "--enable-tracing",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="capture host and device traces (default on)",
+    )
     p.add_argument("--wait", type=_non_negative, default=2, help="steps before profiling starts (default 2)")
     p.add_argument("--warmup", type=_non_negative, default=1, help="profiled but discarded steps (default 1)")
     p.add_argument("--active", type=_positive, default=1, help="traced steps (default 1)")
@@ -99,15 +126,29 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
     p.add_argument("--outdir", default="outputs", help="where traces and the summary go (default outputs)")
     p.add_argument("--name", default=None, help="file name prefix (default {model}_{size}_np{ranks})")
     p.add_argument("--convert", action="store_true", help="convert each rank's traces to {name}.{rank}.et")
-    p.add_argument("--converter", choices=CONVERTERS, default="fast",
-                   help="fast: this project's converter (default); reference: mlc-chakra's")
-    p.add_argument("--compact", action="store_true",
-                   help="with --convert: write compacted .et files (fewer nodes, the same simulated time)")
-    p.add_argument("--roofline", action="store_true",
-                   help="with --convert: write num_ops and tensor_size on compute nodes (simulate --accelerator)")
-    p.add_argument("--target", choices=("captured", "accelerator"), default="captured",
-                   help="with --convert --roofline: 'accelerator' writes compute nodes as accelerator ops, timed by "
-                        "simulate's --accelerator roofline (default captured: the traced durations)")
+    p.add_argument(
+        "--converter",
+        choices=CONVERTERS,
+        default="fast",
+        help="fast: this project's converter (default); reference: mlc-chakra's",
+    )
+    p.add_argument(
+        "--compact",
+        action="store_true",
+        help="with --convert: write compacted .et files (fewer nodes, the same simulated time)",
+    )
+    p.add_argument(
+        "--roofline",
+        action="store_true",
+        help="with --convert: write num_ops and tensor_size on compute nodes (simulate --accelerator)",
+    )
+    p.add_argument(
+        "--target",
+        choices=("captured", "accelerator"),
+        default="captured",
+        help="with --convert --roofline: 'accelerator' writes compute nodes as accelerator ops, timed by "
+        "simulate's --accelerator roofline (default captured: the traced durations)",
+    )
     p.add_argument("--save-dir", default=None, help="save the trained model and tokenizer here")
     return p
 
@@ -144,11 +185,17 @@ def layout_of(args: argparse.Namespace, nproc: int | None = None) -> Layout:
     microbatches = args.microbatches if args.microbatches is not None else (args.pp if args.pp > 1 else 1)
     layout = make_layout(args.nproc if nproc is None else nproc, args.tp, args.pp, args.dp, microbatches, args.schedule)
     if args.size != "auto":
-        shape = resolve_shape(args.model, resolve_size(args.model, args.size, False),
-                              {k: getattr(args, k.replace("-", "_")) for k in
-                               ("n_layer", "hidden", "n_head", "intermediate", "max_positions", "seq_len")})
-        problems = shape_problems(layout, shape.n_layer, shape.hidden, shape.n_head, shape.intermediate,
-                                  args.batch_size)
+        shape = resolve_shape(
+            args.model,
+            resolve_size(args.model, args.size, False),
+            {
+                k: getattr(args, k.replace("-", "_"))
+                for k in ("n_layer", "hidden", "n_head", "intermediate", "max_positions", "seq_len")
+            },
+        )
+        problems = shape_problems(
+            layout, shape.n_layer, shape.hidden, shape.n_head, shape.intermediate, args.batch_size
+        )
         if problems:
             raise ValueError("the layout does not divide the model: " + "; ".join(problems))
     return layout
@@ -179,9 +226,14 @@ def without_nproc(argv: Sequence[str]) -> list[str]:
 def launch_command(argv: Sequence[str], nproc: int) -> list[str]:
     """The torchrun command line that starts ``nproc`` ranks of ``profiler.train``."""
     return [
-        sys.executable, "-m", "torch.distributed.run",
-        "--standalone", f"--nproc-per-node={nproc}",
-        "-m", "chakra_convert_fast.profiler.train", *without_nproc(argv),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "chakra_convert_fast.profiler.train",
+        *without_nproc(argv),
     ]
 
 
@@ -196,8 +248,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("chakra-profile: error: --roofline needs --convert with the fast converter", file=sys.stderr)
         return 2
     if args.target == "accelerator" and not args.roofline:
-        print("chakra-profile: error: --target accelerator needs --roofline (an accelerator op without num_ops "
-              "cannot be timed)", file=sys.stderr)
+        print(
+            "chakra-profile: error: --target accelerator needs --roofline (an accelerator op without num_ops "
+            "cannot be timed)",
+            file=sys.stderr,
+        )
         return 2
     if args.convert:
         try:

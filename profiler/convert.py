@@ -47,8 +47,16 @@ def comm_group_path(outdir: Path, name: str) -> Path:
 
 
 def convert_rank(
-    host: Path, device: Path, out: Path, rank: int, converter: str = "fast", *, astra_sim: bool = True,
-    compact: bool = False, roofline: bool = False, target: str = "captured",
+    host: Path,
+    device: Path,
+    out: Path,
+    rank: int,
+    converter: str = "fast",
+    *,
+    astra_sim: bool = True,
+    compact: bool = False,
+    roofline: bool = False,
+    target: str = "captured",
 ) -> dict[str, Any]:
     """Write ``out`` for one rank; returns the node count and the link's warnings. The fast
     converter writes ASTRA-sim's variant unless ``astra_sim`` is False (the reference's bytes),
@@ -56,14 +64,19 @@ def convert_rank(
     and its compute nodes as accelerator ops with ``target="accelerator"`` (docs/roofline.md)."""
     ensure_available(converter)
     if converter == "fast":
-        options = api.ConvertOptions(astra_sim=astra_sim, rank=rank, compact=compact, roofline=roofline,
-                                     target=target)
+        options = api.ConvertOptions(astra_sim=astra_sim, rank=rank, compact=compact, roofline=roofline, target=target)
         pair = api.convert_pair(host, device, out, options, rank=rank)
         conversion = pair.conversion
         nodes = conversion.nodes_written if conversion.compaction is None else conversion.compaction.nodes_written
-        return {"nodes_written": nodes, "comm_nodes": conversion.comm_nodes,
-                "astra_sim": astra_sim, "compact": compact, "roofline": roofline, "target": target,
-                "warnings": list(pair.link.warnings)}
+        return {
+            "nodes_written": nodes,
+            "comm_nodes": conversion.comm_nodes,
+            "astra_sim": astra_sim,
+            "compact": compact,
+            "roofline": roofline,
+            "target": target,
+            "warnings": list(pair.link.warnings),
+        }
     merged = out.with_suffix(".merged.json")
     linked = api.link(host, device, merged, rank=rank)
     reference.reference_convert(merged, out)

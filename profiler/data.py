@@ -122,9 +122,7 @@ class Collator:
             batch["labels"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
             return batch
         special = batch.pop("special_tokens_mask")
-        batch["input_ids"], batch["labels"] = mask_tokens(
-            batch["input_ids"], special, self.tokenizer, self.generator
-        )
+        batch["input_ids"], batch["labels"] = mask_tokens(batch["input_ids"], special, self.tokenizer, self.generator)
         return batch
 
 
@@ -139,9 +137,7 @@ def batches(
     )
     loader = DataLoader(encoded, batch_size=batch_size, sampler=sampler, collate_fn=collator, drop_last=True)
     if len(loader) == 0:
-        raise ValueError(
-            f"{len(encoded)} examples over {world_size} rank(s) give no full batch of {batch_size}"
-        )
+        raise ValueError(f"{len(encoded)} examples over {world_size} rank(s) give no full batch of {batch_size}")
     epoch = 0
     while True:
         sampler.set_epoch(epoch)

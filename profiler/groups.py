@@ -22,10 +22,27 @@ from torch.profiler import record_function
 from chakra_convert_fast.converter.convert.groups import marker_name
 
 #: The c10d ops the converter simulates or may meet, that take a process group.
-OPS = ("allreduce_", "allreduce_coalesced_", "broadcast_", "allgather_", "_allgather_base_",
-       "allgather_coalesced_", "allgather_into_tensor_coalesced_", "reduce_scatter_", "_reduce_scatter_base_",
-       "reduce_scatter_tensor_coalesced_", "alltoall_", "alltoall_base_", "send", "recv_", "recv_any_source_",
-       "barrier", "reduce_", "gather_", "scatter_")
+OPS = (
+    "allreduce_",
+    "allreduce_coalesced_",
+    "broadcast_",
+    "allgather_",
+    "_allgather_base_",
+    "allgather_coalesced_",
+    "allgather_into_tensor_coalesced_",
+    "reduce_scatter_",
+    "_reduce_scatter_base_",
+    "reduce_scatter_tensor_coalesced_",
+    "alltoall_",
+    "alltoall_base_",
+    "send",
+    "recv_",
+    "recv_any_source_",
+    "barrier",
+    "reduce_",
+    "gather_",
+    "scatter_",
+)
 
 _library: Any = None  # the registration lives as long as this object
 

@@ -49,8 +49,11 @@ class Layout:
         return out
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "mesh": {"dims": list(MESH_DIMS), "shape": [self.pp, self.dp, self.tp]},
-                "groups": self.groups()}
+        return {
+            **asdict(self),
+            "mesh": {"dims": list(MESH_DIMS), "shape": [self.pp, self.dp, self.tp]},
+            "groups": self.groups(),
+        }
 
 
 def make_layout(nproc: int, tp: int, pp: int, dp_mode: str, microbatches: int, schedule: str) -> Layout:
@@ -64,12 +67,16 @@ def make_layout(nproc: int, tp: int, pp: int, dp_mode: str, microbatches: int, s
     return Layout(nproc // (tp * pp), tp, pp, dp_mode, microbatches, schedule)
 
 
-def shape_problems(layout: Layout, n_layer: int, hidden: int, n_head: int, intermediate: int,
-                   batch_size: int) -> list[str]:
+def shape_problems(
+    layout: Layout, n_layer: int, hidden: int, n_head: int, intermediate: int, batch_size: int
+) -> list[str]:
     """What in the model does not split over the layout (empty when it does)."""
     problems = []
-    for what, value in (("--n-head (attention heads)", n_head), ("--hidden", hidden),
-                        ("--intermediate (MLP width)", intermediate)):
+    for what, value in (
+        ("--n-head (attention heads)", n_head),
+        ("--hidden", hidden),
+        ("--intermediate (MLP width)", intermediate),
+    ):
         if value % layout.tp:
             problems.append(f"{what} {value} is not a multiple of --tp {layout.tp}")
     if n_layer < layout.pp:

@@ -35,8 +35,15 @@ class Trainer:
     """One training step over the layout; ``step`` returns the loss (NaN on pipeline stages
     that do not compute it)."""
 
-    def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer, schedule: Any = None,
-                 first: bool = True, last: bool = True, grad_group: Any = None) -> None:
+    def __init__(
+        self,
+        module: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        schedule: Any = None,
+        first: bool = True,
+        last: bool = True,
+        grad_group: Any = None,
+    ) -> None:
         self.module, self.optimizer, self.schedule = module, optimizer, schedule
         self.first, self.last = first, last
         self.grad_group = grad_group  # a pipeline stage's data-parallel group under ddp
@@ -84,8 +91,11 @@ def mesh_groups(mesh: Any, rank: int) -> dict[str, dict[str, Any]]:
         alone = {"pg_name": f"one:{rank}", "ranks": [rank]}
         world = dist.group.WORLD
         assert world is not None
-        return {"pp": alone, "dp": {"pg_name": world.group_name, "ranks": dist.get_process_group_ranks(world)},
-                "tp": dict(alone)}
+        return {
+            "pp": alone,
+            "dp": {"pg_name": world.group_name, "ranks": dist.get_process_group_ranks(world)},
+            "tp": dict(alone),
+        }
     out = {}
     for dim in MESH_DIMS:
         group = mesh[dim].get_group()
@@ -93,22 +103,23 @@ def mesh_groups(mesh: Any, rank: int) -> dict[str, dict[str, Any]]:
     return out
 
 
-def build(model_name: str, model: nn.Module, layout: Layout, rank: int, device: torch.device,
-          lr: float) -> tuple[Trainer, dict[str, Any]]:
+def build(
+    model_name: str, model: nn.Module, layout: Layout, rank: int, device: torch.device, lr: float
+) -> tuple[Trainer, dict[str, Any]]:
     """Split ``model`` (built alike on every rank) over ``layout``; returns the trainer and this
     rank's mesh groups (and, under FSDP, its units' parameter rows: ``fsdp_units``)."""
     from torch.distributed.device_mesh import init_device_mesh
 
     # data parallelism alone runs on the default group, as before layouts (no one-rank groups)
     plain = layout.tp == layout.pp == 1
-    mesh = None if plain else init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp),
-                                               mesh_dim_names=MESH_DIMS)
+    mesh = None if plain else init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp), mesh_dim_names=MESH_DIMS)
     coords = layout.coords(rank)
     first, last = coords["pp"] == 0, coords["pp"] == layout.pp - 1
     module: nn.Module = model
     if layout.pp > 1:
-        module = _stage(model_name, model, stage_layers(_n_layer(model_name, model), layout.pp, coords["pp"]),
-                        first, last)
+        module = _stage(
+            model_name, model, stage_layers(_n_layer(model_name, model), layout.pp, coords["pp"]), first, last
+        )
     if layout.tp > 1:
         for block in _blocks(model_name, module):
             _tensor_parallel(model_name, block, mesh["tp"], layout.tp)
@@ -126,8 +137,10 @@ def build(model_name: str, model: nn.Module, layout: Layout, rank: int, device: 
         stage = PipelineStage(module, coords["pp"], layout.pp, device, group=mesh["pp"].get_group())
         kind = Schedule1F1B if layout.schedule == "1f1b" else ScheduleGPipe
         schedule = kind(stage, layout.microbatches, loss_fn=_loss(model_name))
-    return (Trainer(module, optimizer, schedule, first, last, grad_group),
-            {**mesh_groups(mesh, rank), "fsdp_units": units})
+    return (
+        Trainer(module, optimizer, schedule, first, last, grad_group),
+        {**mesh_groups(mesh, rank), "fsdp_units": units},
+    )
 
 
 def _n_layer(model_name: str, model: nn.Module) -> int:
@@ -162,21 +175,31 @@ def _tensor_parallel(model_name: str, block: nn.Module, tp_mesh: Any, tp: int) -
         mlp.c_fc, mlp.c_proj = _as_linear(mlp.c_fc), _as_linear(mlp.c_proj)
         attn.split_size //= tp
         attn.num_heads //= tp
-        plan = {"attn.c_attn": ColwiseParallel(), "attn.c_proj": RowwiseParallel(),
-                "mlp.c_fc": ColwiseParallel(), "mlp.c_proj": RowwiseParallel()}
+        plan = {
+            "attn.c_attn": ColwiseParallel(),
+            "attn.c_proj": RowwiseParallel(),
+            "mlp.c_fc": ColwiseParallel(),
+            "mlp.c_proj": RowwiseParallel(),
+        }
     else:
         self_attn = block.attention.self
         self_attn.num_attention_heads //= tp
         self_attn.all_head_size //= tp
-        plan = {"attention.self.query": ColwiseParallel(), "attention.self.key": ColwiseParallel(),
-                "attention.self.value": ColwiseParallel(), "attention.output.dense": RowwiseParallel(),
-                "intermediate.dense": ColwiseParallel(), "output.dense": RowwiseParallel()}
+        plan = {
+            "attention.self.query": ColwiseParallel(),
+            "attention.self.key": ColwiseParallel(),
+            "attention.self.value": ColwiseParallel(),
+            "attention.output.dense": RowwiseParallel(),
+            "intermediate.dense": ColwiseParallel(),
+            "output.dense": RowwiseParallel(),
+        }
     parallelize_module(block, tp_mesh, plan)
 
 
 # -- data parallelism -----------------------------------------------------------------------------
-def _data_parallel(module: nn.Module, model_name: str, layout: Layout, mesh: Any, device: torch.device,
-                   units: list[list[list[int]]]) -> nn.Module:
+def _data_parallel(
+    module: nn.Module, model_name: str, layout: Layout, mesh: Any, device: torch.device, units: list[list[list[int]]]
+) -> nn.Module:
     if layout.dp_mode == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
@@ -199,6 +222,7 @@ def fsdp_units(module: nn.Module, blocks: list[nn.Module]) -> list[list[list[int
     ``[rows, bytes per row]`` as this rank holds it before sharding (tensor-parallel local shard):
     FSDP pads rows to a multiple of the data-parallel degree, so a unit's all-gather of one shard
     is ``sum(ceil(rows / D) * bytes per row)`` bytes, and ``scale`` can tell it for any degree."""
+
     def shape(p: torch.Tensor) -> list[int]:
         local = p.to_local() if hasattr(p, "to_local") else p
         rows = local.shape[0] if local.dim() else 1
@@ -214,8 +238,14 @@ def fsdp_units(module: nn.Module, blocks: list[nn.Module]) -> list[list[list[int
 class _Stage(nn.Module):
     """Whole blocks of the model; the first stage embeds token ids, the last returns logits."""
 
-    def __init__(self, embed: nn.Module | None, blocks: list[nn.Module], head: nn.Module | None,
-                 positions: nn.Module | None = None, drop: nn.Module | None = None) -> None:
+    def __init__(
+        self,
+        embed: nn.Module | None,
+        blocks: list[nn.Module],
+        head: nn.Module | None,
+        positions: nn.Module | None = None,
+        drop: nn.Module | None = None,
+    ) -> None:
         super().__init__()
         self.embed, self.positions, self.drop, self.head = embed, positions, drop, head
         self.blocks = nn.ModuleList(blocks)

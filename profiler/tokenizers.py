@@ -71,9 +71,7 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int = BERT_VOCAB_SIZE) -> 
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=list(BERT_SPECIALS), show_progress=False
-    )
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(BERT_SPECIALS), show_progress=False)
     tok.train_from_iterator(texts, trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(

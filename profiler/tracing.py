@@ -84,9 +84,7 @@ def capture(paths: TracePaths, schedule: Schedule, cuda: bool) -> Iterator[Stepp
 
     with profile(
         activities=activities,
-        schedule=make_schedule(
-            wait=schedule.wait, warmup=schedule.warmup, active=schedule.active, repeat=1
-        ),
+        schedule=make_schedule(wait=schedule.wait, warmup=schedule.warmup, active=schedule.active, repeat=1),
         on_trace_ready=save_device_trace,
         record_shapes=True,
         execution_trace_observer=observer,

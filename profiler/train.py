@@ -114,8 +114,12 @@ def shared_tokenizer(args: argparse.Namespace, dataset: Any, where: Placement) -
 
 def configure_logging(rank: int) -> None:
     """Rank 0 speaks; the others only warn."""
-    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
-                        format=f"[rank{rank}] %(message)s", stream=sys.stderr, force=True)
+    logging.basicConfig(
+        level=logging.INFO if rank == 0 else logging.WARNING,
+        format=f"[rank{rank}] %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
 
 
 def train_steps(
@@ -141,8 +145,7 @@ def train_steps(
             record.step_times_s.append(elapsed)
             record.phases.append(phase)
             record.losses.append(None if math.isnan(loss_value) else loss_value)
-            log.info("step %d/%d loss %.4f time %.1f ms [%s]", step + 1, args.steps, loss_value,
-                     elapsed * 1e3, phase)
+            log.info("step %d/%d loss %.4f time %.1f ms [%s]", step + 1, args.steps, loss_value, elapsed * 1e3, phase)
             tick = time.perf_counter()
             prof.step()
             finalize += time.perf_counter() - tick
@@ -151,20 +154,30 @@ def train_steps(
     return record
 
 
-def inspect_and_convert(record: StepRecord, args: argparse.Namespace, paths: tracing.TracePaths,
-                        name: str) -> None:
+def inspect_and_convert(record: StepRecord, args: argparse.Namespace, paths: tracing.TracePaths, name: str) -> None:
     """Check this rank's finished traces and convert them when asked; the profiler has exited."""
     record.host = tracing.inspect_host(paths.host)
     record.device = tracing.inspect_device(paths.device)
     if args.convert:
         out = convert.et_path(Path(args.outdir), name, record.rank)
         tick = time.perf_counter()
-        info = convert.convert_rank(paths.host, paths.device, out, record.rank, args.converter,
-                                    compact=getattr(args, "compact", False),
-                                    roofline=getattr(args, "roofline", False),
-                                    target=getattr(args, "target", "captured"))
-        record.et = {"path": str(out), "bytes": out.stat().st_size, "converter": args.converter, **info,
-                     "seconds": round(time.perf_counter() - tick, 3)}
+        info = convert.convert_rank(
+            paths.host,
+            paths.device,
+            out,
+            record.rank,
+            args.converter,
+            compact=getattr(args, "compact", False),
+            roofline=getattr(args, "roofline", False),
+            target=getattr(args, "target", "captured"),
+        )
+        record.et = {
+            "path": str(out),
+            "bytes": out.stat().st_size,
+            "converter": args.converter,
+            **info,
+            "seconds": round(time.perf_counter() - tick, 3),
+        }
         log.info("wrote %s with the %s converter", out, args.converter)
         for warning in info["warnings"]:
             log.info("%s: %s", out.name, warning)
@@ -179,8 +192,12 @@ def summarize(meta: dict[str, Any], records: list[StepRecord], active: int) -> d
 
     Step 0 is left out of the untraced median: it pays for DDP's bucket setup and lazy inits.
     """
-    untraced = [t for r in records for i, (t, ph) in enumerate(zip(r.step_times_s, r.phases, strict=True))
-                if i > 0 and ph in ("wait", "untraced")]
+    untraced = [
+        t
+        for r in records
+        for i, (t, ph) in enumerate(zip(r.step_times_s, r.phases, strict=True))
+        if i > 0 and ph in ("wait", "untraced")
+    ]
     traced = [t for r in records for t, ph in zip(r.step_times_s, r.phases, strict=True) if ph == "active"]
     per_step: dict[str, float] = {}
     for kind in ("host", "device"):
@@ -195,19 +212,37 @@ def summarize(meta: dict[str, Any], records: list[StepRecord], active: int) -> d
     }
 
 
-def build_meta(args: argparse.Namespace, where: Placement, size: str, shape: models.Shape,
-               parameters: int, vocab_size: int, name: str) -> dict[str, Any]:
+def build_meta(
+    args: argparse.Namespace,
+    where: Placement,
+    size: str,
+    shape: models.Shape,
+    parameters: int,
+    vocab_size: int,
+    name: str,
+) -> dict[str, Any]:
     """The run's fixed facts for the summary."""
     import transformers
 
     return {
-        "name": name, "model": args.model, "size": size, "shape": shape.as_dict(),
-        "parameters": parameters, "vocab_size": vocab_size, "world_size": where.world_size,
-        "backend": where.backend, "device": where.device.type, "threads": torch.get_num_threads(),
-        "batch_size": args.batch_size, "steps": args.steps, "tracing": args.enable_tracing,
+        "name": name,
+        "model": args.model,
+        "size": size,
+        "shape": shape.as_dict(),
+        "parameters": parameters,
+        "vocab_size": vocab_size,
+        "world_size": where.world_size,
+        "backend": where.backend,
+        "device": where.device.type,
+        "threads": torch.get_num_threads(),
+        "batch_size": args.batch_size,
+        "steps": args.steps,
+        "tracing": args.enable_tracing,
         "schedule": {"wait": args.wait, "warmup": args.warmup, "active": args.active},
         "data": args.data or data.SAMPLE,
-        "torch": torch.__version__, "transformers": transformers.__version__, "malloc": malloc_in_use(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "malloc": malloc_in_use(),
     }
 
 
@@ -231,8 +266,9 @@ def malloc_in_use(maps: Path = Path("/proc/self/maps")) -> str:
     return "glibc"
 
 
-def prepare_batches(args: argparse.Namespace, where: Placement, seq_len: int,
-                    layout: Layout) -> tuple[Any, Iterator[Any]]:
+def prepare_batches(
+    args: argparse.Namespace, where: Placement, seq_len: int, layout: Layout
+) -> tuple[Any, Iterator[Any]]:
     """Tokenizer and endless per-replica batches (the ranks of one data-parallel replica, its
     tensor and pipeline ranks, see the same ones); local rank 0 fills the ``datasets`` cache first."""
     with local_leader_first(where):
@@ -260,9 +296,21 @@ def write_layout(outdir: Path, name: str, layout: Layout, records: list[StepReco
     dimension, what ``chakra-convert-fast scale`` needs to scale this layout."""
     out = outdir / f"{name}{LAYOUT_SUFFIX}"
     ranks = [r.groups if r is not None else None for r in records]
-    out.write_text(json.dumps({"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "dp_mode": layout.dp_mode,
-                               "microbatches": layout.microbatches, "schedule": layout.schedule,
-                               "ranks": ranks}) + "\n", encoding="utf-8")
+    out.write_text(
+        json.dumps(
+            {
+                "dp": layout.dp,
+                "tp": layout.tp,
+                "pp": layout.pp,
+                "dp_mode": layout.dp_mode,
+                "microbatches": layout.microbatches,
+                "schedule": layout.schedule,
+                "ranks": ranks,
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     log.info("layout: %s", out)
     return str(out)
 
@@ -271,8 +319,12 @@ def write_summary(summary: dict[str, Any], outdir: Path, name: str) -> Path:
     out = outdir / f"{name}_summary.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    log.info("summary: %s (untraced %s s/step, traced %s s/step)", out,
-             summary["step_time_s"]["untraced_median"], summary["step_time_s"]["traced_median"])
+    log.info(
+        "summary: %s (untraced %s s/step, traced %s s/step)",
+        out,
+        summary["step_time_s"]["untraced_median"],
+        summary["step_time_s"]["traced_median"],
+    )
     return out
 
 
@@ -291,22 +343,37 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
         size = models.resolve_size(args.model, args.size, where.device.type == "cuda")
         shape = models.resolve_shape(args.model, size, {k: getattr(args, k) for k in models.Shape.knobs()})
         name = args.name or f"{args.model}_{size}_np{where.world_size}"
-        problems = shape_problems(layout, shape.n_layer, shape.hidden, shape.n_head, shape.intermediate,
-                                  args.batch_size)
+        problems = shape_problems(
+            layout, shape.n_layer, shape.hidden, shape.n_head, shape.intermediate, args.batch_size
+        )
         if problems:
             raise ValueError("the layout does not divide the model: " + "; ".join(problems))
         tokenizer, stream = prepare_batches(args, where, shape.seq_len, layout)
-        special = {"bos": tokenizer.bos_token_id or 0, "eos": tokenizer.eos_token_id or 0,
-                   "pad": tokenizer.pad_token_id or 0}
+        special = {
+            "bos": tokenizer.bos_token_id or 0,
+            "eos": tokenizer.eos_token_id or 0,
+            "pad": tokenizer.pad_token_id or 0,
+        }
         torch.manual_seed(args.seed)
         vocab_size = models.embedding_rows(shape, len(tokenizer), trained=args.model == "bert" and not args.tokenizer)
         # transformers wraps Module.to with functools.wraps, which mypy types without its self
         model = models.build_model(args.model, shape, vocab_size, special).to(where.device)  # type: ignore[arg-type]
         meta = build_meta(args, where, size, shape, models.count_parameters(model), vocab_size, name)
         meta["layout"] = layout.as_dict()
-        log.info("%s %s: %s, %d parameters, %d rank(s) on %s/%s, layout dp=%d (%s) tp=%d pp=%d", args.model, size,
-                 shape, meta["parameters"], where.world_size, where.device.type, where.backend, layout.dp,
-                 layout.dp_mode, layout.tp, layout.pp)
+        log.info(
+            "%s %s: %s, %d parameters, %d rank(s) on %s/%s, layout dp=%d (%s) tp=%d pp=%d",
+            args.model,
+            size,
+            shape,
+            meta["parameters"],
+            where.world_size,
+            where.device.type,
+            where.backend,
+            layout.dp,
+            layout.dp_mode,
+            layout.tp,
+            layout.pp,
+        )
         trainer, mesh_groups = parallel.build(args.model, model, layout, where.rank, where.device, args.lr)
         schedule = tracing.Schedule(args.wait, args.warmup, args.active)
         paths = tracing.TracePaths.for_rank(Path(args.outdir), name, where.rank)

@@ -50,9 +50,16 @@ def worker(rank: int, world: int, outdir: str, extras: tuple[str, ...]) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     # loss_type: a config attribute that GPT2Config's signature does not list
-    config = GPT2Config(n_layer=2, n_embd=64,  # type: ignore[call-arg]
-                         n_head=2, n_positions=64, vocab_size=512,
-                        bos_token_id=0, eos_token_id=0, loss_type="ForCausalLM")
+    config = GPT2Config(
+        n_layer=2,
+        n_embd=64,  # type: ignore[call-arg]
+        n_head=2,
+        n_positions=64,
+        vocab_size=512,
+        bos_token_id=0,
+        eos_token_id=0,
+        loss_type="ForCausalLM",
+    )
     model = torch.nn.parallel.DistributedDataParallel(GPT2LMHeadModel(config))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     generator = torch.Generator().manual_seed(rank)

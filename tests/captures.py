@@ -36,10 +36,29 @@ class Run:
 
     def argv(self, outdir: Path) -> list[str]:
         return [
-            "--model", self.model, "--size", "tiny", "--seq-len", "32", "--batch-size", "2",
-            "--nproc", str(self.nproc), "--steps", str(self.wait + self.warmup + self.active),
-            "--wait", str(self.wait), "--warmup", str(self.warmup), "--active", str(self.active),
-            "--outdir", str(outdir), "--name", self.name, *self.extra,
+            "--model",
+            self.model,
+            "--size",
+            "tiny",
+            "--seq-len",
+            "32",
+            "--batch-size",
+            "2",
+            "--nproc",
+            str(self.nproc),
+            "--steps",
+            str(self.wait + self.warmup + self.active),
+            "--wait",
+            str(self.wait),
+            "--warmup",
+            str(self.warmup),
+            "--active",
+            str(self.active),
+            "--outdir",
+            str(outdir),
+            "--name",
+            self.name,
+            *self.extra,
         ]
 
 
@@ -76,8 +95,12 @@ def offline_env(tmp: Path) -> dict[str, str]:
     """No hub, fresh caches, one thread per rank, and this checkout importable."""
     env = dict(os.environ)
     env.update(
-        HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-        HF_HOME=str(tmp / "hf"), CHAKRA_PROFILE_CACHE=str(tmp / "cache"), OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_HOME=str(tmp / "hf"),
+        CHAKRA_PROFILE_CACHE=str(tmp / "cache"),
+        OMP_NUM_THREADS="1",
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
     )
     return env
@@ -88,11 +111,13 @@ def capture(run: Run, tmp: Path) -> Done:
     argv = [str(tmp / "save") if a == "SAVE" else a for a in run.argv(tmp / "outputs")]
     proc = subprocess.run(
         [sys.executable, "-m", "chakra_convert_fast.profiler.cli", *argv],
-        cwd=tmp, env=offline_env(tmp), capture_output=True, text=True, timeout=900,
+        cwd=tmp,
+        env=offline_env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     output = proc.stdout + proc.stderr
     if proc.returncode != 0:
         raise AssertionError(f"chakra-profile {' '.join(argv)} failed:\n{output[-4000:]}")
     return Done(run, tmp / "outputs", output)
-
-

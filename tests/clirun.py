@@ -39,11 +39,23 @@ class Hang(AssertionError):
     """The command did not end within its time limit."""
 
 
-def run_cli(*args: str | Path, timeout: float = 120, preexec_fn: Callable[[], None] | None = None,
-            cwd: Path | None = None, env: dict[str, str] | None = None) -> Done:
+def run_cli(
+    *args: str | Path,
+    timeout: float = 120,
+    preexec_fn: Callable[[], None] | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Done:
     with subprocess.Popen(
-        [*cli_for(preexec_fn), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True, preexec_fn=preexec_fn, cwd=cwd, env=env, errors="backslashreplace",
+        [*cli_for(preexec_fn), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=preexec_fn,
+        cwd=cwd,
+        env=env,
+        errors="backslashreplace",
     ) as process:
         try:
             out, err = process.communicate(timeout=timeout)
@@ -139,12 +151,18 @@ def _python_for_nobody() -> tuple[str, str] | str:
     prelude = f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n"
     for python, first in ((sys.executable, ""), (system, prelude)):
         with suppress(OSError, subprocess.SubprocessError):
-            if subprocess.run([python, "-c", first + probe], preexec_fn=drop, capture_output=True, cwd="/",
-                              timeout=60).returncode == 0:
+            if (
+                subprocess.run(
+                    [python, "-c", first + probe], preexec_fn=drop, capture_output=True, cwd="/", timeout=60
+                ).returncode
+                == 0
+            ):
                 return python, first
-    return (f"the user nobody can neither run {sys.executable} nor import this checkout with {system} "
-            f"(a folder above {Path(__file__).parents[1]} or the environment is private): run the suite "
-            "from a checkout others may read to test as nobody")
+    return (
+        f"the user nobody can neither run {sys.executable} nor import this checkout with {system} "
+        f"(a folder above {Path(__file__).parents[1]} or the environment is private): run the suite "
+        "from a checkout others may read to test as nobody"
+    )
 
 
 def cli_for(preexec_fn: Callable[[], None] | None) -> list[str]:
@@ -154,8 +172,12 @@ def cli_for(preexec_fn: Callable[[], None] | None) -> list[str]:
     python, prelude = python_for_nobody()
     if not prelude:
         return CLI
-    return [python, "-c", prelude + "import runpy; runpy.run_module('chakra_convert_fast.converter', "
-            "run_name='__main__', alter_sys=True)"]
+    return [
+        python,
+        "-c",
+        prelude + "import runpy; runpy.run_module('chakra_convert_fast.converter', "
+        "run_name='__main__', alter_sys=True)",
+    ]
 
 
 @contextmanager

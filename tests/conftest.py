@@ -104,4 +104,3 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Run], Done]:
         return done[run]
 
     return get
-

@@ -170,9 +170,7 @@ def edge_case_pair(
         "nodes": nodes,
         "finish_ts": 2,
     }
-    meta = [
-        {"ph": "M", "name": "process_name", "ts": 999_000.0, "pid": PID, "tid": 0, "args": {"name": "python"}}
-    ]
+    meta = [{"ph": "M", "name": "process_name", "ts": 999_000.0, "pid": PID, "tid": 0, "args": {"name": "python"}}]
     step = [
         {
             "ph": "X",
@@ -225,15 +223,32 @@ def cyclic_pair(directory: str | Path) -> tuple[Path, Path]:
     for node in host_nodes:
         node_id = node["id"]
         node.update(inputs=_tensors(node_id), outputs=_tensors(node_id + 100), attrs=_attrs(node_id, tids[node_id]))
-    host = {"schema": SCHEMA, "pid": PID, "time": "2026-01-01 00:00:00", "start_ts": 1, "nodes": host_nodes,
-            "finish_ts": 2}
+    host = {
+        "schema": SCHEMA,
+        "pid": PID,
+        "time": "2026-01-01 00:00:00",
+        "start_ts": 1,
+        "nodes": host_nodes,
+        "finish_ts": 2,
+    }
     events = [
-        {"ph": "X", "cat": "cpu_op", "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": 10.0,
-         "args": {"External id": rf_id, "Record function id": rf_id}}
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": PID,
+            "tid": tid,
+            "ts": ts,
+            "dur": 10.0,
+            "args": {"External id": rf_id, "Record function id": rf_id},
+        }
         for name, rf_id, tid, ts in (("aten::x", 12, 101, 10.0), ("aten::c", 13, 102, 50.0), ("aten::p", 15, 101, 2e3))
     ]
-    device = {"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 1},
-              "traceEvents": events}
+    device = {
+        "schemaVersion": 1,
+        "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 1},
+        "traceEvents": events,
+    }
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     paths = (out / "rank0_host.json", out / "rank0_device.json")

@@ -30,8 +30,10 @@ def attrs(n: pb.Node) -> dict[str, Any]:
 def both(tmp_path: Path, convert: Any) -> tuple[dict[int, pb.Node], dict[int, pb.Node]]:
     convert(tmp_path / "default.et", ConvertOptions())
     convert(tmp_path / "astra.et", ConvertOptions(astra_sim=True, rank=0))
-    return ({n.id: n for n in read_et(tmp_path / "default.et")[1]},
-            {n.id: n for n in read_et(tmp_path / "astra.et")[1]})
+    return (
+        {n.id: n for n in read_et(tmp_path / "default.et")[1]},
+        {n.id: n for n in read_et(tmp_path / "astra.et")[1]},
+    )
 
 
 def assert_only_astra_changes(default: dict[int, pb.Node], astra: dict[int, pb.Node]) -> None:
@@ -55,7 +57,8 @@ def assert_only_astra_changes(default: dict[int, pb.Node], astra: dict[int, pb.N
             assert theirs.type == pb.COMP_NODE and ours.name.startswith("c10d::")
             assert attrs(ours)["is_cpu_op"] is False and "comm_size" in attrs(ours)
             assert {k: v for k, v in attrs(ours).items() if not k.startswith(("comm_", "pg_", "is_cpu"))} == {
-                k: v for k, v in attrs(theirs).items() if k != "is_cpu_op"}
+                k: v for k, v in attrs(theirs).items() if k != "is_cpu_op"
+            }
         else:
             assert attrs(ours) == attrs(theirs), node_id
             if ours.duration_micros != theirs.duration_micros:  # gloo work, counted by its collective
@@ -117,11 +120,13 @@ def test_each_host_collective_becomes_the_right_comm_node(tmp_path: Path) -> Non
 def test_gloo_work_keeps_no_duration_and_broadcast_takes_it(tmp_path: Path) -> None:
     default, astra = both(
         tmp_path,
-        lambda out, options: api.convert_pair(GLOO / "rank0_host.json.gz", GLOO / "rank0_device.json.gz", out,
-                                              options),
+        lambda out, options: api.convert_pair(GLOO / "rank0_host.json.gz", GLOO / "rank0_device.json.gz", out, options),
     )
-    zeroed = [i for i, n in astra.items() if n.name.startswith("gloo:") and n.duration_micros == 0
-              and default[i].duration_micros > 0]
+    zeroed = [
+        i
+        for i, n in astra.items()
+        if n.name.startswith("gloo:") and n.duration_micros == 0 and default[i].duration_micros > 0
+    ]
     assert zeroed
     broadcast = next(i for i, n in astra.items() if n.name == "c10d::broadcast_")
     work = next(i for i, n in default.items() if n.name == "gloo:broadcast")
@@ -138,8 +143,12 @@ def test_nccl_traces_keep_their_kernel_comm_nodes(tmp_path: Path) -> None:
 
 def test_metadata_dependents_inherit_its_dependencies(tmp_path: Path) -> None:
     nodes = [
-        op(1, PROCESS, 1), op(2, THREAD, 1), op(3, "aten::a", 2),
-        op(4, "## process_group:init ##", 2), op(5, "aten::b", 2), op(6, "aten::c", 4),
+        op(1, PROCESS, 1),
+        op(2, THREAD, 1),
+        op(3, "aten::a", 2),
+        op(4, "## process_group:init ##", 2),
+        op(5, "aten::b", 2),
+        op(6, "aten::c", 4),
     ]
     source = write_trace(trace(nodes), tmp_path / "t.json")
     default, astra = both(tmp_path, lambda out, options: api.convert(source, out, options))

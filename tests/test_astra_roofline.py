@@ -34,17 +34,25 @@ def roofline_ns(path: Path, peak_tflops: float, bandwidth_gbs: float) -> int:
 
 
 def run(prefix: Path, npus: int, peak: float, workdir: Path) -> list[astrasim.RankRun]:
-    sim = astrasim.simulate(prefix, npus, workdir=workdir, system_overrides={
-        "roofline-enabled": 1, "peak-perf": peak, "local-mem-bw": BANDWIDTH_GBS})
+    sim = astrasim.simulate(
+        prefix,
+        npus,
+        workdir=workdir,
+        system_overrides={"roofline-enabled": 1, "peak-perf": peak, "local-mem-bw": BANDWIDTH_GBS},
+    )
     assert sim.all_finished, sim.output[-3000:]
     return sim.ranks
 
 
 def test_cpu_capture_as_accelerator_follows_the_roofline(simulator: Path, tmp_path: Path) -> None:
     for rank in range(2):
-        api.convert_pair(GPT2 / f"rank{rank}_host.json.gz", GPT2 / f"rank{rank}_device.json.gz",
-                         tmp_path / f"gpt2.{rank}.et",
-                         ConvertOptions(astra_sim=True, roofline=True, target="accelerator"), rank=rank)
+        api.convert_pair(
+            GPT2 / f"rank{rank}_host.json.gz",
+            GPT2 / f"rank{rank}_device.json.gz",
+            tmp_path / f"gpt2.{rank}.et",
+            ConvertOptions(astra_sim=True, roofline=True, target="accelerator"),
+            rank=rank,
+        )
     computed = {}
     for peak in (0.05, 0.2):
         ranks = run(tmp_path / "gpt2", 2, peak, tmp_path / f"sim-{peak}")
@@ -63,9 +71,13 @@ def test_cpu_capture_keeps_replaying_without_the_target(simulator: Path, tmp_pat
     roofline enabled; the values change nothing."""
     for rank in range(2):
         for label, roofline in (("plain", False), ("costed", True)):
-            api.convert_pair(GPT2 / f"rank{rank}_host.json.gz", GPT2 / f"rank{rank}_device.json.gz",
-                             tmp_path / f"{label}.{rank}.et", ConvertOptions(astra_sim=True, roofline=roofline),
-                             rank=rank)
+            api.convert_pair(
+                GPT2 / f"rank{rank}_host.json.gz",
+                GPT2 / f"rank{rank}_device.json.gz",
+                tmp_path / f"{label}.{rank}.et",
+                ConvertOptions(astra_sim=True, roofline=roofline),
+                rank=rank,
+            )
     plain = run(tmp_path / "plain", 2, 0.1, tmp_path / "sim-plain")
     costed = run(tmp_path / "costed", 2, 0.1, tmp_path / "sim-costed")
     assert [r.cycles for r in plain] == [r.cycles for r in costed]
@@ -73,22 +85,27 @@ def test_cpu_capture_keeps_replaying_without_the_target(simulator: Path, tmp_pat
 
 def cpu_ns(path: Path) -> int:
     """ASTRA-sim's time for the CPU compute nodes of a file: their durations (us) as ns."""
-    return sum(node.duration_micros * 1000 for node in read_et(path)[1]
-               if node.type == 4 and {a.name: a for a in node.attr}["is_cpu_op"].bool_val)
+    return sum(
+        node.duration_micros * 1000
+        for node in read_et(path)[1]
+        if node.type == 4 and {a.name: a for a in node.attr}["is_cpu_op"].bool_val
+    )
 
 
-def test_host_time_captured_replays_the_host_between_the_roofline_ops(simulator: Path,
-                                                                     tmp_path: Path) -> None:
+def test_host_time_captured_replays_the_host_between_the_roofline_ops(simulator: Path, tmp_path: Path) -> None:
     """--host-time captured: the roofline ops take the same time (ASTRA-sim's GPU time), and each
     rank's step grows by its CPU ops' captured durations (they sit in the dependency chain between
     the roofline ops), plus at most the longer wait at the collectives (the ranks' host work differs)."""
     steps = {}
     for host_time in ("none", "captured"):
         for rank in range(2):
-            api.convert_pair(GPT2 / f"rank{rank}_host.json.gz", GPT2 / f"rank{rank}_device.json.gz",
-                             tmp_path / f"{host_time}.{rank}.et",
-                             ConvertOptions(astra_sim=True, roofline=True, target="accelerator", host_time=host_time),
-                             rank=rank)
+            api.convert_pair(
+                GPT2 / f"rank{rank}_host.json.gz",
+                GPT2 / f"rank{rank}_device.json.gz",
+                tmp_path / f"{host_time}.{rank}.et",
+                ConvertOptions(astra_sim=True, roofline=True, target="accelerator", host_time=host_time),
+                rank=rank,
+            )
         steps[host_time] = run(tmp_path / host_time, 2, 0.1, tmp_path / f"sim-{host_time}")
     for without, with_host in zip(steps["none"], steps["captured"], strict=True):
         path = tmp_path / f"captured.{with_host.rank}.et"
@@ -107,7 +124,8 @@ def test_unreadable_shapes_as_accelerator_finish(simulator: Path, tmp_path: Path
     num_ops); its unreadable nodes stay replayed CPU ops now, and every rank finishes."""
     trace = REAL_TRACES_DIR / "host" / "chakra_1.0.2_host_2rank.json.gz"
     for rank in range(2):  # the one captured rank, twice: a job of two
-        api.convert(trace, tmp_path / f"h.{rank}.et", ConvertOptions(astra_sim=True, roofline=True,
-                                                                       target="accelerator"))
+        api.convert(
+            trace, tmp_path / f"h.{rank}.et", ConvertOptions(astra_sim=True, roofline=True, target="accelerator")
+        )
     ranks = run(tmp_path / "h", 2, 0.1, tmp_path / "sim")
     assert len(ranks) == 2

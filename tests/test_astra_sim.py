@@ -28,11 +28,13 @@ RESNET_MERGED = REAL_TRACES_DIR / "resnet_ddp_synthetic_kineto" / "rank0_merged_
 BACKENDS = ("unaware", "aware")
 
 
-
-
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chakra_convert_fast.converter", *map(str, args)],
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "chakra_convert_fast.converter", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def comm_nodes(prefix: Path, npus: int) -> list[dict[str, int]]:

@@ -79,8 +79,14 @@ def test_the_feeder_patch_moves_the_alias_to_namespace_chakra() -> None:
 
 def test_the_script_pins_full_commits_and_the_docs_name_them() -> None:
     pins = _pins()
-    assert set(pins) == {"ASTRA_SIM_COMMIT", "CHAKRA_COMMIT", "ANALYTICAL_COMMIT", "REMOTE_MEMORY_COMMIT",
-                         "SPDLOG_COMMIT", "FMT_COMMIT"}
+    assert set(pins) == {
+        "ASTRA_SIM_COMMIT",
+        "CHAKRA_COMMIT",
+        "ANALYTICAL_COMMIT",
+        "REMOTE_MEMORY_COMMIT",
+        "SPDLOG_COMMIT",
+        "FMT_COMMIT",
+    }
     assert all(len(commit) == 40 for commit in pins.values())
     assert pins["ASTRA_SIM_COMMIT"].startswith("518bd51") and pins["CHAKRA_COMMIT"].startswith("f37c2bb")
     docs = (ROOT / "docs" / "getting-astra-sim.md").read_text()
@@ -101,7 +107,8 @@ def test_shellcheck_passes() -> None:
 def test_the_patch_applies_to_chakra_at_the_pinned_commit() -> None:
     source = os.environ.get("CHAKRA_SRC")
     if not source:
-        pytest.skip("CHAKRA_SRC is not set: point it at astra-sim/chakra's tree at the pinned commit to run "
-                    "git apply --check")
+        pytest.skip(
+            "CHAKRA_SRC is not set: point it at astra-sim/chakra's tree at the pinned commit to run git apply --check"
+        )
     done = subprocess.run(["git", "apply", "--check", str(PATCHES[0])], cwd=source, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -13,8 +13,13 @@ MB = 1024 * 1024
 
 
 def _bench(name: str, nodes: int, ours_s: float, ref_s: float | None) -> dict[str, object]:
-    info: dict[str, object] = {"nodes": nodes, "ranks": 2, "ours_s": ours_s, "ours_peak_rss": 50 * MB,
-                               "ours_peak_pss": 40 * MB}
+    info: dict[str, object] = {
+        "nodes": nodes,
+        "ranks": 2,
+        "ours_s": ours_s,
+        "ours_peak_rss": 50 * MB,
+        "ours_peak_pss": 40 * MB,
+    }
     if ref_s is not None:
         info.update(ref_s=ref_s, ref_peak_rss=500 * MB, ref_peak_pss=400 * MB)
     return {"name": name, "extra_info": info}
@@ -42,6 +47,7 @@ def test_rows_sorted_with_ratios(saved: Path) -> None:
 @pytest.mark.slow
 def test_main_writes_table_and_png(saved: Path, tmp_path: Path) -> None:
     import matplotlib  # noqa: F401 - a missing dependency fails, never skips
+
     out = tmp_path / "out"
     assert main([str(saved), "--out", str(out)]) == 0
     assert (out / "benchmark.md").read_text().startswith("| trace |")
@@ -56,14 +62,41 @@ def test_main_without_results_fails_cleanly(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_scaling_and_ray_tables(tmp_path: Path) -> None:
-    scaling = [{"kind": "scaling", "packing": p, "nodes": 1000, "jobs": j, "ours_s": s, "ours_peak_rss": 10 * MB,
-                "ours_peak_pss": 8 * MB,
-                "processes": j, "sequential_fraction": 0.3} for p, j, s in (("json", 1, 4.0), ("json", 2, 2.5))]
-    ray = [{"kind": "ray", "ranks": 16, "nodes_per_rank": 1000, "ray_nodes": 2, "local_s": 9.0, "ray_s": 10.0,
-            "rank_seconds_mean": 1.5, "rank_seconds_max": 2.0}]
+    scaling = [
+        {
+            "kind": "scaling",
+            "packing": p,
+            "nodes": 1000,
+            "jobs": j,
+            "ours_s": s,
+            "ours_peak_rss": 10 * MB,
+            "ours_peak_pss": 8 * MB,
+            "processes": j,
+            "sequential_fraction": 0.3,
+        }
+        for p, j, s in (("json", 1, 4.0), ("json", 2, 2.5))
+    ]
+    ray = [
+        {
+            "kind": "ray",
+            "ranks": 16,
+            "nodes_per_rank": 1000,
+            "ray_nodes": 2,
+            "local_s": 9.0,
+            "ray_s": 10.0,
+            "rank_seconds_mean": 1.5,
+            "rank_seconds_max": 2.0,
+        }
+    ]
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"benchmarks": [{"name": "x", "extra_info": i} for i in scaling + ray]
-                                + [_bench("small", 10_000, 1.0, 4.0)]}))
+    path.write_text(
+        json.dumps(
+            {
+                "benchmarks": [{"name": "x", "extra_info": i} for i in scaling + ray]
+                + [_bench("small", 10_000, 1.0, 4.0)]
+            }
+        )
+    )
     assert [r.nodes for r in load_rows([path])] == [10_000]  # scaling and Ray rows are not conversions
     assert main([str(path), "--out", str(tmp_path), "--machines", "4", "--cores", "2"]) == 0
     table = (tmp_path / "benchmark.md").read_text()

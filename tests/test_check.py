@@ -23,8 +23,12 @@ GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chakra_convert_fast.converter", *map(str, args)],
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "chakra_convert_fast.converter", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def attr(name: str, value: Any) -> pb.AttributeProto:
@@ -35,15 +39,22 @@ def attr(name: str, value: Any) -> pb.AttributeProto:
     return pb.AttributeProto(name=name, string_val=value)
 
 
-def node(node_id: int, node_type: int = pb.COMP_NODE, deps: tuple[int, ...] = (), ctrl: tuple[int, ...] = (),
-         **attrs: Any) -> pb.Node:
-    return pb.Node(id=node_id, name=f"op{node_id}", type=node_type, data_deps=deps, ctrl_deps=ctrl,
-                   duration_micros=5, attr=[attr(k, v) for k, v in attrs.items()])
+def node(
+    node_id: int, node_type: int = pb.COMP_NODE, deps: tuple[int, ...] = (), ctrl: tuple[int, ...] = (), **attrs: Any
+) -> pb.Node:
+    return pb.Node(
+        id=node_id,
+        name=f"op{node_id}",
+        type=node_type,
+        data_deps=deps,
+        ctrl_deps=ctrl,
+        duration_micros=5,
+        attr=[attr(k, v) for k, v in attrs.items()],
+    )
 
 
 def allreduce(node_id: int, size: int, deps: tuple[int, ...] = (), pg: str = "0") -> pb.Node:
-    return node(node_id, pb.COMM_COLL_NODE, deps, comm_type=pb.ALL_REDUCE, comm_size=size, pg_name=pg,
-                is_cpu_op=False)
+    return node(node_id, pb.COMM_COLL_NODE, deps, comm_type=pb.ALL_REDUCE, comm_size=size, pg_name=pg, is_cpu_op=False)
 
 
 def write(path: Path, nodes: list[pb.Node]) -> Path:
@@ -150,26 +161,48 @@ RULES = {
     "no root": ([[node(1, deps=(2,)), node(2, deps=(1,))]], "no node is free", True),
     "metadata": ([[node(1), node(2, pb.METADATA_NODE, (1,))]], "METADATA", True),
     "invalid node": ([[node(1), node(2, pb.INVALID_NODE, (1,))]], "INVALID node(s)", False),
-    "comm on cpu": ([[node(1), node(2, pb.COMM_COLL_NODE, comm_type=0, comm_size=8, is_cpu_op=True)]],
-                    "marked is_cpu_op", True),
-    "unsupported collective": ([[node(1), node(2, pb.COMM_COLL_NODE, comm_type=pb.BARRIER, comm_size=0)]],
-                               "BARRIER is not a collective ASTRA-sim simulates", True),
-    "broadcast": ([[node(1), node(2, pb.COMM_COLL_NODE, comm_type=pb.BROADCAST, comm_size=8)]],
-                  "replayed for its duration", False),
+    "comm on cpu": (
+        [[node(1), node(2, pb.COMM_COLL_NODE, comm_type=0, comm_size=8, is_cpu_op=True)]],
+        "marked is_cpu_op",
+        True,
+    ),
+    "unsupported collective": (
+        [[node(1), node(2, pb.COMM_COLL_NODE, comm_type=pb.BARRIER, comm_size=0)]],
+        "BARRIER is not a collective ASTRA-sim simulates",
+        True,
+    ),
+    "broadcast": (
+        [[node(1), node(2, pb.COMM_COLL_NODE, comm_type=pb.BROADCAST, comm_size=8)]],
+        "replayed for its duration",
+        False,
+    ),
     "no comm size": ([[node(1), node(2, pb.COMM_COLL_NODE, comm_type=0)]], "comm_size None", True),
     "group name": ([[node(1), allreduce(2, 8, pg="default_pg")]], "not a decimal group id", True),
-    "send without tag": ([[node(1), node(2, pb.COMM_SEND_NODE, comm_dst=1, comm_size=8)], [node(1)]],
-                         "without comm_tag", True),
-    "counts differ": ([[allreduce(1, 8), allreduce(2, 8, (1,))], [allreduce(1, 8)]],
-                      "rank 1 issues 1 collectives, rank 0 2", True),
+    "send without tag": (
+        [[node(1), node(2, pb.COMM_SEND_NODE, comm_dst=1, comm_size=8)], [node(1)]],
+        "without comm_tag",
+        True,
+    ),
+    "counts differ": (
+        [[allreduce(1, 8), allreduce(2, 8, (1,))], [allreduce(1, 8)]],
+        "rank 1 issues 1 collectives, rank 0 2",
+        True,
+    ),
     "sizes differ": ([[allreduce(1, 8)], [allreduce(1, 16)]], "collective #1 is ALL_REDUCE of 16", True),
-    "group without file": ([[allreduce(1, 8, pg="1")], [allreduce(1, 8, pg="1")]], "no communicator group file",
-                           True),
-    "unmatched send": ([[node(1, pb.COMM_SEND_NODE, comm_dst=1, comm_tag=7, comm_size=8)],
-                        [node(1, pb.COMM_RECV_NODE, comm_src=0, comm_tag=8, comm_size=8)]],
-                       "send(s) 0 -> 1 (tag 7", True),
-    "send from another rank": ([[node(1, pb.COMM_SEND_NODE, comm_src=1, comm_dst=0, comm_tag=7, comm_size=8)],
-                                [node(1)]], "a SEND of rank 1 in rank 0's file", True),
+    "group without file": ([[allreduce(1, 8, pg="1")], [allreduce(1, 8, pg="1")]], "no communicator group file", True),
+    "unmatched send": (
+        [
+            [node(1, pb.COMM_SEND_NODE, comm_dst=1, comm_tag=7, comm_size=8)],
+            [node(1, pb.COMM_RECV_NODE, comm_src=0, comm_tag=8, comm_size=8)],
+        ],
+        "send(s) 0 -> 1 (tag 7",
+        True,
+    ),
+    "send from another rank": (
+        [[node(1, pb.COMM_SEND_NODE, comm_src=1, comm_dst=0, comm_tag=7, comm_size=8)], [node(1)]],
+        "a SEND of rank 1 in rank 0's file",
+        True,
+    ),
 }
 
 
@@ -197,8 +230,12 @@ def test_matched_send_and_receive_with_groups_pass(tmp_path: Path) -> None:
 
 def test_uneven_subgroups_before_the_default_group_are_flagged(tmp_path: Path) -> None:
     """ASTRA-sim numbers default-group collectives with a counter every collective advances."""
-    paths = job(tmp_path, [allreduce(1, 8, pg="1"), allreduce(2, 8, (1,))], [allreduce(1, 8, pg="2"),
-                allreduce(2, 8, (1,))], [allreduce(2, 8)])
+    paths = job(
+        tmp_path,
+        [allreduce(1, 8, pg="1"), allreduce(2, 8, (1,))],
+        [allreduce(1, 8, pg="2"), allreduce(2, 8, (1,))],
+        [allreduce(2, 8)],
+    )
     groups = tmp_path / "g.json"
     groups.write_text(json.dumps({"1": [0], "2": [1]}))
     done = cli("check", *paths, "--comm-groups", groups)
@@ -211,8 +248,12 @@ def test_our_gloo_conversion_of_every_op_passes_with_its_groups(tmp_path: Path) 
     paths = []
     for rank in range(4):
         paths.append(tmp_path / f"trace.{rank}.et")
-        api.convert_pair(traces / f"rank{rank}_host.json.gz", traces / f"rank{rank}_device.json.gz", paths[-1],
-                         ConvertOptions(astra_sim=True))
+        api.convert_pair(
+            traces / f"rank{rank}_host.json.gz",
+            traces / f"rank{rank}_device.json.gz",
+            paths[-1],
+            ConvertOptions(astra_sim=True),
+        )
     done = cli("check", *paths)
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("BROADCAST is replayed") == 4

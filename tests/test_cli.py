@@ -20,7 +20,10 @@ MERGED = REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_merged_by_chakra_trace_link.
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "chakra_convert_fast.converter", *args],
-        capture_output=True, text=True, check=False, cwd=cwd
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
     )
 
 
@@ -68,8 +71,9 @@ def test_break_cycles_writes_an_acyclic_trace_and_lists_removed_edges(tmp_path: 
 
 
 def test_api_result_counts(tmp_path: Path) -> None:
-    result = convert(REAL_TRACES_DIR / "resnet_ddp_synthetic_kineto" / "rank0_merged_by_chakra_trace_link.json.gz",
-                     tmp_path / "o.et")
+    result = convert(
+        REAL_TRACES_DIR / "resnet_ddp_synthetic_kineto" / "rank0_merged_by_chakra_trace_link.json.gz", tmp_path / "o.et"
+    )
     _, nodes = read_et(tmp_path / "o.et")
     assert result.nodes_written == len(nodes) == 16_779
     assert result.comm_nodes == sum(n.type == pb.COMM_COLL_NODE for n in nodes) == 21

@@ -109,10 +109,13 @@ def test_existing_output_is_left_untouched_on_failure(tmp_path: Path) -> None:
 def test_cycle_error_lists_every_cycle(tmp_path: Path) -> None:
     nodes = cyclic_nodes()
     # a second, independent cycle on two more threads
-    nodes += [op(4, "[pytorch|profiler|execution_trace|thread]", 1, tid=3),
-              op(5, "[pytorch|profiler|execution_trace|thread]", 1, tid=4),
-              op(40, "aten::a", 4, tid=3, inter_thread_dep=50), op(41, "aten::b", 4, tid=3),
-              op(50, "aten::c", 5, tid=4, inter_thread_dep=41)]
+    nodes += [
+        op(4, "[pytorch|profiler|execution_trace|thread]", 1, tid=3),
+        op(5, "[pytorch|profiler|execution_trace|thread]", 1, tid=4),
+        op(40, "aten::a", 4, tid=3, inter_thread_dep=50),
+        op(41, "aten::b", 4, tid=3),
+        op(50, "aten::c", 5, tid=4, inter_thread_dep=41),
+    ]
     source = tmp_path / "cycles.json"
     source.write_text(json.dumps(trace(nodes)))
     done = run_cli(str(source), str(tmp_path / "out.et"))
@@ -154,8 +157,18 @@ def test_deeply_nested_json_is_one_line(command: str, tmp_path: Path) -> None:
     source.write_text(_deep_json(doc))
     out = tmp_path / "out"
     out.mkdir()
-    args = [str(source), str(out / "o.et")] if command == "convert" else [
-        "link" if command == "link" else "convert", "--host", str(source), "--device", str(device), str(out / "o")]
+    args = (
+        [str(source), str(out / "o.et")]
+        if command == "convert"
+        else [
+            "link" if command == "link" else "convert",
+            "--host",
+            str(source),
+            "--device",
+            str(device),
+            str(out / "o"),
+        ]
+    )
     done = run_cli(*args)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -166,21 +179,31 @@ def test_deeply_nested_json_is_one_line(command: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", ["link", "convert"])
 def test_rank0_host_with_rank1_device_is_refused_by_link_and_convert(command: str, tmp_path: Path) -> None:
     """The pair links into a graph with cycles: both commands refuse it, for the same reason."""
-    done = run_cli(command, "--host", str(GPT2 / "rank0_host.json.gz"), "--device", str(GPT2 / "rank1_device.json.gz"),
-                   str(tmp_path / "out"))
+    done = run_cli(
+        command,
+        "--host",
+        str(GPT2 / "rank0_host.json.gz"),
+        "--device",
+        str(GPT2 / "rank1_device.json.gz"),
+        str(tmp_path / "out"),
+    )
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "another rank or run" in done.stderr and "--allow-mismatch" in done.stderr
     assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("command", ["link", "convert"])
-@pytest.mark.parametrize(("change", "problem"), [
-    (lambda node: node.pop("name"), "missing required field 'name'"),
-    (lambda node: node.update(name=7), "name must be a string, got 7"),
-    (lambda node: node.update(attrs=5), "malformed 'attrs'"),
-    (lambda node: node.update(ctrl_deps=[1, 2]), "ctrl_deps must be a node id, got [1, 2]"),
-    (lambda node: node.update(id=2**64), "id must be a non-negative integer"),
-], ids=["no name", "name not a string", "attrs not a list", "ctrl_deps a list", "id beyond uint64"])
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda node: node.pop("name"), "missing required field 'name'"),
+        (lambda node: node.update(name=7), "name must be a string, got 7"),
+        (lambda node: node.update(attrs=5), "malformed 'attrs'"),
+        (lambda node: node.update(ctrl_deps=[1, 2]), "ctrl_deps must be a node id, got [1, 2]"),
+        (lambda node: node.update(id=2**64), "id must be a non-negative integer"),
+    ],
+    ids=["no name", "name not a string", "attrs not a list", "ctrl_deps a list", "id beyond uint64"],
+)
 def test_a_malformed_host_node_is_refused_by_link_and_convert(
     command: str, change: Callable[[dict], object], problem: str, tmp_path: Path
 ) -> None:
@@ -266,8 +289,9 @@ def test_a_newline_in_a_name_keeps_the_error_on_one_line(tmp_path: Path) -> None
 
 def test_a_full_stdout_is_one_error(et_file: Path) -> None:
     with open("/dev/full", "w") as full:
-        process = subprocess.run([*CLI, "check", str(et_file), "--json"], stdout=full, stderr=subprocess.PIPE,
-                                 text=True, timeout=60)
+        process = subprocess.run(
+            [*CLI, "check", str(et_file), "--json"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60
+        )
     assert "Traceback" not in process.stderr and "Exception ignored" not in process.stderr, process.stderr
     assert process.returncode == 1
     assert ERROR_PREFIX + "cannot write to standard output: No space left on device" in process.stderr.splitlines()
@@ -276,8 +300,9 @@ def test_a_full_stdout_is_one_error(et_file: Path) -> None:
 def test_a_relative_output_after_the_working_directory_is_gone(tmp_path: Path) -> None:
     (tmp_path / "in.json").write_text(json.dumps(GOOD))
     (tmp_path / "gone").mkdir()
-    done = run_cli("convert", tmp_path / "in.json", "o.et", cwd=tmp_path / "gone",
-                   preexec_fn=lambda: os.rmdir(os.getcwd()))
+    done = run_cli(
+        "convert", tmp_path / "in.json", "o.et", cwd=tmp_path / "gone", preexec_fn=lambda: os.rmdir(os.getcwd())
+    )
     assert_one_error(done, "o.et: cannot resolve the path", "give an absolute path")
     assert sorted(os.listdir(tmp_path)) == ["in.json"]
 
@@ -298,8 +323,14 @@ def test_an_unreachable_ray_address_from_the_environment_fails_in_seconds(tmp_pa
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     started = time.monotonic()
-    done = run_cli("convert-all", tmp_path / "job", tmp_path / "out", "--ray", timeout=120,
-                   env={**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}"})
+    done = run_cli(
+        "convert-all",
+        tmp_path / "job",
+        tmp_path / "out",
+        "--ray",
+        timeout=120,
+        env={**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}"},
+    )
     assert_one_error(done, f"cannot connect to the Ray cluster at 127.0.0.1:{port} (RAY_ADDRESS)")
     assert time.monotonic() - started < 60
     assert not (tmp_path / "out").exists()
@@ -323,8 +354,11 @@ loose_api: Any = api
         (lambda p: loose_api.convert_all(p, p / "out", jobs=0), ValueError, "jobs must be at least 1"),
         (lambda p: loose_api.convert_all(p, p / "out", prefix=7), TypeError, "prefix must be a str or None"),
         (lambda p: loose_api.convert_pair(p / "h", p / "d", p / "o", rank="0"), TypeError, "rank must be an int"),
-        (lambda p: loose_api.link(p / "h", p / "d", None, allow_mismatch=1), TypeError,
-         "allow_mismatch must be a bool"),
+        (
+            lambda p: loose_api.link(p / "h", p / "d", None, allow_mismatch=1),
+            TypeError,
+            "allow_mismatch must be a bool",
+        ),
         (lambda p: loose_api.repair(None, p / "o"), TypeError, "input_path must be a path"),
         (lambda p: loose_api.check([]), ValueError, "no file given"),
         (lambda p: loose_api.check(5), TypeError, "paths must be a path or a list of paths"),
@@ -332,8 +366,9 @@ loose_api: Any = api
         (lambda p: loose_api.write_comm_groups(p / "d", p / "o"), OSError, "no such file"),
     ],
 )
-def test_the_api_checks_its_arguments(call: Callable[[Path], object], error: type[Exception], text: str,
-                                      et_file: Path) -> None:
+def test_the_api_checks_its_arguments(
+    call: Callable[[Path], object], error: type[Exception], text: str, et_file: Path
+) -> None:
     """Wrong types used to end in AttributeErrors deep inside; jobs=0 was accepted."""
     expected = ConverterError if error is OSError else error
     with pytest.raises(expected, match=text):
@@ -379,11 +414,17 @@ def test_a_full_stdout_names_standard_output_whoever_prints(tmp_path: Path) -> N
     job, simulator = _tiny_job(tmp_path), _replaying_simulator(tmp_path)
     for extra in ([], ["--json"]):
         with open("/dev/full", "w") as full:
-            process = subprocess.run([*CLI, "simulate", str(job), "--astra-sim-bin", str(simulator), *extra],
-                                     stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+            process = subprocess.run(
+                [*CLI, "simulate", str(job), "--astra-sim-bin", str(simulator), *extra],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+            )
         assert process.returncode == 1, process.stderr
         assert process.stderr.splitlines() == [
-            ERROR_PREFIX + "cannot write to standard output: No space left on device"], process.stderr
+            ERROR_PREFIX + "cannot write to standard output: No space left on device"
+        ], process.stderr
 
 
 @pytest.mark.parametrize("key", ["\u00b2", "\u0663", str(10**23), " 1"])
@@ -394,8 +435,11 @@ def test_group_ids_are_ascii_decimal_in_astra_sims_range(key: str, tmp_path: Pat
     job = _tiny_job(tmp_path)
     Path(f"{job}.comm_group.json").write_text(json.dumps({key: [0, 1]}))
     done = run_cli("simulate", job, "--astra-sim-bin", _replaying_simulator(tmp_path))
-    assert_one_error(done, f"job.comm_group.json: group id {key!r}: ASTRA-sim needs whole numbers > 0, in ASCII "
-                           "decimal digits, at most 2,147,483,647")
+    assert_one_error(
+        done,
+        f"job.comm_group.json: group id {key!r}: ASTRA-sim needs whole numbers > 0, in ASCII "
+        "decimal digits, at most 2,147,483,647",
+    )
 
 
 def test_a_newline_in_a_name_is_escaped_in_the_whole_message(tmp_path: Path) -> None:
@@ -408,11 +452,20 @@ def test_a_newline_in_a_name_is_escaped_in_the_whole_message(tmp_path: Path) -> 
     assert line.count("two\\nlines.json") == 2, line
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("7", 7), (" 12 ", 12), ("+3", 3), ("0", "must be at least 1, got 0"), ("101", "must be at most 100, got 101"),
-    ("\u0663", "must be a whole number from 1 to 100, got '\u0663'"), ("1_0", "must be a whole number"),
-    ("1e2", "must be a whole number"), ("1" * 5000, "must be a whole number from 1 to 100, got '111"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("7", 7),
+        (" 12 ", 12),
+        ("+3", 3),
+        ("0", "must be at least 1, got 0"),
+        ("101", "must be at most 100, got 101"),
+        ("\u0663", "must be a whole number from 1 to 100, got '\u0663'"),
+        ("1_0", "must be a whole number"),
+        ("1e2", "must be a whole number"),
+        ("1" * 5000, "must be a whole number from 1 to 100, got '111"),
+    ],
+)
 def test_whole_numbers_in_a_stated_range(text: str, expected: int | str) -> None:
     parse = whole(1, 100)
     if isinstance(expected, int):
@@ -422,11 +475,21 @@ def test_whole_numbers_in_a_stated_range(text: str, expected: int | str) -> None
             parse(text)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("1", 1.0), ("2.5e3", 2500.0), (".5", 0.5), ("1e-300", "must be a number from 0.001 to 1e+06 GB/s"),
-    ("nan", "must be a number from"), ("inf", "must be a number from"), ("-1", "must be a number from"),
-    ("1e400", "must be a number from"), ("\u0663", "must be a number from"), ("0x10", "must be a number from"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1", 1.0),
+        ("2.5e3", 2500.0),
+        (".5", 0.5),
+        ("1e-300", "must be a number from 0.001 to 1e+06 GB/s"),
+        ("nan", "must be a number from"),
+        ("inf", "must be a number from"),
+        ("-1", "must be a number from"),
+        ("1e400", "must be a number from"),
+        ("\u0663", "must be a number from"),
+        ("0x10", "must be a number from"),
+    ],
+)
 def test_quantities_are_finite_and_in_a_stated_range(text: str, expected: float | str) -> None:
     parse = quantity(1e-3, 1e6, "GB/s")
     if isinstance(expected, float):
@@ -436,12 +499,15 @@ def test_quantities_are_finite_and_in_a_stated_range(text: str, expected: float 
             parse(text)
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["scale", "in", "out", "--ranks", "1048577"], "must be at most 1,048,576"),
-    (["convert-all", "in", "out", "--jobs", "4097"], "must be at most 4,096"),
-    (["convert", "--host", "h.json", "--device", "d.json", "o.et", "--rank", "-1"], "must be at least 0"),
-    (["visualize", "in.et", "o.dot", "--around", "\u0663"], "must be a whole number from 0 to"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["scale", "in", "out", "--ranks", "1048577"], "must be at most 1,048,576"),
+        (["convert-all", "in", "out", "--jobs", "4097"], "must be at most 4,096"),
+        (["convert", "--host", "h.json", "--device", "d.json", "o.et", "--rank", "-1"], "must be at least 0"),
+        (["visualize", "in.et", "o.dot", "--around", "\u0663"], "must be a whole number from 0 to"),
+    ],
+)
 def test_numbers_outside_their_range_are_usage_errors(args: list[str], expected: str, tmp_path: Path) -> None:
     done = run_cli(*args, cwd=tmp_path)
     assert done.returncode == 2 and expected in done.stderr.splitlines()[-1], done.stderr

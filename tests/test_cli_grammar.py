@@ -20,7 +20,9 @@ MERGED = REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_merged_by_chakra_trace_link.
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "chakra_convert_fast.converter", *map(str, args)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 
@@ -53,8 +55,18 @@ def test_usage_errors_exit_2_with_the_usage(argv: list[str], problem: str, tmp_p
 def test_pair_conversion_reports_like_the_merged_one(tmp_path: Path) -> None:
     host, device = edge_case_pair(tmp_path / "in", layers=10)
     log = tmp_path / "pair.log"
-    done = run_cli("convert", "--host", host, "--device", device, tmp_path / "o.et", "--simulate",
-                   "--allow-missing-parents", "--log-filename", log)
+    done = run_cli(
+        "convert",
+        "--host",
+        host,
+        "--device",
+        device,
+        tmp_path / "o.et",
+        "--simulate",
+        "--allow-missing-parents",
+        "--log-filename",
+        log,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     lines = done.stderr.splitlines()
@@ -107,8 +119,17 @@ def test_outputs_are_positional_everywhere(tmp_path: Path) -> None:
     host, device = edge_case_pair(tmp_path / "in", layers=5)
     assert run_cli("link", "--host", host, "--device", device, "-o", tmp_path / "m.json").returncode == 2
     assert run_cli("convert-all", tmp_path / "in", "-o", tmp_path / "out").returncode == 2
-    reference_form = run_cli("link", "--chakra-host-trace", host, "--chakra-device-trace", device,
-                             "--output-file", tmp_path / "m.json", "--log-level", "INFO")
+    reference_form = run_cli(
+        "link",
+        "--chakra-host-trace",
+        host,
+        "--chakra-device-trace",
+        device,
+        "--output-file",
+        tmp_path / "m.json",
+        "--log-level",
+        "INFO",
+    )
     assert reference_form.returncode == 0, reference_form.stderr
     assert run_cli("link", "--host", host, "--device", device, tmp_path / "m2.json").returncode == 0
     assert (tmp_path / "m.json").read_bytes() == (tmp_path / "m2.json").read_bytes()

@@ -74,8 +74,13 @@ CASES: dict[str, tuple[list[Spec], dict[int, tuple[int, list[int], list[int]]]]]
         {1: (23, [], [])},
     ),
     "a collective is never merged, nor merged across": (
-        [(1, "cpu", 5, [], []), (2, "cpu", 7, [1], []), (3, "coll", 9, [2], []), (4, "cpu", 3, [3], []),
-         (5, "cpu", 4, [4], [])],
+        [
+            (1, "cpu", 5, [], []),
+            (2, "cpu", 7, [1], []),
+            (3, "coll", 9, [2], []),
+            (4, "cpu", 3, [3], []),
+            (5, "cpu", 4, [4], []),
+        ],
         {1: (12, [], []), 3: (9, [1], []), 4: (7, [3], [])},
     ),
     "sends and receives are never merged": (
@@ -83,8 +88,13 @@ CASES: dict[str, tuple[list[Spec], dict[int, tuple[int, list[int], list[int]]]]]
         {1: (5, [], []), 2: (7, [1], []), 3: (2, [2], [])},
     ),
     "a node with two children ends its run": (
-        [(1, "cpu", 5, [], []), (2, "cpu", 1, [1], []), (3, "gpu", 2, [2], []), (4, "cpu", 3, [2], []),
-         (5, "cpu", 4, [4], [])],
+        [
+            (1, "cpu", 5, [], []),
+            (2, "cpu", 1, [1], []),
+            (3, "gpu", 2, [2], []),
+            (4, "cpu", 3, [2], []),
+            (5, "cpu", 4, [4], []),
+        ],
         {1: (6, [], []), 3: (2, [1], []), 4: (7, [1], [])},
     ),
     "a node with two parents starts a run": (
@@ -96,8 +106,13 @@ CASES: dict[str, tuple[list[Spec], dict[int, tuple[int, list[int], list[int]]]]]
         {1: (36, [], [])},
     ),
     "the redundant one of a kept pair of dependencies is dropped": (
-        [(1, "cpu", 5, [], []), (2, "cpu", 6, [1], []), (3, "gpu", 2, [2], []), (4, "gpu", 8, [], []),
-         (5, "cpu", 3, [3, 1, 4], [])],
+        [
+            (1, "cpu", 5, [], []),
+            (2, "cpu", 6, [1], []),
+            (3, "gpu", 2, [2], []),
+            (4, "gpu", 8, [], []),
+            (5, "cpu", 3, [3, 1, 4], []),
+        ],
         {1: (11, [], []), 3: (2, [1], []), 4: (8, [], []), 5: (3, [3, 4], [])},
     ),
     "CPU and GPU compute nodes are different resources": (
@@ -117,23 +132,46 @@ CASES: dict[str, tuple[list[Spec], dict[int, tuple[int, list[int], list[int]]]]]
         {1: (12, [], []), 3: (1, [], [1]), 4: (2, [], [3])},
     ),
     "two threads on one resource: ASTRA-sim picks between them by id, nothing merged": (
-        [(1, "cpu", 5, [], []), (2, "cpu", 3, [], []), (3, "cpu", 7, [1], []), (4, "cpu", 4, [2], []),
-         (5, "coll", 1, [3, 4], [])],
+        [
+            (1, "cpu", 5, [], []),
+            (2, "cpu", 3, [], []),
+            (3, "cpu", 7, [1], []),
+            (4, "cpu", 4, [2], []),
+            (5, "coll", 1, [3, 4], []),
+        ],
         {1: (5, [], []), 2: (3, [], []), 3: (7, [1], []), 4: (4, [2], []), 5: (1, [3, 4], [])},
     ),
     "two threads on one resource: the one whose rivals all have higher ids merges, the other not": (
-        [(1, "cpu", 5, [], []), (2, "cpu", 7, [1], []), (3, "cpu", 1, [2], []), (4, "coll", 1, [3], []),
-         (10, "cpu", 3, [], []), (11, "cpu", 4, [10], []), (12, "cpu", 2, [11], [])],
+        [
+            (1, "cpu", 5, [], []),
+            (2, "cpu", 7, [1], []),
+            (3, "cpu", 1, [2], []),
+            (4, "coll", 1, [3], []),
+            (10, "cpu", 3, [], []),
+            (11, "cpu", 4, [10], []),
+            (12, "cpu", 2, [11], []),
+        ],
         {1: (13, [], []), 4: (1, [1], []), 10: (3, [], []), 11: (4, [10], []), 12: (2, [11], [])},
     ),
     "a leaf on the resource with a lower id than the next of a run: not merged there": (
-        [(1, "cpu", 5, [], []), (2, "cpu", 7, [1], []), (9, "cpu", 4, [2], []), (10, "cpu", 6, [9], []),
-         (3, "cpu", 2, [1], []), (4, "gpu", 1, [1], [])],
+        [
+            (1, "cpu", 5, [], []),
+            (2, "cpu", 7, [1], []),
+            (9, "cpu", 4, [2], []),
+            (10, "cpu", 6, [9], []),
+            (3, "cpu", 2, [1], []),
+            (4, "gpu", 1, [1], []),
+        ],
         {1: (5, [], []), 2: (7, [1], []), 9: (4, [2], []), 10: (6, [9], []), 3: (2, [1], []), 4: (1, [1], [])},
     ),
     "two threads that wait for each other are one order: merged": (
-        [(1, "cpu", 5, [], []), (2, "cpu", 3, [1], []), (3, "cpu", 7, [2], []), (4, "cpu", 4, [3], []),
-         (5, "cpu", 6, [4, 2], [])],
+        [
+            (1, "cpu", 5, [], []),
+            (2, "cpu", 3, [1], []),
+            (3, "cpu", 7, [2], []),
+            (4, "cpu", 4, [3], []),
+            (5, "cpu", 6, [4, 2], []),
+        ],
         {1: (25, [], [])},
     ),
     "an INVALID node anywhere: nothing merged (ASTRA-sim issues what it releases at the next event)": (
@@ -141,8 +179,13 @@ CASES: dict[str, tuple[list[Spec], dict[int, tuple[int, list[int], list[int]]]]]
         {1: (5, [], []), 2: (7, [1], []), 3: (0, [], [])},
     ),
     "CPU and GPU chains side by side, each merged": (
-        [(1, "cpu", 5, [], []), (2, "gpu", 3, [], []), (3, "cpu", 7, [1], []), (4, "gpu", 4, [2], []),
-         (5, "coll", 1, [3, 4], [])],
+        [
+            (1, "cpu", 5, [], []),
+            (2, "gpu", 3, [], []),
+            (3, "cpu", 7, [1], []),
+            (4, "gpu", 4, [2], []),
+            (5, "coll", 1, [3, 4], []),
+        ],
         {1: (12, [], []), 2: (7, [], []), 5: (1, [1, 2], [])},
     ),
     "parents later in the file than their children": (
@@ -189,11 +232,14 @@ def test_compacting_twice_changes_nothing(tmp_path: Path) -> None:
     assert again.nodes_written == again.nodes_read and again.redundant_dependencies == 0
 
 
-@pytest.mark.parametrize(("specs", "problem"), [
-    ([(1, "cpu", 5, [], []), (2, "cpu", 5, [9], [])], "depends on 9, which is no node"),
-    ([(1, "cpu", 5, [2], []), (2, "cpu", 5, [1], [])], "dependency cycle"),
-    ([(1, "cpu", 5, [], []), (1, "cpu", 5, [], [])], "used twice"),
-])
+@pytest.mark.parametrize(
+    ("specs", "problem"),
+    [
+        ([(1, "cpu", 5, [], []), (2, "cpu", 5, [9], [])], "depends on 9, which is no node"),
+        ([(1, "cpu", 5, [2], []), (2, "cpu", 5, [1], [])], "dependency cycle"),
+        ([(1, "cpu", 5, [], []), (1, "cpu", 5, [], [])], "used twice"),
+    ],
+)
 def test_what_asra_sim_cannot_run_is_refused(specs: list[Spec], problem: str, tmp_path: Path) -> None:
     with pytest.raises(TraceContentError, match=problem):
         api.compact(write(tmp_path / "in.et", specs), tmp_path / "out.et")
@@ -208,8 +254,12 @@ def test_not_an_et_file_is_refused(tmp_path: Path) -> None:
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chakra_convert_fast.converter", *map(str, args)],
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "chakra_convert_fast.converter", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def test_compact_command_on_every_rank_of_a_prefix(tmp_path: Path) -> None:
@@ -232,7 +282,10 @@ def test_compacting_ranks_is_all_or_nothing(tmp_path: Path) -> None:
     done = cli("compact", tmp_path / "trace", tmp_path / "small")
     assert done.returncode == 1 and done.stderr.count("\n") == 1 and "trace.2.et" in done.stderr, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".", "small"))) == [
-        "small.0.et", "small.1.et", "small.2.et"]
+        "small.0.et",
+        "small.1.et",
+        "small.2.et",
+    ]
     assert all((tmp_path / f"small.{rank}.et").read_bytes() == b"old" for rank in range(3))
 
 

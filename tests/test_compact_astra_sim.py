@@ -22,8 +22,9 @@ from .captures import BERT_2, GPT2_2, GPT2_4, Done, Run
 from .test_astra_sim import RESNET_MERGED
 
 
-def assert_same_simulation(prefix: Path, npus: int, comm_groups: Path | None, tmp_path: Path,
-                           *, fewer_nodes: bool = True) -> None:
+def assert_same_simulation(
+    prefix: Path, npus: int, comm_groups: Path | None, tmp_path: Path, *, fewer_nodes: bool = True
+) -> None:
     results = api.compact_ranks(prefix, tmp_path / "compact")
     assert len(results) == npus
     assert all(r.dependencies_written < r.dependencies_read for r in results)

@@ -25,8 +25,10 @@ def reference_node(fields: dict, name: str, is_gpu: bool, duration: int) -> pb.N
         io.types = str(fields[io_name]["types"])
     node.attr.extend(
         [pb.AttributeProto(name=a, int64_val=fields[a]) for a in INT_ATTRS]
-        + [pb.AttributeProto(name="op_schema", string_val=fields["op_schema"]),
-           pb.AttributeProto(name="is_cpu_op", bool_val=not is_gpu)]
+        + [
+            pb.AttributeProto(name="op_schema", string_val=fields["op_schema"]),
+            pb.AttributeProto(name="is_cpu_op", bool_val=not is_gpu),
+        ]
     )
     if fields["stream"] is not None:
         node.attr.append(pb.AttributeProto(name="stream", int64_val=fields["stream"]))
@@ -82,8 +84,12 @@ def test_comm_attrs_match_protobuf(comm_type: int, pg_name: object) -> None:
 
 @pytest.mark.parametrize(
     ("attr", "value", "problem"),
-    [("rf_id", True, "must be an integer"), ("tid", 1.5, "must be an integer"), ("scope", 2**63, "int64 range"),
-     ("op_schema", 5, "must be a string")],
+    [
+        ("rf_id", True, "must be an integer"),
+        ("tid", 1.5, "must be an integer"),
+        ("scope", 2**63, "int64 range"),
+        ("op_schema", 5, "must be a string"),
+    ],
 )
 def test_values_protobuf_rejects_are_rejected(attr: str, value: object, problem: str) -> None:
     fields = random_fields(random.Random(1))
@@ -120,8 +126,13 @@ def test_cached_attr_blocks_do_not_accept_equal_values_of_other_types(impostor: 
         encode.tail({**fields, "tid": impostor}, "op", False, 0)
 
 
-METADATA = {"schema": "1.1.1-chakra.0.0.4", "pid": 4321, "time": "2026-01-01 00:00:00", "start_ts": 0,
-            "finish_ts": 2**40}
+METADATA = {
+    "schema": "1.1.1-chakra.0.0.4",
+    "pid": 4321,
+    "time": "2026-01-01 00:00:00",
+    "start_ts": 0,
+    "finish_ts": 2**40,
+}
 
 
 @pytest.mark.parametrize(

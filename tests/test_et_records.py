@@ -21,10 +21,20 @@ from chakra_convert_fast.converter.tools.jsonize import Printer
 
 U64, I64, U32, I32 = (0, 2**64 - 1), (-(2**63), 2**63 - 1), (0, 2**32 - 1), (-(2**31), 2**31 - 1)
 VALUES: dict[str, st.SearchStrategy[Any]] = {
-    "double": st.floats(), "float": st.floats(width=32), "int32": st.integers(*I32), "int64": st.integers(*I64),
-    "uint32": st.integers(*U32), "uint64": st.integers(*U64), "sint32": st.integers(*I32),
-    "sint64": st.integers(*I64), "fixed32": st.integers(*U32), "fixed64": st.integers(*U64),
-    "sfixed32": st.integers(*I32), "sfixed64": st.integers(*I64), "bool": st.booleans(), "string": st.text(max_size=8),
+    "double": st.floats(),
+    "float": st.floats(width=32),
+    "int32": st.integers(*I32),
+    "int64": st.integers(*I64),
+    "uint32": st.integers(*U32),
+    "uint64": st.integers(*U64),
+    "sint32": st.integers(*I32),
+    "sint64": st.integers(*I64),
+    "fixed32": st.integers(*U32),
+    "fixed64": st.integers(*U64),
+    "sfixed32": st.integers(*I32),
+    "sfixed64": st.integers(*I64),
+    "bool": st.booleans(),
+    "string": st.text(max_size=8),
     "bytes": st.binary(max_size=8),
 }
 assert set(VALUES) == set(ATTRIBUTE_VALUE_KINDS)
@@ -76,19 +86,50 @@ def test_attributes_encode_and_decode_as_protobuf(args: tuple[str, str | None, A
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(*U64), st.text(max_size=8), st.integers(0, 7), st.lists(st.integers(*U64), max_size=4),
-       st.lists(st.integers(*U64), max_size=4), st.integers(*U64), st.integers(*U64),
-       st.lists(attribute_args(), max_size=3), st.booleans())
-def test_nodes_decode_as_protobuf_parses_them(node_id: int, name: str, node_type: int, ctrl: list[int],
-                                              data: list[int], start: int, duration: int,
-                                              attrs: list[tuple[str, str | None, Any, str]], io: bool) -> None:
-    node = pb.Node(id=node_id, name=name, type=node_type, ctrl_deps=ctrl, data_deps=data, start_time_micros=start,
-                   duration_micros=duration, attr=[_proto(*a) for a in attrs])
+@given(
+    st.integers(*U64),
+    st.text(max_size=8),
+    st.integers(0, 7),
+    st.lists(st.integers(*U64), max_size=4),
+    st.lists(st.integers(*U64), max_size=4),
+    st.integers(*U64),
+    st.integers(*U64),
+    st.lists(attribute_args(), max_size=3),
+    st.booleans(),
+)
+def test_nodes_decode_as_protobuf_parses_them(
+    node_id: int,
+    name: str,
+    node_type: int,
+    ctrl: list[int],
+    data: list[int],
+    start: int,
+    duration: int,
+    attrs: list[tuple[str, str | None, Any, str]],
+    io: bool,
+) -> None:
+    node = pb.Node(
+        id=node_id,
+        name=name,
+        type=node_type,
+        ctrl_deps=ctrl,
+        data_deps=data,
+        start_time_micros=start,
+        duration_micros=duration,
+        attr=[_proto(*a) for a in attrs],
+    )
     if io:
         node.inputs.values, node.outputs.types = "v", "t"
     decoded = decode_node(node.SerializeToString())
-    assert (decoded.id, decoded.name, decoded.type, decoded.ctrl_deps, decoded.data_deps, decoded.start_time_micros,
-            decoded.duration_micros) == (node_id, name, node_type, ctrl, data, start, duration)
+    assert (
+        decoded.id,
+        decoded.name,
+        decoded.type,
+        decoded.ctrl_deps,
+        decoded.data_deps,
+        decoded.start_time_micros,
+        decoded.duration_micros,
+    ) == (node_id, name, node_type, ctrl, data, start, duration)
     assert decoded.attr == [a.SerializeToString() for a in node.attr]
     if io:
         assert decoded.inputs is not None and decoded.outputs is not None
@@ -130,8 +171,17 @@ def test_random_bytes_decode_as_protobuf_or_are_malformed(data: bytes) -> None:
     assert (ours is None) == (parsed is None), "one side refuses what the other reads"
 
 
-@pytest.mark.parametrize("data", [b"\x5b\x5c", b"\x0b\x0c", b"\x08\x01\xfb\x07\x0b\x08\x05\x0c\xfc\x07\x12\x01a",
-                                  b"\x0c", b"\x0b\x08\x01", b"\x0b\x14"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x5b\x5c",
+        b"\x0b\x0c",
+        b"\x08\x01\xfb\x07\x0b\x08\x05\x0c\xfc\x07\x12\x01a",
+        b"\x0c",
+        b"\x0b\x08\x01",
+        b"\x0b\x14",
+    ],
+)
 def test_groups_are_unknown_fields_as_protobuf_reads_them(data: bytes) -> None:
     try:
         expected: str | None = MessageToJson(pb.Node.FromString(data))

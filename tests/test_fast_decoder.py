@@ -50,8 +50,9 @@ class FastCount:
         monkeypatch.setattr(reader.FastRecords, "row", counting)
 
 
-def both_ways(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_chars: int = 64) -> tuple[
-        Outcome, Outcome, int]:
+def both_ways(
+    text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_chars: int = 64
+) -> tuple[Outcome, Outcome, int]:
     """(fast outcome, standard library outcome, nodes read by the fast path)."""
     source = tmp_path / "t.json"
     source.write_text(text, encoding="utf-8")
@@ -109,12 +110,49 @@ def node_text(body: str) -> str:
     return "10, " + ", ".join(parts) + (", " + body if body else "")
 
 
-NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1e-400", "-0.0", "-0", "0.1", "5e-324",
-           "1.7976931348623157e308", "123456789012345678901234567890.5e-10", "1E5", "2.5", "-3",
-           str(2**63 - 1), str(2**63), str(2**64 - 1), str(2**64), str(-(2**63)), str(-(2**63) - 1), str(10**30),
-           "9" * 4300, "9" * 4301, "-" + "9" * 4301, "true", "false", "null", '"7"', "[]", "{}"]
-STRINGS = ['"\\ud800"', '"\\udc00x"', '"\\ud83d\\ude00"', '"\\"\\\\\\/\\b\\f\\n\\r\\t"', '"é中😀"', '"\x7f"',
-           '"a,b]}{"', '"}, {\\"id\\": 5"']
+NUMBERS = [
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e400",
+    "-1e400",
+    "1e-400",
+    "-0.0",
+    "-0",
+    "0.1",
+    "5e-324",
+    "1.7976931348623157e308",
+    "123456789012345678901234567890.5e-10",
+    "1E5",
+    "2.5",
+    "-3",
+    str(2**63 - 1),
+    str(2**63),
+    str(2**64 - 1),
+    str(2**64),
+    str(-(2**63)),
+    str(-(2**63) - 1),
+    str(10**30),
+    "9" * 4300,
+    "9" * 4301,
+    "-" + "9" * 4301,
+    "true",
+    "false",
+    "null",
+    '"7"',
+    "[]",
+    "{}",
+]
+STRINGS = [
+    '"\\ud800"',
+    '"\\udc00x"',
+    '"\\ud83d\\ude00"',
+    '"\\"\\\\\\/\\b\\f\\n\\r\\t"',
+    '"é中😀"',
+    '"\x7f"',
+    '"a,b]}{"',
+    '"}, {\\"id\\": 5"',
+]
 CASES: dict[str, tuple[Callable[[dict[str, Any]], None], list[str]]] = {
     "values": (setter("inputs", "values"), [*NUMBERS, *STRINGS, f"[{', '.join(NUMBERS)}]", '""']),
     "shapes": (setter("inputs", "shapes"), ["[[1, 2]]", "NaN", '"\\ud800"', "[" + "7" * 4301 + "]"]),
@@ -127,33 +165,55 @@ CASES: dict[str, tuple[Callable[[dict[str, Any]], None], list[str]]] = {
     "pg_name": (setter("pg_name"), ['"0"', "5", "null", '""', '"\\ud800"']),
     "inter_thread_dep": (setter("inter_thread_dep"), ["11", "0", "-1", "1.0", "null", str(2**64), "[1]"]),
     "ctrl_deps": (setter("ctrl_deps"), ["2", "-1", "null", '"2"', "[2]", str(2**64), "2.0"]),
-    "inputs": (setter("inputs"), ["[]", "null", '{"values": []}', '{"values": [], "shapes": [], "types": [], "x": 1}',
-                                  '{"values": [1], "values": [2], "shapes": [], "types": []}']),
-    "attrs": (setter("attrs"), ["null", "[]", "{}", '[{"name": "rf_id"}]', '[{"value": 1}]', "[1]",
-                                '[{"name": "tid", "value": 1}, {"name": "rf_id", "value": 2}]']),
+    "inputs": (
+        setter("inputs"),
+        [
+            "[]",
+            "null",
+            '{"values": []}',
+            '{"values": [], "shapes": [], "types": [], "x": 1}',
+            '{"values": [1], "values": [2], "shapes": [], "types": []}',
+        ],
+    ),
+    "attrs": (
+        setter("attrs"),
+        [
+            "null",
+            "[]",
+            "{}",
+            '[{"name": "rf_id"}]',
+            '[{"value": 1}]',
+            "[1]",
+            '[{"name": "tid", "value": 1}, {"name": "rf_id", "value": 2}]',
+        ],
+    ),
     "rf_id": (attr("rf_id"), ["1.0", str(2**63), str(-(2**63)), "true", '"1"', "null", "0"]),
     "seq_id": (attr("seq_id"), [str(-(2**63)), str(-(2**63) - 1), "-1", "1.5"]),
     "scope": (attr("scope"), ["5", "-1", "1.5", "null", str(2**63)]),
     "op_schema": (attr("op_schema"), ['"aten::mm(Tensor self) -> Tensor"', "3", "null", '"\\ud800"']),
-    "node": (raw_node, [
-        node_text('"name": "other"'),  # a key twice: the last one counts
-        node_text('"inputs": {"values": [9], "shapes": [], "types": []}'),
-        node_text('"na\\u006de": "escaped key"'),
-        node_text('"\\u0069d": 99'),
-        node_text('"attrs": [{"name": "name", "value": "from attrs"}]'),
-        node_text('"attrs": [{"name": "cat", "value": "gpu"}]'),
-        node_text('"attrs": [{"name": "id", "value": 5}]'),
-        node_text('"ts": ' + deep(300)),
-        "1 ,\n \"name\"\t:\r\"spaced\", \"ctrl_deps\": 2, \"inputs\": {\"values\": [], \"shapes\": [], \"types\": []},"
-        " \"outputs\": {\"values\": [], \"shapes\": [], \"types\": []}",
-    ]),
+    "node": (
+        raw_node,
+        [
+            node_text('"name": "other"'),  # a key twice: the last one counts
+            node_text('"inputs": {"values": [9], "shapes": [], "types": []}'),
+            node_text('"na\\u006de": "escaped key"'),
+            node_text('"\\u0069d": 99'),
+            node_text('"attrs": [{"name": "name", "value": "from attrs"}]'),
+            node_text('"attrs": [{"name": "cat", "value": "gpu"}]'),
+            node_text('"attrs": [{"name": "id", "value": 5}]'),
+            node_text('"ts": ' + deep(300)),
+            '1 ,\n "name"\t:\r"spaced", "ctrl_deps": 2, "inputs": {"values": [], "shapes": [], "types": []},'
+            ' "outputs": {"values": [], "shapes": [], "types": []}',
+        ],
+    ),
 }
 
 
 @pytest.mark.parametrize("indent", [None, 4])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_edge_cases_read_the_same(case: str, indent: int | None, tmp_path: Path,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_edge_cases_read_the_same(
+    case: str, indent: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     change, raws = CASES[case]
     for raw in raws:
         text = with_hole(change, raw, indent)
@@ -180,19 +240,37 @@ def test_nesting_near_the_recursion_limit(tmp_path: Path, monkeypatch: pytest.Mo
 
 # -- randomized ----------------------------------------------------------------------------------
 def random_number(rng: random.Random) -> str:
-    return rng.choice([
-        lambda: str(rng.randint(-(2**70), 2**70)),
-        lambda: str(rng.randint(-100, 20000)),
-        lambda: repr(rng.uniform(-1e6, 1e6)),
-        lambda: f"{rng.randint(0, 10**rng.randint(1, 30))}.{rng.randint(0, 10**rng.randint(1, 30))}"
-                f"e{rng.randint(-340, 320)}",
-        lambda: rng.choice(["NaN", "Infinity", "-Infinity", "-0", "-0.0", "1E+2", "0e0", "1e400"]),
-    ])()
+    return rng.choice(
+        [
+            lambda: str(rng.randint(-(2**70), 2**70)),
+            lambda: str(rng.randint(-100, 20000)),
+            lambda: repr(rng.uniform(-1e6, 1e6)),
+            lambda: (
+                f"{rng.randint(0, 10 ** rng.randint(1, 30))}.{rng.randint(0, 10 ** rng.randint(1, 30))}"
+                f"e{rng.randint(-340, 320)}"
+            ),
+            lambda: rng.choice(["NaN", "Infinity", "-Infinity", "-0", "-0.0", "1E+2", "0e0", "1e400"]),
+        ]
+    )()
 
 
 def random_string(rng: random.Random) -> str:
-    pieces = ["a", "é", "😀", "\\n", "\\\"", "\\\\", "\\u00e9", "\\ud83d\\ude00", ",", "]", "}", "{\\\"id\\\":",
-              " ", "\\ud800"]
+    pieces = [
+        "a",
+        "é",
+        "😀",
+        "\\n",
+        '\\"',
+        "\\\\",
+        "\\u00e9",
+        "\\ud83d\\ude00",
+        ",",
+        "]",
+        "}",
+        '{\\"id\\":',
+        " ",
+        "\\ud800",
+    ]
     return '"' + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6))) + '"'
 
 
@@ -211,8 +289,12 @@ def random_value(rng: random.Random, depth: int = 0) -> str:
 
 
 def random_node(rng: random.Random, node_id: int) -> dict[str, Any]:
-    node = op(node_id, rng.choice(["aten::mm", "aten::add", "Optimizer.step#SGD.step", "ncclKernel_x"]),
-              rng.choice([2, 3, node_id - 1]), tid=rng.choice([1, 2]))
+    node = op(
+        node_id,
+        rng.choice(["aten::mm", "aten::add", "Optimizer.step#SGD.step", "ncclKernel_x"]),
+        rng.choice([2, 3, node_id - 1]),
+        tid=rng.choice([1, 2]),
+    )
     if rng.random() < 0.3:
         node["cat"] = "kernel"
     for key in ("values", "shapes", "types"):
@@ -246,8 +328,9 @@ def test_random_values_decode_like_json(seed: int) -> None:
         text = nodesource.value_text(raw.encode())
         if text is not None:
             assert text == str(json.loads(raw)), raw
-        nodes = nodesource.decode_nodes(f'[{{"id": {raw}, "name": {raw}, "ctrl_deps": {raw}, "inputs": {raw},'
-                                        f' "outputs": {raw}, "cat": {raw}}}]')
+        nodes = nodesource.decode_nodes(
+            f'[{{"id": {raw}, "name": {raw}, "ctrl_deps": {raw}, "inputs": {raw}, "outputs": {raw}, "cat": {raw}}}]'
+        )
         if nodes is not None:
             value = json.loads(raw)
             assert [repr(getattr(nodes[0], k)) for k in ("id", "name", "ctrl_deps", "cat")] == [repr(value)] * 4
@@ -258,8 +341,13 @@ def test_runs_start_and_end_at_elements(tmp_path: Path, monkeypatch: pytest.Monk
     """Runs are cut at ``}, {"id":``, which may lie inside an element: such a run is refused
     (the decoder sees an incomplete value) and those elements are decoded one by one."""
     monkeypatch.setattr(jsonstream, "BATCH_CHARS", 1)
-    nodes = [{"id": 1, "x": [{"id": 2}, {"id": 3}]}, {"id": 4}, {"id": 5, "y": {"z": [{"id": 6}, {"id": 7}]}},
-             {"id": 8}, {"id": 9}]
+    nodes = [
+        {"id": 1, "x": [{"id": 2}, {"id": 3}]},
+        {"id": 4},
+        {"id": 5, "y": {"z": [{"id": 6}, {"id": 7}]}},
+        {"id": 8},
+        {"id": 9},
+    ]
     doc = {"schema": "s", "nodes": nodes, "after": 1}
     path = tmp_path / "doc.json"
     path.write_text(json.dumps(doc))

@@ -132,15 +132,22 @@ _DEPTH = 5000
 
 def scalars() -> st.SearchStrategy[Any]:
     return st.one_of(
-        st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.sampled_from([2**64, -(2**63) - 1, 10**30]),
-        st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.sampled_from([2**64, -(2**63) - 1, 10**30]),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=12),
         st.sampled_from(["", "x" * 100_000, "é\u2028\U0001f600", "1", "true"]),
     )
 
 
 def values() -> st.SearchStrategy[Any]:
-    return st.recursive(scalars(), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.text(max_size=6), inner, max_size=3), max_leaves=6)
+    return st.recursive(
+        scalars(),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+        max_leaves=6,
+    )
 
 
 class Mutated:
@@ -220,8 +227,15 @@ def _mutate_bytes(draw: st.DrawFn, data: bytes, step: str) -> tuple[bytes, str]:
     return data[:position], f"cut at {position}"
 
 
-DOCUMENT_STEPS = ("swap a type", "drop a key", "reorder keys", "reorder nodes", "nest deeply", "huge value",
-                  "duplicate a node")
+DOCUMENT_STEPS = (
+    "swap a type",
+    "drop a key",
+    "reorder keys",
+    "reorder nodes",
+    "nest deeply",
+    "huge value",
+    "duplicate a node",
+)
 BYTE_STEPS = ("flip bytes", "insert bytes", "truncate")
 
 
@@ -289,8 +303,15 @@ DUPLICATE = "duplicate node id"  # the reference keeps the last node of an id, s
 BOOLEAN_ID = ("id must be a non-negative integer, got True", "id must be a non-negative integer, got False")
 #: Pairs the reference links and we refuse: another rank or run, and fields of a type the linker
 #: cannot use (the reference fails on most of them with a TypeError, and lets a few through).
-LINK_REFUSALS = ("another rank or run", "different runs", "must be a", "malformed 'attrs'", "missing required field",
-                 DUPLICATE, TOO_DEEP)
+LINK_REFUSALS = (
+    "another rank or run",
+    "different runs",
+    "must be a",
+    "malformed 'attrs'",
+    "missing required field",
+    DUPLICATE,
+    TOO_DEEP,
+)
 
 
 def check_convert(source: Path, folder: Path, *, split: bool = False) -> None:
@@ -304,8 +325,9 @@ def check_convert(source: Path, folder: Path, *, split: bool = False) -> None:
     else:
         assert not out.exists()
         if expected is not None:
-            assert any(text in str(error) for text in (MISSING_PARENT, TOO_DEEP, DUPLICATE, *BOOLEAN_ID)), \
+            assert any(text in str(error) for text in (MISSING_PARENT, TOO_DEEP, DUPLICATE, *BOOLEAN_ID)), (
                 f"the reference accepts it: {error}"
+            )
             if MISSING_PARENT in str(error):
                 lenient = api.ConvertOptions(allow_missing_parents=True)
                 assert attempt(lambda: api.convert(source, out, lenient)) is None
@@ -474,8 +496,9 @@ def test_fuzz_convert_all(which: str, data: st.DataObject) -> None:
             host, device = pair_seed(rank)
             (job / f"rank{rank}_host.json").write_text(json.dumps(host))
             (job / f"rank{rank}_device.json").write_text(json.dumps(device))
-        broken = data.draw(mutated(pair_seed(1)[0 if which == "host" else 1], "nodes" if which == "host" else
-                                   "traceEvents"))
+        broken = data.draw(
+            mutated(pair_seed(1)[0 if which == "host" else 1], "nodes" if which == "host" else "traceEvents")
+        )
         (job / f"rank1_{which}.json").write_bytes(broken.data)
         done = run_cli("convert-all", job, folder / "out", "--jobs", "2", timeout=WATCHDOG_SECONDS)
         assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
@@ -485,8 +508,11 @@ def test_fuzz_convert_all(which: str, data: st.DataObject) -> None:
         assert not [name for name in outputs if name.startswith(".")]
         for rank in (0, 1):
             single = folder / f"single{rank}.et"
-            error = attempt(functools.partial(
-                api.convert_pair, job / f"rank{rank}_host.json", job / f"rank{rank}_device.json", single, rank=rank))
+            error = attempt(
+                functools.partial(
+                    api.convert_pair, job / f"rank{rank}_host.json", job / f"rank{rank}_device.json", single, rank=rank
+                )
+            )
             if error is None:
                 assert (folder / "out" / f"trace.{rank}.et").read_bytes() == single.read_bytes()
             else:
@@ -521,8 +547,13 @@ def _run_paths(*args: str | Path, preexec_fn: Callable[[], None] | None = None) 
     import sys
 
     python, prelude = python_for_nobody() if getattr(preexec_fn, "nobody", False) else (sys.executable, "")
-    return subprocess.run([python, "-c", prelude + _WORKER_PATHS, *map(str, args)], capture_output=True, text=True,
-                          timeout=300, preexec_fn=preexec_fn)
+    return subprocess.run(
+        [python, "-c", prelude + _WORKER_PATHS, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=preexec_fn,
+    )
 
 
 def _assert_outcome(done: Any, *expected: str) -> None:
@@ -554,10 +585,12 @@ def long_int_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     return paths
 
 
-@pytest.mark.parametrize("path", ["one process", "byte ranges", "gzip feed", "PyTorch form", "link",
-                                  "convert --host/--device", "repair"])
-def test_a_number_of_5000_digits_is_one_line_on_every_read_path(path: str, long_int_traces: dict[str, Path],
-                                                                 tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "path", ["one process", "byte ranges", "gzip feed", "PyTorch form", "link", "convert --host/--device", "repair"]
+)
+def test_a_number_of_5000_digits_is_one_line_on_every_read_path(
+    path: str, long_int_traces: dict[str, Path], tmp_path: Path
+) -> None:
     t = long_int_traces
     cases: dict[str, list[str | Path]] = {
         "one process": ["convert", t["plain"], tmp_path / "o.et", "--jobs", "1"],
@@ -654,21 +687,33 @@ def test_repair_of_millions_of_objects_is_bounded(tmp_path: Path) -> None:
         fh.write('{"a":1}' * count)
         fh.write(json.dumps(seed(sorted(TRACES)[0])))
     limit = 400 << 20  # the list of every object took ~100 bytes each: 8 million, 2.2 GB
-    done = run_cli("repair", source, tmp_path / "r.json", preexec_fn=lambda: resource.setrlimit(
-        resource.RLIMIT_AS, (limit, limit)))
+    done = run_cli(
+        "repair", source, tmp_path / "r.json", preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    )
     assert done.returncode == 0, done.stderr
     line = done.stderr.strip()
     assert len(line) < 500 and f"dropped {count:,} earlier complete object(s)" in line, line
 
 
-@pytest.mark.parametrize("limit", [
-    ("RLIMIT_AS", 40 << 20), ("RLIMIT_AS", 48 << 20), ("RLIMIT_AS", 56 << 20),
-    ("RLIMIT_AS", 64 << 20), ("RLIMIT_AS", 80 << 20), ("RLIMIT_AS", 100 << 20),
-    ("RLIMIT_NOFILE", 8), ("RLIMIT_NOFILE", 12), ("RLIMIT_NOFILE", 24),
-], ids=lambda limit: f"{limit[0]}={limit[1]}")
+@pytest.mark.parametrize(
+    "limit",
+    [
+        ("RLIMIT_AS", 40 << 20),
+        ("RLIMIT_AS", 48 << 20),
+        ("RLIMIT_AS", 56 << 20),
+        ("RLIMIT_AS", 64 << 20),
+        ("RLIMIT_AS", 80 << 20),
+        ("RLIMIT_AS", 100 << 20),
+        ("RLIMIT_NOFILE", 8),
+        ("RLIMIT_NOFILE", 12),
+        ("RLIMIT_NOFILE", 24),
+    ],
+    ids=lambda limit: f"{limit[0]}={limit[1]}",
+)
 @pytest.mark.parametrize("path", ["gzip feed", "byte ranges", "link"])
-def test_resource_limits_give_one_line(path: str, limit: tuple[str, int], long_int_traces: dict[str, Path],
-                                       tmp_path: Path) -> None:
+def test_resource_limits_give_one_line(
+    path: str, limit: tuple[str, int], long_int_traces: dict[str, Path], tmp_path: Path
+) -> None:
     """MemoryError, EMFILE and threads that cannot start (a stack that does not fit) on the worker
     paths: success or one line, never a traceback (MemoryError and EMFILE used to be tracebacks)."""
     good = tmp_path / "good.json"

@@ -292,13 +292,23 @@ def test_pair_links_into_the_merged_trace(tmp_path: Path) -> None:
     """Our linker (chakra_trace_link's twin) turns the pair into the merged trace, but for float noise
     in exclusive_dur and sync_dep (which the real linker takes from HTA's critical path)."""
     import chakra_convert_fast.converter.cli  # noqa: F401 - a missing dependency fails, never skips
+
     cfg = make_config(layers=1, comm_mix="all")
     host, device = generate_pair(tmp_path, config=cfg, steps=1, indent=None)
     merged = tmp_path / "merged.json"
     generate_merged(merged, config=cfg, steps=1, indent=None)
     linked = tmp_path / "linked.json"
-    argv = [sys.executable, "-m", "chakra_convert_fast.converter", "link", "--host", str(host), "--device", str(device),
-            str(linked)]
+    argv = [
+        sys.executable,
+        "-m",
+        "chakra_convert_fast.converter",
+        "link",
+        "--host",
+        str(host),
+        "--device",
+        str(device),
+        str(linked),
+    ]
     subprocess.run(argv, check=True, cwd=REPO, capture_output=True)
     ours = {n["id"]: n for n in load(merged)["nodes"]}
     theirs = {n["id"]: n for n in load(linked)["nodes"]}

@@ -73,8 +73,11 @@ def _innermost_launchers(kineto: Any) -> dict[Any, str]:
         call = runtime.get(kernel["args"]["correlation"])
         if call is None:
             continue
-        around = [e for e in cpu if e["tid"] == call["tid"] and e["ts"] <= call["ts"]
-                  and call["ts"] + call["dur"] <= e["ts"] + e["dur"]]
+        around = [
+            e
+            for e in cpu
+            if e["tid"] == call["tid"] and e["ts"] <= call["ts"] and call["ts"] + call["dur"] <= e["ts"] + e["dur"]
+        ]
         found[kernel["args"]["correlation"]] = max(around, key=lambda e: (e["ts"], -e["dur"]))["name"]
     return found
 
@@ -87,8 +90,11 @@ def _check_merged(merged: Any, kineto: Any) -> Counter[str]:
         parent = node.get("ctrl_deps")
         assert parent == node["id"] or parent in by_id, node["name"]
     launchers = _innermost_launchers(kineto)
-    kernels = {(e["name"], e["ts"]): e for e in kineto["traceEvents"]
-               if e.get("cat") in ("kernel", "gpu_memcpy") and e["args"]["correlation"] in launchers}
+    kernels = {
+        (e["name"], e["ts"]): e
+        for e in kineto["traceEvents"]
+        if e.get("cat") in ("kernel", "gpu_memcpy") and e["args"]["correlation"] in launchers
+    }
     nccl: Counter[str] = Counter()
     gpu_nodes = [n for n in merged["nodes"] if n.get("cat")]
     assert len(gpu_nodes) == len(kernels)
@@ -168,18 +174,21 @@ def test_dlrm_host_only_gets_one_comm_node_per_collective(dlrm: Path, tmp_path: 
     assert report.ok  # a warning: ASTRA-sim runs it
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "ALL_REDUCE"),
-    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "ALL_REDUCE"),
-    ("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "ALL_GATHER"),
-    ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "ALL_GATHER"),
-    ("ncclKernel_ReduceScatter_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "REDUCE_SCATTER"),
-    ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "REDUCE_SCATTER"),
-    ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "BROADCAST"),
-    ("ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "BROADCAST"),
-    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "ALL_TO_ALL"),
-    ("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", "ALL_TO_ALL"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "ALL_REDUCE"),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "ALL_REDUCE"),
+        ("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "ALL_GATHER"),
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "ALL_GATHER"),
+        ("ncclKernel_ReduceScatter_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "REDUCE_SCATTER"),
+        ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "REDUCE_SCATTER"),
+        ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "BROADCAST"),
+        ("ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "BROADCAST"),
+        ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "ALL_TO_ALL"),
+        ("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", "ALL_TO_ALL"),
+    ],
+)
 def test_every_nccl_kernel_naming(name: str, expected: str) -> None:
     assert nodes.collective_comm_type(name) == CollectiveCommType[expected]
     kind = nodes.op_kind(name, "kernel")
@@ -204,9 +213,11 @@ def test_an_unknown_nccl_kernel_warns_and_stays_a_compute_node(dlrm: Path, tmp_p
     merged.write_text(json.dumps(document))
     out = tmp_path / "out.et"
     result = api.convert(merged, out)
-    assert result.warnings == ["NCCL kernel 'ncclDevKernel_Generic_4(ncclDevComm*, unsigned long, ncclWork*)' "
-                               "(3 nodes) names no known collective (allreduce, alltoall, allgather, "
-                               "reducescatter, broadcast, sendrecv): kept as a compute node"]
+    assert result.warnings == [
+        "NCCL kernel 'ncclDevKernel_Generic_4(ncclDevComm*, unsigned long, ncclWork*)' "
+        "(3 nodes) names no known collective (allreduce, alltoall, allgather, "
+        "reducescatter, broadcast, sendrecv): kept as a compute node"
+    ]
     assert result.comm_nodes == 5  # the all-to-alls
 
 
@@ -239,10 +250,13 @@ def test_dlrm_8_host_only_ranks_simulate(dlrm: Path, simulator: Path, tmp_path: 
     assert all(r.comm_done == {"collective": 8} and r.comm_cycles > 0 for r in run.ranks)
 
 
-@pytest.mark.parametrize(("trace", "expected"), [
-    ("chakra_1.0.2_host_2rank.json.gz", Counter({"ALL_GATHER": 10})),
-    ("resnet_1gpu_et.json.gz", Counter({"ALL_REDUCE": 15, "BROADCAST": 6})),
-])
+@pytest.mark.parametrize(
+    ("trace", "expected"),
+    [
+        ("chakra_1.0.2_host_2rank.json.gz", Counter({"ALL_GATHER": 10})),
+        ("resnet_1gpu_et.json.gz", Counter({"ALL_REDUCE": 15, "BROADCAST": 6})),
+    ],
+)
 def test_nccl_host_traces_simulate_their_collectives(trace: str, expected: Counter[str], tmp_path: Path) -> None:
     """Host traces of NCCL jobs without their Kineto trace: one communication node per collective,
     the ``c10d::`` op (not its ``record_param_comms`` nor its ``nccl:*`` child)."""
@@ -255,11 +269,14 @@ def test_nccl_host_traces_simulate_their_collectives(trace: str, expected: Count
     assert {et.names[row] for row in et.comm} <= {"c10d::allgather_", "c10d::allreduce_", "c10d::broadcast_"}
 
 
-@pytest.mark.parametrize(("host", "device"), [
-    ("cpu_gpt2_ddp2/rank0_host.json.gz", "cpu_gpt2_ddp2/rank0_device.json.gz"),
-    ("cpu_gpt2_ddp2/rank1_host.json.gz", "cpu_gpt2_ddp2/rank1_device.json.gz"),
-    ("host/resnet_et.json.gz", "resnet_ddp_synthetic_kineto/rank0_device_synthetic.json.gz"),
-])
+@pytest.mark.parametrize(
+    ("host", "device"),
+    [
+        ("cpu_gpt2_ddp2/rank0_host.json.gz", "cpu_gpt2_ddp2/rank0_device.json.gz"),
+        ("cpu_gpt2_ddp2/rank1_host.json.gz", "cpu_gpt2_ddp2/rank1_device.json.gz"),
+        ("host/resnet_et.json.gz", "resnet_ddp_synthetic_kineto/rank0_device_synthetic.json.gz"),
+    ],
+)
 def test_linking_by_order_gives_the_record_function_id_document(host: str, device: str, tmp_path: Path) -> None:
     """The by-order rule against the reference's rule on pairs that have record-function ids: with
     the ids taken out of the Kineto trace, the same merged document, byte for byte (GPT-2: gloo's
@@ -293,9 +310,11 @@ def _two_group_job(folder: Path, ranks: int = 4) -> None:
         collective = 0
         for node in doc["nodes"]:
             if "process_group:init" in node["name"]:
-                groups = [{"pg_name": "0", "ranks": [], "group_size": ranks, "group_count": 3},
-                          {"pg_name": "1", "ranks": [0, 1], "group_size": 2, "group_count": 3},
-                          {"pg_name": "2", "ranks": [2, 3], "group_size": 2, "group_count": 3}]
+                groups = [
+                    {"pg_name": "0", "ranks": [], "group_size": ranks, "group_count": 3},
+                    {"pg_name": "1", "ranks": [0, 1], "group_size": 2, "group_count": 3},
+                    {"pg_name": "2", "ranks": [2, 3], "group_size": 2, "group_count": 3},
+                ]
                 node["inputs"]["values"] = [json.dumps(groups)]
             if node["name"] == "record_param_comms" and "all_gather" in node["inputs"]["values"]:
                 group = "0" if collective < 5 else sub
@@ -337,8 +356,11 @@ def test_no_record_function_id_and_no_name_in_common_says_so(tmp_path: Path) -> 
             event["name"] = "renamed::" + event["name"]
     device = tmp_path / "device.json"
     device.write_text(json.dumps(kineto))
-    with pytest.raises(TraceContentError, match=r"has no 'Record function id' on its CPU ops .* none of the 36 host "
-                                                r"ops matched its CPU ops by thread, order and name"):
+    with pytest.raises(
+        TraceContentError,
+        match=r"has no 'Record function id' on its CPU ops .* none of the 36 host "
+        r"ops matched its CPU ops by thread, order and name",
+    ):
         api.link(HTA_HOST, device, None)
 
 
@@ -346,22 +368,41 @@ def _tensor(numel: int, element: int = 4) -> list[Any]:
     return [1, 2, 0, numel, element, "cuda:0"]
 
 
-@pytest.mark.parametrize(("name", "inputs", "kind", "size"), [
-    ("c10d::allreduce_coalesced_", {"values": [[_tensor(10), _tensor(6)], "<Object>", "<Object>", -1],
-                                    "shapes": [[[10], [6]], [], [], []],
-                                    "types": ["GenericList[Tensor(float),Tensor(float)]", "Object", "Object", "Int"]},
-     "ALL_REDUCE", 64),
-    ("c10d::allgather_into_tensor_coalesced_", {"values": [[_tensor(8, 2)], [_tensor(4, 2)], "<Object>"],
-                                                "shapes": [[[8]], [[4]], []],
-                                                "types": ["GenericList[Tensor(c10::BFloat16)]",
-                                                          "GenericList[Tensor(c10::BFloat16)]", "Object"]},
-     "ALL_GATHER", 8),
-    ("c10d::reduce_scatter_tensor_coalesced_", {"values": [[_tensor(2)], [_tensor(8)], "<Object>", "<Object>", -1],
-                                                "shapes": [[[2]], [[8]], [], [], []],
-                                                "types": ["GenericList[Tensor(float)]", "GenericList[Tensor(float)]",
-                                                          "Object", "Object", "Int"]},
-     "REDUCE_SCATTER", 32),
-])
+@pytest.mark.parametrize(
+    ("name", "inputs", "kind", "size"),
+    [
+        (
+            "c10d::allreduce_coalesced_",
+            {
+                "values": [[_tensor(10), _tensor(6)], "<Object>", "<Object>", -1],
+                "shapes": [[[10], [6]], [], [], []],
+                "types": ["GenericList[Tensor(float),Tensor(float)]", "Object", "Object", "Int"],
+            },
+            "ALL_REDUCE",
+            64,
+        ),
+        (
+            "c10d::allgather_into_tensor_coalesced_",
+            {
+                "values": [[_tensor(8, 2)], [_tensor(4, 2)], "<Object>"],
+                "shapes": [[[8]], [[4]], []],
+                "types": ["GenericList[Tensor(c10::BFloat16)]", "GenericList[Tensor(c10::BFloat16)]", "Object"],
+            },
+            "ALL_GATHER",
+            8,
+        ),
+        (
+            "c10d::reduce_scatter_tensor_coalesced_",
+            {
+                "values": [[_tensor(2)], [_tensor(8)], "<Object>", "<Object>", -1],
+                "shapes": [[[2]], [[8]], [], [], []],
+                "types": ["GenericList[Tensor(float)]", "GenericList[Tensor(float)]", "Object", "Object", "Int"],
+            },
+            "REDUCE_SCATTER",
+            32,
+        ),
+    ],
+)
 def test_coalesced_collectives(name: str, inputs: dict[str, Any], kind: str, size: int) -> None:
     found = host_collective(name, inputs)
     assert found is not None and found.node_type == NodeType.COMM_COLL_NODE

@@ -35,13 +35,15 @@ def expected(rank: int) -> list[tuple[Any, ...]]:
     pair, column = str(1 + rank // 2), str(3 + rank % 2)
     first = rank - rank % 2  # the pair's first rank sends to its second (peer 1 of the pair group)
     p2p = ((pb.COMM_SEND_NODE if rank % 2 == 0 else pb.COMM_RECV_NODE), None, 128, pair, first, first + 1, 5)
-    return [(pb.COMM_COLL_NODE, AR, 1024, pair, None, None, None),
-            (pb.COMM_COLL_NODE, AR, 1024, column, None, None, None),  # functional: its input names it
-            (pb.COMM_COLL_NODE, AG, 1024, pair, None, None, None),
-            (pb.COMM_COLL_NODE, RS, 1024, column, None, None, None),
-            # the one-rank group's all-reduce stays a compute node
-            (pb.COMM_COLL_NODE, AR, 256, "0", None, None, None),
-            p2p]
+    return [
+        (pb.COMM_COLL_NODE, AR, 1024, pair, None, None, None),
+        (pb.COMM_COLL_NODE, AR, 1024, column, None, None, None),  # functional: its input names it
+        (pb.COMM_COLL_NODE, AG, 1024, pair, None, None, None),
+        (pb.COMM_COLL_NODE, RS, 1024, column, None, None, None),
+        # the one-rank group's all-reduce stays a compute node
+        (pb.COMM_COLL_NODE, AR, 256, "0", None, None, None),
+        p2p,
+    ]
 
 
 def comm_nodes(path: Path) -> list[tuple[Any, ...]]:
@@ -49,16 +51,29 @@ def comm_nodes(path: Path) -> list[tuple[Any, ...]]:
     for n in read_et(path)[1]:
         if n.type in (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
             a = attrs(n)
-            out.append((n.type, a.get("comm_type"), a["comm_size"], a["pg_name"], a.get("comm_src"),
-                        a.get("comm_dst"), a.get("comm_tag")))
+            out.append(
+                (
+                    n.type,
+                    a.get("comm_type"),
+                    a["comm_size"],
+                    a["pg_name"],
+                    a.get("comm_src"),
+                    a.get("comm_dst"),
+                    a.get("comm_tag"),
+                )
+            )
     return out
 
 
 @pytest.mark.parametrize("rank", range(4))
 def test_each_collective_lands_in_its_group(tmp_path: Path, rank: int) -> None:
     out = tmp_path / f"r{rank}.et"
-    result = api.convert_pair(GROUPS / f"rank{rank}_host.json.gz", GROUPS / f"rank{rank}_device.json.gz", out,
-                              ConvertOptions(astra_sim=True, rank=rank))
+    result = api.convert_pair(
+        GROUPS / f"rank{rank}_host.json.gz",
+        GROUPS / f"rank{rank}_device.json.gz",
+        out,
+        ConvertOptions(astra_sim=True, rank=rank),
+    )
     assert comm_nodes(out) == expected(rank)
     assert result.conversion.warnings == []
     changes = result.conversion.astra_changes
@@ -89,8 +104,12 @@ def test_the_job_passes_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_no_group_in_a_job_of_several_warns(tmp_path: Path) -> None:
     # gloo_ops_np4 was captured without markers and has sub-groups {0,1} {2,3}
-    result = api.convert_pair(GLOO_OPS / "rank0_host.json.gz", GLOO_OPS / "rank0_device.json.gz",
-                              tmp_path / "r0.et", ConvertOptions(astra_sim=True, rank=0))
+    result = api.convert_pair(
+        GLOO_OPS / "rank0_host.json.gz",
+        GLOO_OPS / "rank0_device.json.gz",
+        tmp_path / "r0.et",
+        ConvertOptions(astra_sim=True, rank=0),
+    )
     (warning,) = [w for w in result.conversion.warnings if "name no process group" in w]
     assert "c10d::allreduce_ x" in warning and "capture with chakra-profile" in warning
     assert "[0, 1]" in warning and "[0, 1, 2, 3]" in warning
@@ -103,24 +122,28 @@ def test_markers_removed_warn_naming_the_collectives(tmp_path: Path) -> None:
             node["name"] = "## something else ##"
     path = tmp_path / "host.json"
     path.write_text(json.dumps(host))
-    result = api.convert_pair(path, GROUPS / "rank0_device.json.gz", tmp_path / "r0.et",
-                              ConvertOptions(astra_sim=True, rank=0))
+    result = api.convert_pair(
+        path, GROUPS / "rank0_device.json.gz", tmp_path / "r0.et", ConvertOptions(astra_sim=True, rank=0)
+    )
     (warning,) = [w for w in result.conversion.warnings if "name no process group" in w]
     assert "c10d::_allgather_base_ x1" in warning and "c10d::send x1" in warning
     # the functional all-reduce still names its group; the others fall back to the default group
     assert [c[3] for c in comm_nodes(tmp_path / "r0.et")] == ["0", "3", "0", "0", "0", "0", "0"]
 
 
-@pytest.mark.parametrize(("name", "label"), [
-    ("## chakra:group 3 0,2 ##", GroupLabel("3", (0, 2))),
-    ("## chakra:group 0 0 ##", GroupLabel("0", (0,))),
-    ("## chakra:group 7  ##", GroupLabel("7", ())),
-    ("## chakra:group 3 0,x ##", None),
-    ("## chakra:group 3 -1 ##", None),
-    ("## chakra:group 3 ##", None),
-    ("## chakra:group  0 ##", None),
-    ("ProfilerStep#3", None),
-])
+@pytest.mark.parametrize(
+    ("name", "label"),
+    [
+        ("## chakra:group 3 0,2 ##", GroupLabel("3", (0, 2))),
+        ("## chakra:group 0 0 ##", GroupLabel("0", (0,))),
+        ("## chakra:group 7  ##", GroupLabel("7", ())),
+        ("## chakra:group 3 0,x ##", None),
+        ("## chakra:group 3 -1 ##", None),
+        ("## chakra:group 3 ##", None),
+        ("## chakra:group  0 ##", None),
+        ("ProfilerStep#3", None),
+    ],
+)
 def test_parse_marker(name: str, label: GroupLabel | None) -> None:
     assert parse_marker(name) == label
 
@@ -154,11 +177,17 @@ def test_chakra_profile_marks_each_collective_with_its_group(tmp_path: Path) -> 
     """profiler/groups.py: the marker is a child of every c10d op, named after its group, DDP's
     reducer (C++) included; the op is recorded once."""
     host = tmp_path / "host.json"
-    done = subprocess.run([sys.executable, "-c", MARKER_SCRIPT, str(host)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", MARKER_SCRIPT, str(host)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert {"allreduce_", "_allgather_base_", "send", "recv_", "_reduce_scatter_base_"} <= set(
-        json.loads(done.stdout.strip().splitlines()[-1]))
+        json.loads(done.stdout.strip().splitlines()[-1])
+    )
     nodes = json.loads(host.read_text())["nodes"]
     by_id = {n["id"]: n for n in nodes}
     ops = [n for n in nodes if n["name"].startswith("c10d::")]

@@ -46,11 +46,14 @@ def test_rows_of_many_ids_with_the_absent_and_unflagged_ones_marked(name: str) -
     assert list(index.rows(wanted, flags)) == [3, 0, ABSENT, -1, 2, ABSENT]
 
 
-@pytest.mark.parametrize("ids, first_row, row", [
-    ([1, 2, 3, 2, 3], 1, 3),  # dense: the first repeat in row order
-    ([1 << 50, 5, 1 << 50, 5], 0, 2),  # sparse
-    ([4, 4], 0, 1),
-])
+@pytest.mark.parametrize(
+    "ids, first_row, row",
+    [
+        ([1, 2, 3, 2, 3], 1, 3),  # dense: the first repeat in row order
+        ([1 << 50, 5, 1 << 50, 5], 0, 2),  # sparse
+        ([4, 4], 0, 1),
+    ],
+)
 def test_a_repeated_id_names_both_rows(ids: list[int], first_row: int, row: int) -> None:
     with pytest.raises(DuplicateId) as caught:
         IdIndex(ids)

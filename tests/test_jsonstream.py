@@ -19,7 +19,7 @@ from .tracebuild import op, trace, two_threads
 DOCUMENTS = {
     "metadata after nodes": '{"schema": "s", "nodes": [{"id": 1}, {"id": 2}], "finish_ts": 12345}',
     "non-finite and huge numbers": '{"nodes": [[NaN, Infinity, -Infinity, 18446744073709551616, -9223372036854775809,'
-    ' 1.5e400, 1e-400, -0.0, 0.1, 1E5]]}',
+    " 1.5e400, 1e-400, -0.0, 0.1, 1E5]]}",
     "strings and escapes": '{"nodes": ["a\\"b", "\\u00e9\\ud83d\\ude00", "tab\\t", "]}{,"], "k": "v"}',
     "nested and empty": '{"a": {}, "nodes": [[], {}, [[[]]], {"x": [1, {"y": null}]}], "b": [true, false]}',
     "whitespace everywhere": ' \n{ "nodes" : [ 1 , 2 ,\r\n 3 ] , "z" : 7 } \n ',

@@ -89,8 +89,11 @@ def test_launches_and_synchronisation_event_sync(tmp_path: Path) -> None:
     graph = build(read_events(EVENT_SYNC))
     by_id = {n.id: n for n in graph.nodes}
     gpu = [n for n in graph.nodes if not n.cpu]
-    assert gpu and all(any(by_id[d].name == "cudaLaunchKernel" for d in n.deps) for n in gpu
-                       if "Memcpy" not in n.name and "Memset" not in n.name)
+    assert gpu and all(
+        any(by_id[d].name == "cudaLaunchKernel" for d in n.deps)
+        for n in gpu
+        if "Memcpy" not in n.name and "Memset" not in n.name
+    )
     waits = [n for n in graph.nodes if n.name == "cudaEventSynchronize (wait)"]
     assert waits
     assert any(not by_id[d].cpu for w in waits for d in w.deps)
@@ -109,16 +112,21 @@ def test_nccl_kernels_with_collective_args(tmp_path: Path) -> None:
     trace = _et(tmp_path / "n.0.et")
     rows = [r for r, t in enumerate(trace.types) if t == NodeType.COMM_COLL_NODE]
     assert len(rows) == result.comm_nodes == 7
-    assert Counter(trace.comm[r]["comm_type"] for r in rows) == {CollectiveCommType.ALL_REDUCE: 5,
-                                                                  CollectiveCommType.BROADCAST: 2}
+    assert Counter(trace.comm[r]["comm_type"] for r in rows) == {
+        CollectiveCommType.ALL_REDUCE: 5,
+        CollectiveCommType.BROADCAST: 2,
+    }
     for row in rows:
         attrs = trace.comm[row]
         assert attrs["pg_name"] == "0" and not attrs["is_cpu_op"]
         assert attrs["comm_size"] > 0
     raw = json.loads(gzip.decompress(NCCL.read_bytes()))
     element = {"Float": 4, "Long": 8, "Int": 4}  # In msg nelems x the dtype's size
-    sizes = {e["args"]["In msg nelems"] * element[e["args"]["dtype"]] for e in raw["traceEvents"]
-             if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})}
+    sizes = {
+        e["args"]["In msg nelems"] * element[e["args"]["dtype"]]
+        for e in raw["traceEvents"]
+        if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})
+    }
     assert {trace.comm[r]["comm_size"] for r in rows} <= sizes
 
 
@@ -131,10 +139,14 @@ def test_nccl_kernels_typed_from_the_op_around_the_launch(tmp_path: Path) -> Non
     for rank, path in enumerate(SAMPLED):
         api.convert_kineto(path, tmp_path / f"s.{rank}.et")
         trace = _et(tmp_path / f"s.{rank}.et")
-        sequences.append([trace.comm[r]["comm_type"] for r, t in enumerate(trace.types)
-                          if t == NodeType.COMM_COLL_NODE])
-    assert Counter(sequences[0]) == Counter(sequences[1]) == {
-        CollectiveCommType.ALL_TO_ALL: 2, CollectiveCommType.ALL_REDUCE: 2, CollectiveCommType.ALL_GATHER: 1}
+        sequences.append(
+            [trace.comm[r]["comm_type"] for r, t in enumerate(trace.types) if t == NodeType.COMM_COLL_NODE]
+        )
+    assert (
+        Counter(sequences[0])
+        == Counter(sequences[1])
+        == {CollectiveCommType.ALL_TO_ALL: 2, CollectiveCommType.ALL_REDUCE: 2, CollectiveCommType.ALL_GATHER: 1}
+    )
 
 
 def test_dlrm_worker(dlrm_worker0: Path, tmp_path: Path) -> None:
@@ -163,16 +175,23 @@ def test_ablation_drops_one_kind(kind: str) -> None:
         assert sum(len(n.deps) for n in dropped.nodes) < edges
 
 
-@pytest.mark.parametrize(("name", "args", "ops", "expected"), [
-    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", {}, [], (int(CollectiveCommType.ALL_REDUCE), None)),
-    ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*)", {}, [], (int(CollectiveCommType.ALL_GATHER), None)),
-    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", {}, ["nccl:all_to_all"], (int(CollectiveCommType.ALL_TO_ALL),
-                                                                              None)),
-    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", {}, [], (None, "not in the trace")),
-    ("ncclDevKernel_SendRecv", {"Collective name": "send", "Dst Rank": 3}, [], (None, None)),
-    ("ncclDevKernel_SendRecv", {"Collective name": "recv"}, [], (None, "peer rank")),
-    ("ncclDevKernel_Reduce_Sum_f32", {}, [], (int(CollectiveCommType.REDUCE), "not a collective ASTRA-sim runs")),
-])
+@pytest.mark.parametrize(
+    ("name", "args", "ops", "expected"),
+    [
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", {}, [], (int(CollectiveCommType.ALL_REDUCE), None)),
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*)", {}, [], (int(CollectiveCommType.ALL_GATHER), None)),
+        (
+            "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t",
+            {},
+            ["nccl:all_to_all"],
+            (int(CollectiveCommType.ALL_TO_ALL), None),
+        ),
+        ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", {}, [], (None, "not in the trace")),
+        ("ncclDevKernel_SendRecv", {"Collective name": "send", "Dst Rank": 3}, [], (None, None)),
+        ("ncclDevKernel_SendRecv", {"Collective name": "recv"}, [], (None, "peer rank")),
+        ("ncclDevKernel_Reduce_Sum_f32", {}, [], (int(CollectiveCommType.REDUCE), "not a collective ASTRA-sim runs")),
+    ],
+)
 def test_classify(name: str, args: dict[str, Any], ops: list[str], expected: tuple[int | None, str | None]) -> None:
     from chakra_convert_fast.converter.kineto.events import _Args
 
@@ -217,22 +236,32 @@ def _event(name: str, ts: object, dur: float, cat: str = "cpu_op", **extra: Any)
 _STEP = _event("ProfilerStep#3", 0, 100, "user_annotation")
 
 
-@pytest.mark.parametrize(("case", "document", "options", "expected"), [
-    ("no_step", {"traceEvents": [_event("aten::mm", 0, 5)]}, [], "no ProfilerStep#N"),
-    ("step_not_there", {"traceEvents": [_STEP, _event("aten::mm", 1, 5)]}, ["--step", "7"],
-     "no ProfilerStep#7 in the trace (it has 3)"),
-    ("missing_ts", {"traceEvents": [_STEP, {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "dur": 3}]}, [],
-     "traceEvents[1] ('aten::mm'): no 'ts'"),
-    ("missing_dur", {"traceEvents": [_STEP, {"ph": "X", "cat": "kernel", "name": "k", "ts": 3}]}, [],
-     "no 'dur'"),
-    ("bad_ts", {"traceEvents": [_STEP, _event("aten::mm", "soon", 5)]}, [], "'ts'"),
-    ("not_kineto", {"hello": [1, 2]}, ["--kineto"], "no 'traceEvents' array: not a Kineto trace"),
-    ("truncated", '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#3", "ts": 0, "dur"', [],
-     ""),
-    ("host_trace", {"schema": "1.1.1-chakra.0.0.4", "nodes": []}, ["--kineto"], "not a Kineto trace"),
-])
-def test_bad_input_one_line_nothing_written(case: str, document: Any, options: list[str], expected: str,
-                                            tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("case", "document", "options", "expected"),
+    [
+        ("no_step", {"traceEvents": [_event("aten::mm", 0, 5)]}, [], "no ProfilerStep#N"),
+        (
+            "step_not_there",
+            {"traceEvents": [_STEP, _event("aten::mm", 1, 5)]},
+            ["--step", "7"],
+            "no ProfilerStep#7 in the trace (it has 3)",
+        ),
+        (
+            "missing_ts",
+            {"traceEvents": [_STEP, {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "dur": 3}]},
+            [],
+            "traceEvents[1] ('aten::mm'): no 'ts'",
+        ),
+        ("missing_dur", {"traceEvents": [_STEP, {"ph": "X", "cat": "kernel", "name": "k", "ts": 3}]}, [], "no 'dur'"),
+        ("bad_ts", {"traceEvents": [_STEP, _event("aten::mm", "soon", 5)]}, [], "'ts'"),
+        ("not_kineto", {"hello": [1, 2]}, ["--kineto"], "no 'traceEvents' array: not a Kineto trace"),
+        ("truncated", '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#3", "ts": 0, "dur"', [], ""),
+        ("host_trace", {"schema": "1.1.1-chakra.0.0.4", "nodes": []}, ["--kineto"], "not a Kineto trace"),
+    ],
+)
+def test_bad_input_one_line_nothing_written(
+    case: str, document: Any, options: list[str], expected: str, tmp_path: Path
+) -> None:
     source = _write(tmp_path / f"{case}.json.gz", document, gz=True)
     if case == "truncated":
         options = ["--kineto"]

@@ -25,23 +25,30 @@ from .test_scale import node, write_rank
 # -- the layout and its checks ------------------------------------------------------------------------
 def test_mesh_groups_tensor_parallel_innermost() -> None:
     layout = Layout(dp=2, tp=2, pp=2)
-    assert layout.groups() == {"tp": [[0, 1], [2, 3], [4, 5], [6, 7]], "dp": [[0, 2], [1, 3], [4, 6], [5, 7]],
-                               "pp": [[0, 4], [1, 5], [2, 6], [3, 7]]}
+    assert layout.groups() == {
+        "tp": [[0, 1], [2, 3], [4, 5], [6, 7]],
+        "dp": [[0, 2], [1, 3], [4, 6], [5, 7]],
+        "pp": [[0, 4], [1, 5], [2, 6], [3, 7]],
+    }
     assert layout.coords(5) == {"pp": 1, "dp": 0, "tp": 1}
 
 
-@pytest.mark.parametrize(("n_layer", "pp", "stages"), [(4, 2, [range(0, 2), range(2, 4)]),
-                                                       (5, 2, [range(0, 3), range(3, 5)]),
-                                                       (2, 2, [range(0, 1), range(1, 2)])])
+@pytest.mark.parametrize(
+    ("n_layer", "pp", "stages"),
+    [(4, 2, [range(0, 2), range(2, 4)]), (5, 2, [range(0, 3), range(3, 5)]), (2, 2, [range(0, 1), range(1, 2)])],
+)
 def test_stages_hold_whole_blocks(n_layer: int, pp: int, stages: list[range]) -> None:
     assert [stage_layers(n_layer, pp, s) for s in range(pp)] == stages
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    ((3, 2, 1, 1), "--nproc 3 is not a multiple of --tp 2 x --pp 1 = 2"),
-    ((4, 1, 2, 1), "1F1B schedule needs --microbatches >= --pp (2), got 1"),
-    ((2, 1, 1, 2), "--microbatches applies to pipeline parallelism"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((3, 2, 1, 1), "--nproc 3 is not a multiple of --tp 2 x --pp 1 = 2"),
+        ((4, 1, 2, 1), "1F1B schedule needs --microbatches >= --pp (2), got 1"),
+        ((2, 1, 1, 2), "--microbatches applies to pipeline parallelism"),
+    ],
+)
 def test_layouts_that_do_not_divide(args: tuple[int, int, int, int], message: str) -> None:
     nproc, tp, pp, microbatches = args
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -52,17 +59,22 @@ def test_shape_problems_name_what_does_not_divide() -> None:
     layout = make_layout(4, 4, 1, "fsdp", 1, "1f1b")
     assert shape_problems(layout, 2, 64, 2, 256, 4) == ["--n-head (attention heads) 2 is not a multiple of --tp 4"]
     pipeline = make_layout(4, 1, 4, "ddp", 4, "1f1b")
-    assert shape_problems(pipeline, 2, 64, 2, 256, 6) == ["--n-layer 2 is fewer layers than --pp 4 stages",
-                                                          "--batch-size 6 is not a multiple of --microbatches 4"]
+    assert shape_problems(pipeline, 2, 64, 2, 256, 6) == [
+        "--n-layer 2 is fewer layers than --pp 4 stages",
+        "--batch-size 6 is not a multiple of --microbatches 4",
+    ]
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--nproc", "3", "--tp", "2"], "--nproc 3 is not a multiple of --tp 2"),
-    (["--nproc", "2", "--tp", "2", "--n-head", "3", "--hidden", "66"], "--n-head (attention heads) 3"),
-    (["--nproc", "2", "--pp", "2", "--n-layer", "1"], "--n-layer 1 is fewer layers than --pp 2"),
-    (["--nproc", "2", "--pp", "2", "--microbatches", "3"], "--batch-size 4 is not a multiple of --microbatches 3"),
-    (["--dp", "zero"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--nproc", "3", "--tp", "2"], "--nproc 3 is not a multiple of --tp 2"),
+        (["--nproc", "2", "--tp", "2", "--n-head", "3", "--hidden", "66"], "--n-head (attention heads) 3"),
+        (["--nproc", "2", "--pp", "2", "--n-layer", "1"], "--n-layer 1 is fewer layers than --pp 2"),
+        (["--nproc", "2", "--pp", "2", "--microbatches", "3"], "--batch-size 4 is not a multiple of --microbatches 3"),
+        (["--dp", "zero"], "invalid choice"),
+    ],
+)
 def test_profile_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         parse_args(["--model", "gpt2", "--size", "tiny", *argv])
@@ -71,8 +83,24 @@ def test_profile_usage_errors(argv: list[str], message: str, capsys: pytest.Capt
 
 
 def test_a_layout_that_divides_parses() -> None:
-    args = parse_args(["--model", "bert", "--size", "tiny", "--nproc", "8", "--tp", "2", "--pp", "2",
-                       "--dp", "fsdp", "--schedule", "gpipe"])
+    args = parse_args(
+        [
+            "--model",
+            "bert",
+            "--size",
+            "tiny",
+            "--nproc",
+            "8",
+            "--tp",
+            "2",
+            "--pp",
+            "2",
+            "--dp",
+            "fsdp",
+            "--schedule",
+            "gpipe",
+        ]
+    )
     assert (args.tp, args.pp, args.dp, args.schedule) == (2, 2, "fsdp", "gpipe")
 
 
@@ -82,8 +110,17 @@ def coll(node_id: int, kind: int, size: int, pg: str, deps: tuple[int, ...]) -> 
 
 
 def p2p(node_id: int, send: bool, size: int, src: int, dst: int, pg: str, deps: tuple[int, ...]) -> pb.Node:
-    return node(node_id, pb.COMM_SEND_NODE if send else pb.COMM_RECV_NODE, deps, comm_size=size, pg_name=pg,
-                comm_src=src, comm_dst=dst, comm_tag=0, is_cpu_op=False)
+    return node(
+        node_id,
+        pb.COMM_SEND_NODE if send else pb.COMM_RECV_NODE,
+        deps,
+        comm_size=size,
+        pg_name=pg,
+        comm_src=src,
+        comm_dst=dst,
+        comm_tag=0,
+        is_cpu_op=False,
+    )
 
 
 def mesh_job(folder: Path, dp: int, tp: int, pp: int, mode: str) -> Path:
@@ -120,12 +157,11 @@ def mesh_job(folder: Path, dp: int, tp: int, pp: int, mode: str) -> Path:
             nodes.append(coll(6, pb.REDUCE_SCATTER, 4000, pg["dp"], (1,)))
         else:
             nodes.append(coll(6, pb.ALL_REDUCE, 4000, pg["dp"], (1,)))
-        write_rank(folder / f"job.{rank}.et", nodes, schema="1.1.1-chakra.0.0.4", pid=1,
-                   world_size=world)  # as --astra-sim records it
-    (folder / "job.comm_group.json").write_text(json.dumps(
-        {n: list(g) for g, n in names.items() if n != "0"}))
-    (folder / "job.layout.json").write_text(json.dumps({"dp": dp, "tp": tp, "pp": pp, "dp_mode": mode,
-                                                        "ranks": ranks}))
+        write_rank(
+            folder / f"job.{rank}.et", nodes, schema="1.1.1-chakra.0.0.4", pid=1, world_size=world
+        )  # as --astra-sim records it
+    (folder / "job.comm_group.json").write_text(json.dumps({n: list(g) for g, n in names.items() if n != "0"}))
+    (folder / "job.layout.json").write_text(json.dumps({"dp": dp, "tp": tp, "pp": pp, "dp_mode": mode, "ranks": ranks}))
     return folder / "job"
 
 
@@ -136,9 +172,16 @@ def comm(path: Path | str, groups: dict[str, list[int]]) -> list[tuple[Any, ...]
     for row in sorted(trace.comm):
         a = trace.comm[row]
         name = str(a.get("pg_name", "0"))
-        out.append((trace.types[row], a.get("comm_type"), a["comm_size"],
-                    groups.get(name, "all") if trace.types[row] == pb.COMM_COLL_NODE else None,
-                    a.get("comm_src"), a.get("comm_dst")))
+        out.append(
+            (
+                trace.types[row],
+                a.get("comm_type"),
+                a["comm_size"],
+                groups.get(name, "all") if trace.types[row] == pb.COMM_COLL_NODE else None,
+                a.get("comm_src"),
+                a.get("comm_dst"),
+            )
+        )
     return out
 
 
@@ -146,14 +189,18 @@ def real_groups(prefix: Path) -> dict[str, list[int]]:
     return dict(json.loads(Path(f"{prefix}.comm_group.json").read_text()))
 
 
-@pytest.mark.parametrize(("layout", "small", "big"), [
-    (("fsdp", 2, 1), 4, 8),  # TP 2 x FSDP: the issue's case
-    (("ddp", 1, 2), 4, 8),  # PP 2 x DDP
-    (("fsdp", 2, 2), 8, 16),  # all three
-    (("ddp", 2, 1), 4, 12),
-])
-def test_scaled_job_equals_the_job_built_at_that_size(tmp_path: Path, layout: tuple[str, int, int], small: int,
-                                                      big: int) -> None:
+@pytest.mark.parametrize(
+    ("layout", "small", "big"),
+    [
+        (("fsdp", 2, 1), 4, 8),  # TP 2 x FSDP: the issue's case
+        (("ddp", 1, 2), 4, 8),  # PP 2 x DDP
+        (("fsdp", 2, 2), 8, 16),  # all three
+        (("ddp", 2, 1), 4, 12),
+    ],
+)
+def test_scaled_job_equals_the_job_built_at_that_size(
+    tmp_path: Path, layout: tuple[str, int, int], small: int, big: int
+) -> None:
     mode, tp, pp = layout
     captured = mesh_job(tmp_path / "small", small // (tp * pp), tp, pp, mode)
     real = mesh_job(tmp_path / "real", big // (tp * pp), tp, pp, mode)
@@ -182,8 +229,10 @@ def test_fsdp_bytes_follow_the_units_padding(tmp_path: Path) -> None:
     shard2, shard4 = 25129 * 256 + 32 * 4, 12565 * 256 + 16 * 4
     job = mesh_job(tmp_path / "in", 2, 1, 1, "fsdp")
     for rank in range(2):
-        write_rank(tmp_path / "in" / f"job.{rank}.et", [node(1), coll(2, pb.ALL_GATHER, shard2, "0", (1,)),
-                                                        coll(3, pb.REDUCE_SCATTER, 2 * shard2, "0", (2,))])
+        write_rank(
+            tmp_path / "in" / f"job.{rank}.et",
+            [node(1), coll(2, pb.ALL_GATHER, shard2, "0", (1,)), coll(3, pb.REDUCE_SCATTER, 2 * shard2, "0", (2,))],
+        )
     layout = json.loads(Path(f"{job}.layout.json").read_text())
     for rank in layout["ranks"]:
         rank["fsdp_units"] = [unit]
@@ -192,7 +241,8 @@ def test_fsdp_bytes_follow_the_units_padding(tmp_path: Path) -> None:
     for rank in range(4):
         assert [c[:4] for c in comm(tmp_path / "out" / f"job.{rank}.et", result.comm_groups)] == [
             (pb.COMM_COLL_NODE, pb.ALL_GATHER, shard4, "all"),  # every rank: the default group
-            (pb.COMM_COLL_NODE, pb.REDUCE_SCATTER, 4 * shard4, "all")]
+            (pb.COMM_COLL_NODE, pb.REDUCE_SCATTER, 4 * shard4, "all"),
+        ]
     # without the units: the all-gather scales by the degrees' ratio, the reduce-scatter keeps its bytes
     del layout["ranks"][0]["fsdp_units"], layout["ranks"][1]["fsdp_units"]
     Path(f"{job}.layout.json").write_text(json.dumps(layout))

@@ -20,8 +20,7 @@ from tests.linkcases import edge_case_pair
 
 from .traces import load_trace
 
-FAST_DECODERS = [(hostindex, "_INDEXED_RUNS"), (hostindex, "_RAW_NODE_RUNS"),
-                 (kineto, "_EVENT_RUNS")]
+FAST_DECODERS = [(hostindex, "_INDEXED_RUNS"), (hostindex, "_RAW_NODE_RUNS"), (kineto, "_EVENT_RUNS")]
 
 
 def outcome(host: Path, device: Path, target: Path) -> tuple[str, Any]:

@@ -44,9 +44,7 @@ def test_resnet_pair_matches_shared_reference_output(tmp_path: Path) -> None:
 def test_gpt2_pair_matches_reference(tmp_path: Path, rank: int) -> None:
     host, device = GPT2 / f"rank{rank}_host.json.gz", GPT2 / f"rank{rank}_device.json.gz"
     link(host, device, tmp_path / "ours.json.gz", rank=rank)
-    assert load(tmp_path / "ours.json.gz") == reference_link(
-        host, device, tmp_path / "ref.json", tmp_path, rank
-    )
+    assert load(tmp_path / "ours.json.gz") == reference_link(host, device, tmp_path / "ref.json", tmp_path, rank)
 
 
 def test_gpt2_shared_output_has_our_structure(tmp_path: Path) -> None:
@@ -166,9 +164,7 @@ def test_bad_input_is_one_line_error_and_no_output(
         host = device
     out = tmp_path / "out" / "merged.json"
     out.parent.mkdir()
-    code, _, err = run_cli(
-        ["link", "--rank", rank, "--host", str(host), "--device", str(device), str(out)], capsys
-    )
+    code, _, err = run_cli(["link", "--rank", rank, "--host", str(host), "--device", str(device), str(out)], capsys)
     assert code != 0
     assert err.count("\n") == 1 and err.startswith("chakra-convert-fast: error: ")
     assert code == 1
@@ -200,9 +196,7 @@ def test_kineto_from_another_run_is_an_error_not_success(tmp_path: Path) -> None
 def test_partial_link_warns_with_counts(tmp_path: Path) -> None:
     host, device = edge_case_pair(tmp_path, layers=30, gz=False)
     doc = json.loads(device.read_text())
-    doc["traceEvents"] = [
-        e for i, e in enumerate(doc["traceEvents"]) if not (e.get("cat") == "cuda_runtime" and i % 2)
-    ]
+    doc["traceEvents"] = [e for i, e in enumerate(doc["traceEvents"]) if not (e.get("cat") == "cuda_runtime" and i % 2)]
     device = _write(tmp_path / "partial.json", json.dumps(doc))
     warnings = link(host, device, None).warnings
     assert any("device kernels have no launching CPU op" in w for w in warnings)
@@ -217,9 +211,7 @@ def test_convert_pair_writes_only_the_et_file(
     host, device = edge_case_pair(tmp_path / "in", layers=20, shuffled=shuffled)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    code, _, err = run_cli(
-        ["convert", "--host", str(host), "--device", str(device), str(out_dir / "r0.et")], capsys
-    )
+    code, _, err = run_cli(["convert", "--host", str(host), "--device", str(device), str(out_dir / "r0.et")], capsys)
     assert code == 0, err
     assert os.listdir(out_dir) == ["r0.et"]
     code, _, err = run_cli(

@@ -60,8 +60,9 @@ def test_refused_log_paths(log: Callable[[Path], Path], expected: str, merged: P
 def test_a_bad_input_never_touches_an_output_named_as_the_log(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text(GOOD[:-20])
     (tmp_path / "o.et").write_bytes(b"previous output")
-    done = run_cli("--log-filename", tmp_path / "o.et", "PyTorch", "--input", tmp_path / "bad.json",
-                   "--output", tmp_path / "o.et")
+    done = run_cli(
+        "--log-filename", tmp_path / "o.et", "PyTorch", "--input", tmp_path / "bad.json", "--output", tmp_path / "o.et"
+    )
     assert_one_error(done, "the log file would overwrite")
     assert (tmp_path / "o.et").read_bytes() == b"previous output"
 
@@ -74,8 +75,10 @@ def test_a_log_that_cannot_be_written_is_one_warning(merged: Path, tmp_path: Pat
     assert "Traceback" not in done.stderr and "Logging error" not in done.stderr
     assert not [line for line in done.stderr.splitlines() if line.startswith(ERROR_PREFIX)], done.stderr
     warnings = [line for line in done.stderr.splitlines() if "warning: " in line]
-    assert warnings == ["chakra-convert-fast: warning: /dev/full: cannot write the log file: No space left on "
-                        "device; messages go to stderr only"], done.stderr
+    assert warnings == [
+        "chakra-convert-fast: warning: /dev/full: cannot write the log file: No space left on "
+        "device; messages go to stderr only"
+    ], done.stderr
     assert (tmp_path / "o.et").stat().st_size > 0
 
 
@@ -88,8 +91,12 @@ def test_a_log_may_be_a_device(merged: Path, tmp_path: Path) -> None:
 # -- convert-all: its inputs and outputs are files of the command too ----------------------------
 @pytest.mark.parametrize(
     "log",
-    [lambda job, out: job / "rank0_host.json", lambda job, out: job / "rank1_device.json",
-     lambda job, out: out / "run.1.et", lambda job, out: out / "run.comm_group.json"],
+    [
+        lambda job, out: job / "rank0_host.json",
+        lambda job, out: job / "rank1_device.json",
+        lambda job, out: out / "run.1.et",
+        lambda job, out: out / "run.comm_group.json",
+    ],
     ids=["a host trace", "a Kineto trace", "a rank's output", "the group file"],
 )
 def test_convert_all_refuses_a_log_that_is_one_of_its_files(log: Callable[[Path, Path], Path], tmp_path: Path) -> None:
@@ -97,8 +104,15 @@ def test_convert_all_refuses_a_log_that_is_one_of_its_files(log: Callable[[Path,
         edge_case_pair(tmp_path / "job", layers=3, rank=rank, world=2, gz=False)
     (tmp_path / "out").mkdir()
     traces = {p.name: p.read_bytes() for p in (tmp_path / "job").iterdir()}
-    done = run_cli("convert-all", tmp_path / "job", tmp_path / "out", "--prefix", "run",
-                   "--log-filename", log(tmp_path / "job", tmp_path / "out"))
+    done = run_cli(
+        "convert-all",
+        tmp_path / "job",
+        tmp_path / "out",
+        "--prefix",
+        "run",
+        "--log-filename",
+        log(tmp_path / "job", tmp_path / "out"),
+    )
     assert_one_error(done, "the log file would overwrite a trace or an output of convert-all")
     assert {p.name: p.read_bytes() for p in (tmp_path / "job").iterdir()} == traces
     assert listing(tmp_path / "out") == []
@@ -108,8 +122,15 @@ def test_convert_all_log_beside_its_outputs(tmp_path: Path) -> None:
     for rank in range(2):
         edge_case_pair(tmp_path / "job", layers=3, rank=rank, world=2, gz=False)
     (tmp_path / "out").mkdir()
-    done = run_cli("convert-all", tmp_path / "job", tmp_path / "out", "--prefix", "run",
-                   "--log-filename", tmp_path / "out" / "trace.0.et")
+    done = run_cli(
+        "convert-all",
+        tmp_path / "job",
+        tmp_path / "out",
+        "--prefix",
+        "run",
+        "--log-filename",
+        tmp_path / "out" / "trace.0.et",
+    )
     assert done.returncode == 0, done.stderr
     assert listing(tmp_path / "out") == ["run.0.et", "run.1.et", "run.comm_group.json", "trace.0.et"]
     assert "run.1.et" in (tmp_path / "out" / "trace.0.et").read_text()

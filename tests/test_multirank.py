@@ -83,9 +83,11 @@ def test_profiler_output_folder_converts(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    [lambda data: data[:10] + bytes(b ^ 0xFF for b in data[10:40]) + data[40:],  # zlib.error: invalid block
-     lambda data: data[: len(data) // 2],  # EOFError: truncated
-     lambda data: data[:-8] + b"\0" * 8],  # BadGzipFile: CRC check failed
+    [
+        lambda data: data[:10] + bytes(b ^ 0xFF for b in data[10:40]) + data[40:],  # zlib.error: invalid block
+        lambda data: data[: len(data) // 2],  # EOFError: truncated
+        lambda data: data[:-8] + b"\0" * 8,
+    ],  # BadGzipFile: CRC check failed
     ids=["corrupt deflate data", "truncated", "bad checksum"],
 )
 def test_a_corrupt_gzip_rank_fails_alone(damage: Callable[[bytes], bytes], tmp_path: Path) -> None:

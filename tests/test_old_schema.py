@@ -104,8 +104,11 @@ def test_real_old_traces_convert_like_the_reference_on_the_mapped_layout(tmp_pat
 
         trace = load_trace(source)
         mapped = tmp_path / "mapped.json"
-        mapped.write_text(json.dumps({**trace, "schema": "1.0.2-chakra.0.0.4",
-                                      "nodes": [map_old_schema_node(n) for n in trace["nodes"]]}))
+        mapped.write_text(
+            json.dumps(
+                {**trace, "schema": "1.0.2-chakra.0.0.4", "nodes": [map_old_schema_node(n) for n in trace["nodes"]]}
+            )
+        )
         assert _node_records((tmp_path / "ours.et").read_bytes()) == _node_records(oracle_bytes(mapped, tmp_path))
 
 

@@ -206,8 +206,9 @@ def job(tmp_path: Path) -> Path:
     ],
     ids=["OUTDIR is a file", "prefix with a slash", "empty prefix", "empty OUTDIR"],
 )
-def test_convert_all_output_directory(make: Callable[[Path], Path | str], options: list[str], expected: str,
-                                      job: Path, tmp_path: Path) -> None:
+def test_convert_all_output_directory(
+    make: Callable[[Path], Path | str], options: list[str], expected: str, job: Path, tmp_path: Path
+) -> None:
     (tmp_path / "a-file").write_text("keep me")
     before = listing(tmp_path)
     done = run_cli("convert-all", job, make(tmp_path), *options)
@@ -278,12 +279,21 @@ def _call(command: str, inputs: dict[str, Path], output: Path) -> object:
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize(
     ("call", "code"),
-    [("open", errno.EROFS), ("open", errno.EDQUOT), ("write", errno.ENOSPC), ("write", errno.EFBIG),
-     ("write", errno.EIO)],
+    [
+        ("open", errno.EROFS),
+        ("open", errno.EDQUOT),
+        ("write", errno.ENOSPC),
+        ("write", errno.EFBIG),
+        ("write", errno.EIO),
+    ],
     ids=["read-only file system", "quota", "disk full", "file too large", "I/O error"],
 )
 def test_system_errors_become_output_errors(
-    command: str, call: str, code: int, inputs: dict[str, Path], tmp_path: Path,
+    command: str,
+    call: str,
+    code: int,
+    inputs: dict[str, Path],
+    tmp_path: Path,
     failing_system_calls: Callable[[str, int], None],
 ) -> None:
     work = tmp_path / "work"
@@ -295,8 +305,9 @@ def test_system_errors_become_output_errors(
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_a_missing_input_is_reported_before_the_output_is_touched(command: str, inputs: dict[str, Path],
-                                                                  tmp_path: Path) -> None:
+def test_a_missing_input_is_reported_before_the_output_is_touched(
+    command: str, inputs: dict[str, Path], tmp_path: Path
+) -> None:
     """Inputs are checked first: nothing (not even a spill file) is created for a missing input."""
     for path in inputs.values():
         path.unlink()
@@ -326,8 +337,16 @@ def test_a_path_ending_in_slash_names_a_directory(command: str, inputs: dict[str
 
 
 def test_keep_merged_on_a_device_names_the_option(inputs: dict[str, Path], tmp_path: Path) -> None:
-    done = run_cli("convert", "--host", inputs["host"], "--device", inputs["device"], tmp_path / "work" / "o.et",
-                   "--keep-merged", "/dev/null")
+    done = run_cli(
+        "convert",
+        "--host",
+        inputs["host"],
+        "--device",
+        inputs["device"],
+        tmp_path / "work" / "o.et",
+        "--keep-merged",
+        "/dev/null",
+    )
     assert_one_error(done, "/dev/null: --keep-merged: a character device cannot hold it")
     assert listing(tmp_path / "work") == []
 
@@ -341,7 +360,10 @@ def test_a_terminal_that_is_not_there_is_not_called_a_fifo(inputs: dict[str, Pat
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_fifo_that_appears_while_the_command_runs_is_not_replaced(
-    command: str, inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    inputs: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The output is looked at again when it is committed: a FIFO (or device) put there after the
     checks is refused, never renamed over."""

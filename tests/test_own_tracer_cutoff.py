@@ -81,8 +81,9 @@ def test_a_file_with_no_complete_node_is_still_refused(tmp_path: Path) -> None:
 def test_convert_recovers_the_traced_step(tmp_path: Path) -> None:
     cut, _ = _cut(tmp_path, 0.8)
     api.repair(cut, tmp_path / "fixed.json")
-    result = api.convert_pair(tmp_path / "fixed.json", DEVICE, tmp_path / "out.0.et",
-                              api.ConvertOptions(astra_sim=True))
+    result = api.convert_pair(
+        tmp_path / "fixed.json", DEVICE, tmp_path / "out.0.et", api.ConvertOptions(astra_sim=True)
+    )
     link = result.link
     assert link.cut_off is not None and link.steps.kept == (1,)
     # the ops of ProfilerStep#1 the cut file still holds (by the full trace's tree) are exactly those linked
@@ -92,8 +93,11 @@ def test_convert_recovers_the_traced_step(tmp_path: Path) -> None:
     step1 = _step_ids(original, 1) & kept_ids
     ops = {n["id"] for n in fixed["nodes"] if n["id"] in step1 and not n["name"].startswith("ProfilerStep")}
     assert link.stats.linked == link.stats.host_ops == len(ops) > 500
-    kineto_ops = sum(1 for e in load_trace(DEVICE)["traceEvents"] if e.get("cat") in ("cpu_op", "user_annotation")
-                     and not e["name"].startswith("ProfilerStep"))
+    kineto_ops = sum(
+        1
+        for e in load_trace(DEVICE)["traceEvents"]
+        if e.get("cat") in ("cpu_op", "user_annotation") and not e["name"].startswith("ProfilerStep")
+    )
     assert link.cut_off.kineto_ops == kineto_ops
     assert link.cut_off.recovered == len(ops) < kineto_ops
     assert link.cut_off.adopted > 0
@@ -109,12 +113,15 @@ def test_convert_recovers_the_traced_step(tmp_path: Path) -> None:
 def test_the_summary_says_how_much_was_recovered(tmp_path: Path) -> None:
     cut, _ = _cut(tmp_path, 0.7)
     assert run_cli("repair", cut, tmp_path / "fixed.json.gz").returncode == 0
-    done = run_cli("convert", "--host", tmp_path / "fixed.json.gz", "--device", DEVICE, "--astra-sim",
-                   tmp_path / "out.0.et")
+    done = run_cli(
+        "convert", "--host", tmp_path / "fixed.json.gz", "--device", DEVICE, "--astra-sim", tmp_path / "out.0.et"
+    )
     assert done.returncode == 0, done.stderr
-    found = re.search(r"cut-off host trace: recovered ([\d,]+) of the ([\d,]+) CPU ops the Kineto trace records in "
-                      r"ProfilerStep#1 \(([\d.]+)%\); ([\d,]+) ops whose parents were lost placed under their step",
-                      done.stderr)
+    found = re.search(
+        r"cut-off host trace: recovered ([\d,]+) of the ([\d,]+) CPU ops the Kineto trace records in "
+        r"ProfilerStep#1 \(([\d.]+)%\); ([\d,]+) ops whose parents were lost placed under their step",
+        done.stderr,
+    )
     assert found, done.stderr
     recovered, total = (int(found.group(i).replace(",", "")) for i in (1, 2))
     assert 0 < recovered < total and abs(float(found.group(3)) - 100 * recovered / total) < 0.06
@@ -137,8 +144,9 @@ def test_a_trace_closed_by_hand_converts_as_cut_off(tmp_path: Path) -> None:
     hand.write_text(cut.read_text().rstrip().rstrip(",") + "\n]}\n")
     api.repair(cut, tmp_path / "fixed.json")
     by_hand = api.convert_pair(hand, DEVICE, tmp_path / "hand.0.et", api.ConvertOptions(astra_sim=True))
-    repaired = api.convert_pair(tmp_path / "fixed.json", DEVICE, tmp_path / "fixed.0.et",
-                                api.ConvertOptions(astra_sim=True))
+    repaired = api.convert_pair(
+        tmp_path / "fixed.json", DEVICE, tmp_path / "fixed.0.et", api.ConvertOptions(astra_sim=True)
+    )
     assert by_hand.link.cut_off is not None and repaired.link.cut_off is not None
     assert by_hand.link.cut_off.recovered == repaired.link.cut_off.recovered
     assert [n.name for n in read_et(tmp_path / "hand.0.et")[1]] == [n.name for n in read_et(tmp_path / "fixed.0.et")[1]]

@@ -74,8 +74,7 @@ def test_the_capture_has_every_extra() -> None:
 
 
 @pytest.mark.parametrize("kept", [(extra,) for extra in EXTRAS] + [EXTRAS], ids=[*EXTRAS, "all"])
-def test_extras_link_exactly_as_without_them(kept: tuple[str, ...], linked_without_extras: str,
-                                             tmp_path: Path) -> None:
+def test_extras_link_exactly_as_without_them(kept: tuple[str, ...], linked_without_extras: str, tmp_path: Path) -> None:
     doc = load_trace(DEVICE)
     full = copy.deepcopy(doc)
     for extra in EXTRAS:

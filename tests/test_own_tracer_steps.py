@@ -40,9 +40,12 @@ def test_the_capture_is_what_users_make() -> None:
     rank 0 of a 2-rank gloo job, every Kineto extra on."""
     host, device = load_trace(HOST), load_trace(DEVICE)
     assert sorted(n["name"] for n in host["nodes"] if n["name"].startswith("ProfilerStep#")) == [
-        "ProfilerStep#0", "ProfilerStep#1"]
+        "ProfilerStep#0",
+        "ProfilerStep#1",
+    ]
     assert [e["name"] for e in device["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")] == [
-        "ProfilerStep#1"]
+        "ProfilerStep#1"
+    ]
     assert device["distributedInfo"]["world_size"] == 2 and device["distributedInfo"]["rank"] == 0
     assert all(device[k] for k in ("record_shapes", "profile_memory", "with_stack", "with_flops"))
 
@@ -70,8 +73,7 @@ def test_the_summary_names_the_step_and_what_was_left_out(tmp_path: Path) -> Non
     assert "warning" not in done.stderr, done.stderr
     _, nodes = read_et(tmp_path / "out.0.et")
     comm = [n for n in nodes if n.type == 7]  # COMM_COLL_NODE: the one step's broadcasts and all-reduce
-    both = run_cli("convert", "--host", HOST, "--device", DEVICE, "--astra-sim", "--all-steps",
-                   tmp_path / "all.0.et")
+    both = run_cli("convert", "--host", HOST, "--device", DEVICE, "--astra-sim", "--all-steps", tmp_path / "all.0.et")
     assert both.returncode == 0, both.stderr
     _, all_nodes = read_et(tmp_path / "all.0.et")
     assert len(nodes) < len(all_nodes) * 0.6
@@ -81,8 +83,10 @@ def test_the_summary_names_the_step_and_what_was_left_out(tmp_path: Path) -> Non
 def test_all_steps_says_which_steps_have_no_device_data(tmp_path: Path) -> None:
     done = run_cli("convert", "--host", HOST, "--device", DEVICE, "--all-steps", tmp_path / "out.et")
     assert done.returncode == 0, done.stderr
-    assert "ProfilerStep#0 of the host trace has no device data in the Kineto trace (it covers ProfilerStep#1)" \
+    assert (
+        "ProfilerStep#0 of the host trace has no device data in the Kineto trace (it covers ProfilerStep#1)"
         in done.stderr
+    )
     assert "of ProfilerStep#0, ProfilerStep#1" in done.stderr
 
 

@@ -18,7 +18,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     (path,) = out.glob("chakra_convert_fast-*.whl")
     return zipfile.ZipFile(path)
@@ -37,8 +39,9 @@ def test_the_only_run_time_dependencies_are_tqdm_and_msgspec(wheel: zipfile.ZipF
     metadata = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
     requires = re.findall(r"^Requires-Dist: (.+)$", wheel.read(metadata).decode(), re.M)
     assert [r for r in requires if "extra ==" not in r] == ["tqdm>=4.60", "msgspec<1,>=0.18"]
-    assert not any(re.match(r"(mlc-chakra|protobuf|pandas|HolisticTraceAnalysis)\b", r) and "extra ==" not in r
-                   for r in requires)
+    assert not any(
+        re.match(r"(mlc-chakra|protobuf|pandas|HolisticTraceAnalysis)\b", r) and "extra ==" not in r for r in requires
+    )
 
 
 def test_the_converter_imports_nothing_outside_the_standard_library_but_tqdm_and_msgspec() -> None:
@@ -53,8 +56,12 @@ def test_the_converter_imports_nothing_outside_the_standard_library_but_tqdm_and
 def test_sources_use_the_installed_names() -> None:
     """Inside the converter, imports are relative; elsewhere they use chakra_convert_fast.*."""
     pattern = re.compile(r"^\s*(from|import) (converter|profiler|fixtures)\b", re.M)
-    offenders = [str(p) for folder in ("converter", "profiler", "fixtures", "tests", "bench")
-                 for p in (ROOT / folder).rglob("*.py") if pattern.search(p.read_text())]
+    offenders = [
+        str(p)
+        for folder in ("converter", "profiler", "fixtures", "tests", "bench")
+        for p in (ROOT / folder).rglob("*.py")
+        if pattern.search(p.read_text())
+    ]
     assert offenders == []
 
 
@@ -73,8 +80,11 @@ def test_the_module_map_matches_the_folders() -> None:
             indent = len(line) - len(line.lstrip())
             mapped.add(f"{folder}{name}" if indent > 6 else name)
             folder = folder if indent > 6 else ""
-    modules = {p.relative_to(ROOT / "converter").as_posix() for p in (ROOT / "converter").rglob("*.py")
-               if p.name not in ("__init__.py", "__main__.py")}
+    modules = {
+        p.relative_to(ROOT / "converter").as_posix()
+        for p in (ROOT / "converter").rglob("*.py")
+        if p.name not in ("__init__.py", "__main__.py")
+    }
     assert mapped == modules
 
 

@@ -46,8 +46,9 @@ def every_way(source: Path, tmp_path: Path) -> tuple[str, object]:
 
 
 def many_nodes(count: int = 60) -> list[dict]:
-    return two_threads() + [op(100 + i, "aten::x", 2, inter_thread_dep=20 if i % 7 == 0 else None)
-                            for i in range(count)]
+    return two_threads() + [
+        op(100 + i, "aten::x", 2, inter_thread_dep=20 if i % 7 == 0 else None) for i in range(count)
+    ]
 
 
 @pytest.mark.parametrize("order", ["ascending", "shuffled"])
@@ -98,7 +99,7 @@ def test_errors_in_any_range_name_the_right_node(broken: int, tmp_path: Path) ->
 def test_invalid_json_in_any_range_is_reported_at_its_character(where: float, tmp_path: Path) -> None:
     """Character positions count from the file's start in every range, multibyte text included."""
     nodes = many_nodes()
-    for node in nodes[:: 3]:
+    for node in nodes[::3]:
         node["name"] = "é中😀 " + node["name"]
     source = tmp_path / "t.json"
     text = json.dumps(trace(nodes), ensure_ascii=False)
@@ -173,8 +174,17 @@ def test_gzip_fed_to_workers_is_identical(indent: int | None, tmp_path: Path) ->
 @pytest.mark.usefixtures("small_chunks")
 @pytest.mark.parametrize(
     "change",
-    ["none", "false boundaries", "error", "invalid JSON", "metadata after", "empty array", "no array",
-     "duplicate id", "duplicate key after"],
+    [
+        "none",
+        "false boundaries",
+        "error",
+        "invalid JSON",
+        "metadata after",
+        "empty array",
+        "no array",
+        "duplicate id",
+        "duplicate key after",
+    ],
 )
 def test_gzip_chunks_read_like_one_process(change: str, tmp_path: Path) -> None:
     nodes = many_nodes(120)
@@ -213,7 +223,6 @@ def test_truncated_gzip_fails_where_one_process_does(keep: float, tmp_path: Path
     assert kind == "error" and "gzip" in str(message)
 
 
-
 _STOPPED_EARLY = """
 import gzip, json, sys
 from chakra_convert_fast.converter import ConvertOptions, convert
@@ -238,7 +247,12 @@ def test_gzip_workers_stop_when_the_reader_stops_early(tmp_path: Path) -> None:
     """A duplicate id stops the reader while workers wait for chunks: closing them must end them,
     every time (a SIGTERM alone can land on a worker's other thread and leave its read blocked:
     that hung about one run in six)."""
-    done = subprocess.run([sys.executable, "-c", _STOPPED_EARLY, str(tmp_path), "30"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _STOPPED_EARLY, str(tmp_path), "30"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json.gz"]

@@ -131,14 +131,19 @@ def test_model_and_tokenizer_saved_only_when_asked(done: Done) -> None:
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in save.iterdir()}
 
 
-@pytest.mark.parametrize(("maps", "expected"), [
-    ("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n", "glibc"),
-    ("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
-     "7f02-7f03 r-xp 0 08:01 2 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.10\n",
-     "libtcmalloc_minimal.so.4.5.10"),
-    ("7f02-7f03 r-xp 0 08:01 2 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n", "libjemalloc.so.2"),
-    (None, "unknown"),
-])
+@pytest.mark.parametrize(
+    ("maps", "expected"),
+    [
+        ("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n", "glibc"),
+        (
+            "7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+            "7f02-7f03 r-xp 0 08:01 2 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.10\n",
+            "libtcmalloc_minimal.so.4.5.10",
+        ),
+        ("7f02-7f03 r-xp 0 08:01 2 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n", "libjemalloc.so.2"),
+        (None, "unknown"),
+    ],
+)
 def test_summary_names_the_allocator(tmp_path: Path, maps: str | None, expected: str) -> None:
     path = tmp_path / "maps"
     if maps is not None:
@@ -154,8 +159,11 @@ def test_convert_rank_writes_accelerator_nodes_with_roofline_target(done: Done, 
 
     def accelerator_nodes(path: Path) -> int:
         trace = read_et(path)
-        return sum(1 for t, cpu in zip(trace.types, trace.cpu_ops, strict=True)
-                   if t == NodeType.COMP_NODE and cpu == CPU_OP_FALSE)
+        return sum(
+            1
+            for t, cpu in zip(trace.types, trace.cpu_ops, strict=True)
+            if t == NodeType.COMP_NODE and cpu == CPU_OP_FALSE
+        )
 
     plain, roofline = tmp_path / "plain.0.et", tmp_path / "roofline.0.et"
     convert.convert_rank(done.host(0), done.device(0), plain, 0, "fast")

@@ -93,6 +93,7 @@ def test_the_launcher_does_not_import_torch() -> None:
 
 # The Dockerfile cannot be built here (no Docker engine): check what it relies on instead.
 
+
 def dockerfile() -> str:
     return (ROOT / "Dockerfile").read_text(encoding="utf-8")
 
@@ -155,8 +156,9 @@ def test_every_shape_knob_has_an_option() -> None:
         (["--model", "gpt2", "--convert", "--target", "accelerator"], "--target accelerator needs --roofline"),
     ],
 )
-def test_roofline_options_need_the_conversion(argv: list[str], message: str,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_roofline_options_need_the_conversion(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err
 

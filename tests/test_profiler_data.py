@@ -21,8 +21,7 @@ def squad_doc(paragraphs: list[tuple[str, list[str]]]) -> dict[str, object]:
     def qa(i: int, j: int, question: str, context: str) -> dict[str, object]:
         return {"id": f"{i}-{j}", "question": question, "answers": [{"text": context[:3], "answer_start": 0}]}
 
-    paras = [{"context": c, "qas": [qa(i, j, q, c) for j, q in enumerate(qs)]}
-             for i, (c, qs) in enumerate(paragraphs)]
+    paras = [{"context": c, "qas": [qa(i, j, q, c) for j, q in enumerate(qs)]} for i, (c, qs) in enumerate(paragraphs)]
     return {"version": "1.1", "data": [{"title": "t", "paragraphs": paras}]}
 
 

@@ -13,8 +13,7 @@ from chakra_convert_fast.profiler import tracing
 
 @pytest.mark.parametrize(
     ("step", "phase"),
-    [(0, "wait"), (1, "wait"), (2, "warmup"), (3, "active"), (4, "active"),
-     (5, "untraced"), (99, "untraced")],
+    [(0, "wait"), (1, "wait"), (2, "warmup"), (3, "active"), (4, "active"), (5, "untraced"), (99, "untraced")],
 )
 def test_schedule_phases(step: int, phase: str) -> None:
     assert tracing.Schedule(wait=2, warmup=1, active=2).phase(step) == phase

@@ -12,16 +12,29 @@ from chakra_convert_fast.converter.cli import main as cli_main
 
 #: What the command line needs and users do not call: never in the public API.
 CLI_INTERNALS = {
-    "committed_outputs", "forget_committed", "hold_signals_after_commit", "release_held_signals",
-    "signal_deferred", "open_log", "standard_descriptors", "ray_run_ended_by_signal", "same_file", "shown",
-    "convert_all_uses", "scale_uses", "text_uses",
+    "committed_outputs",
+    "forget_committed",
+    "hold_signals_after_commit",
+    "release_held_signals",
+    "signal_deferred",
+    "open_log",
+    "standard_descriptors",
+    "ray_run_ended_by_signal",
+    "same_file",
+    "shown",
+    "convert_all_uses",
+    "scale_uses",
+    "text_uses",
 }
 
 
 def test_the_package_exports_the_api_and_every_error() -> None:
     assert set(api.__all__) <= set(package.__all__)
-    error_classes = {name for name, value in vars(errors).items()
-                     if isinstance(value, type) and issubclass(value, Exception) and not name.startswith("_")}
+    error_classes = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, Exception) and not name.startswith("_")
+    }
     assert error_classes <= set(package.__all__)
     assert all(hasattr(package, name) for name in package.__all__)
 
@@ -51,7 +64,8 @@ def _fail_inside(*_: object, **__: object) -> None:
 
 
 def test_an_internal_error_is_one_line_and_debug_shows_its_traceback(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(api, "check", _fail_inside)
     et = tmp_path / "x.et"
     et.write_bytes(b"")
@@ -64,8 +78,9 @@ def test_an_internal_error_is_one_line_and_debug_shows_its_traceback(
     assert err.splitlines()[-1] == "chakra-convert-fast: error: internal error: ZeroDivisionError: a bug"
 
 
-def test_a_hint_follows_the_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_hint_follows_the_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def refuse(*_: object, **__: object) -> None:
         raise errors.ConverterError("x.et: cannot be checked", hint="convert it again")
 
@@ -74,4 +89,5 @@ def test_a_hint_follows_the_message(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     et.write_bytes(b"")
     assert cli_main(["check", str(et)]) == 1
     assert capsys.readouterr().err.splitlines() == [
-        "chakra-convert-fast: error: x.et: cannot be checked (convert it again)"]
+        "chakra-convert-fast: error: x.et: cannot be checked (convert it again)"
+    ]

@@ -44,8 +44,12 @@ def test_ray_cluster_converts_like_local_processes(ray_cluster: str, tmp_path: P
     host.write_bytes(gzip.compress(gzip.decompress(host.read_bytes())[:-300]))  # a truncated host trace
     local = api.convert_all(tmp_path / "job", tmp_path / "local", jobs=2)
     done: list[int] = []
-    remote = api.convert_all(tmp_path / "job", tmp_path / "ray", ray_address=ray_cluster,
-                             on_rank_done=lambda outcome: done.append(outcome.rank))
+    remote = api.convert_all(
+        tmp_path / "job",
+        tmp_path / "ray",
+        ray_address=ray_cluster,
+        on_rank_done=lambda outcome: done.append(outcome.rank),
+    )
     assert sorted(done) == list(range(RANKS))  # progress: every rank reported as it finished
     assert [o.rank for o in remote.outcomes] == list(range(RANKS))
     assert [(o.ok, o.message) for o in remote.outcomes] == [(o.ok, o.message) for o in local.outcomes]
@@ -70,25 +74,32 @@ def test_ray_from_the_command_line(ray_cluster: str, tmp_path: Path, capsys: pyt
 
 def test_no_cluster_there_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     make_job(tmp_path / "job")
-    code = cli.main(["convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "--ray",
-                     f"127.0.0.1:{free_port()}"])
+    code = cli.main(["convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "--ray", f"127.0.0.1:{free_port()}"])
     err = capsys.readouterr().err
     assert code == 1 and "cannot connect to the Ray cluster" in err and err.count("\n") == 1, err
 
 
-@pytest.mark.parametrize(("signum", "after_connect", "line", "status"), [
-    (signal.SIGINT, 0.0, "interrupted", 130),  # ray.init under way: it used to hold the command a minute
-    (signal.SIGTERM, 1.0, "terminated by SIGTERM", 143),  # the tasks under way: Ray's own handler used to end it
-])
-def test_a_signal_ends_a_ray_run_within_a_second(ray_cluster: str, tmp_path: Path, signum: int, after_connect: float,
-                                                 line: str, status: int) -> None:
+@pytest.mark.parametrize(
+    ("signum", "after_connect", "line", "status"),
+    [
+        (signal.SIGINT, 0.0, "interrupted", 130),  # ray.init under way: it used to hold the command a minute
+        (signal.SIGTERM, 1.0, "terminated by SIGTERM", 143),  # the tasks under way: Ray's own handler used to end it
+    ],
+)
+def test_a_signal_ends_a_ray_run_within_a_second(
+    ray_cluster: str, tmp_path: Path, signum: int, after_connect: float, line: str, status: int
+) -> None:
     """A stop signal once the driver has opened its connection to the cluster: one line, 130 or
     143, within a second, no output. ray.init runs in a thread of its own (its C++ client can block
     a minute after a signal), and the command's handlers are put back in front of Ray's C++ one."""
     make_job(tmp_path / "job")
     port = int(ray_cluster.rsplit(":", 1)[1])
-    process = subprocess.Popen([*CLI, "convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "--ray",
-                                ray_cluster], stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [*CLI, "convert-all", str(tmp_path / "job"), str(tmp_path / "out"), "--ray", ray_cluster],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not any(c.raddr and c.raddr.port == port for c in psutil.Process(process.pid).net_connections()):
@@ -118,6 +129,7 @@ def test_a_sweep_on_ray_gives_the_local_sweeps_points(ray_cluster: str, simulato
     runs = {}
     for name, ray_address in (("local", None), ("ray", ray_cluster)):
         result = api.simulate_sweep(prefix, [2, 4, 8], ["Ring", "Switch"], out_prefix=tmp_path / name, ray=ray_address)
-        runs[name] = [(p.ranks, p.topology, p.step_ns, p.comm_busy_ns, p.waiting_ns, p.nodes_per_rank)
-                      for p in result.points]
+        runs[name] = [
+            (p.ranks, p.topology, p.step_ns, p.comm_busy_ns, p.waiting_ns, p.nodes_per_rank) for p in result.points
+        ]
     assert runs["ray"] == runs["local"] and len(runs["ray"]) == 6

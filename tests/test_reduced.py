@@ -35,8 +35,9 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "trace"
 
 
-def _compare(prefix: Path, ranks: int, topology: str, npus_per_dim: str | None = None) -> tuple[
-        api.SimulationResult, api.SimulationResult]:
+def _compare(
+    prefix: Path, ranks: int, topology: str, npus_per_dim: str | None = None
+) -> tuple[api.SimulationResult, api.SimulationResult]:
     options = api.SimulateOptions(topology=topology, npus_per_dim=npus_per_dim)
     small = api.simulate(prefix, options, ranks=ranks)
     full = api.simulate(prefix, options, ranks=ranks, exact=True)
@@ -53,8 +54,9 @@ def _compare(prefix: Path, ranks: int, topology: str, npus_per_dim: str | None =
     return small, full
 
 
-@pytest.mark.parametrize(("topology", "sizes"), [
-    ("Ring,Switch", "8,*"), ("Switch,Ring", "2,*"), ("FullyConnected,Ring", "4,*")])
+@pytest.mark.parametrize(
+    ("topology", "sizes"), [("Ring,Switch", "8,*"), ("Switch,Ring", "2,*"), ("FullyConnected,Ring", "4,*")]
+)
 def test_reduced_equals_full_at_64_ranks(simulator: Path, capture: Path, topology: str, sizes: str) -> None:
     """One captured rank a ring of the last dimension: the reduced job's last dimension is 2 NPUs,
     and every rank's step and communication are the full job's to a few ns (ASTRA-sim's rounding
@@ -107,10 +109,13 @@ def test_cli_says_which_job_ran(simulator: Path, capture: Path, tmp_path: Path) 
 
 
 # -- without the simulator: the choice ------------------------------------------------------------
-@pytest.mark.parametrize(("kwargs", "backend", "expected"), [
-    ({}, "aware", "the congestion-aware backend"),
-    ({"pg_name": "1", "groups": {"1": [0]}}, "unaware", "on communicator group 1, not every rank"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "backend", "expected"),
+    [
+        ({}, "aware", "the congestion-aware backend"),
+        ({"pg_name": "1", "groups": {"1": [0]}}, "unaware", "on communicator group 1, not every rank"),
+    ],
+)
 def test_what_runs_full(tmp_path: Path, kwargs: dict[str, object], backend: str, expected: str) -> None:
     prefix = write_job(tmp_path / "job", 2, **kwargs)  # type: ignore[arg-type]
     job = find_job(str(prefix))
@@ -154,23 +159,29 @@ def test_sweep_takes_the_same_path(simulator: Path, capture: Path, tmp_path: Pat
     assert "| 64 (reduced) |" in (tmp_path / "s.md").read_text()
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    ({"preferred-dataset-splits": None}, "preferred-dataset-splits is None"),
-    ({"model-shared-bus": 1}, "model-shared-bus is not modelled"),
-    ({"boost-mode": 1}, "boost-mode is not modelled"),
-])
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"preferred-dataset-splits": None}, "preferred-dataset-splits is None"),
+        ({"model-shared-bus": 1}, "model-shared-bus is not modelled"),
+        ({"boost-mode": 1}, "boost-mode is not modelled"),
+    ],
+)
 def test_system_configurations_not_modelled_run_full(tmp_path: Path, change: dict[str, object], expected: str) -> None:
     job = find_job(str(write_job(tmp_path / "job", 2)))
     chosen = reduced.plan(job, configs.network("Ring", 1024), 1024, {**SYSTEM, **change}, "unaware")
     assert not chosen.reduced and expected in chosen.reason
 
 
-@pytest.mark.parametrize(("kwargs", "expected"), [
-    ({"collective": "direct"}, "all-reduce-implementation direct: only the ring all-reduce is modelled"),
-    ({"collective": "halvingDoubling"}, "only the ring all-reduce is modelled"),
-    ({"collective": "doubleBinaryTree"}, "only the ring all-reduce is modelled"),
-    ({"active_chunks": 2}, "active-chunks-per-dimension 2: only 1 is proven"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"collective": "direct"}, "all-reduce-implementation direct: only the ring all-reduce is modelled"),
+        ({"collective": "halvingDoubling"}, "only the ring all-reduce is modelled"),
+        ({"collective": "doubleBinaryTree"}, "only the ring all-reduce is modelled"),
+        ({"active_chunks": 2}, "active-chunks-per-dimension 2: only 1 is proven"),
+    ],
+)
 def test_simulate_options_not_modelled_run_full(tmp_path: Path, kwargs: dict[str, object], expected: str) -> None:
     job = find_job(str(write_job(tmp_path / "job", 2)))
     setup = make_setup(1, None, **kwargs)  # type: ignore[arg-type]
@@ -178,13 +189,16 @@ def test_simulate_options_not_modelled_run_full(tmp_path: Path, kwargs: dict[str
     assert not chosen.reduced and expected in chosen.reason
 
 
-def test_a_network_file_of_n_ranks_gives_the_reduced_job_its_own(simulator: Path, capture: Path,
-                                                                  tmp_path: Path) -> None:
-    (tmp_path / "net.yml").write_text("topology: [ Ring, Switch ]\nnpus_count: [ 8, 16 ]\n"
-                                      "bandwidth: [ 50, 50 ]\nlatency: [ 500, 500 ]\n")
+def test_a_network_file_of_n_ranks_gives_the_reduced_job_its_own(
+    simulator: Path, capture: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "net.yml").write_text(
+        "topology: [ Ring, Switch ]\nnpus_count: [ 8, 16 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 500, 500 ]\n"
+    )
     options = api.SimulateOptions(network_config=str(tmp_path / "net.yml"))
     small = api.simulate(capture, options, ranks=128)
-    full = api.simulate(capture, api.SimulateOptions(topology="Ring,Switch", npus_per_dim="8,16"), ranks=128,
-                        exact=True)
+    full = api.simulate(
+        capture, api.SimulateOptions(topology="Ring,Switch", npus_per_dim="8,16"), ranks=128, exact=True
+    )
     assert small.plan is not None and small.plan.simulated_ranks == 16
     assert abs(small.step_ns - full.step_ns) <= 50

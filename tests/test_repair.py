@@ -62,17 +62,12 @@ def test_link_refuses_concatenated_host_and_points_to_repair(tmp_path: Path, cap
 
     host, device = edge_case_pair(tmp_path, layers=10, gz=False)
     host.write_text(host.read_text() + host.read_text())
-    code = cli.main(
-        ["link", "--host", str(host), "--device", str(device), str(tmp_path / "m.json")]
-    )
+    code = cli.main(["link", "--host", str(host), "--device", str(device), str(tmp_path / "m.json")])
     err = capsys.readouterr().err
     assert code != 0 and "repair" in err and err.count("\n") == 1
     assert cli.main(["repair", str(host), str(tmp_path / "fixed.json")]) == 0
     fixed = tmp_path / "fixed.json"
-    assert (
-        cli.main(["link", "--host", str(fixed), "--device", str(device), str(tmp_path / "m.json")])
-        == 0
-    )
+    assert cli.main(["link", "--host", str(fixed), "--device", str(device), str(tmp_path / "m.json")]) == 0
 
 
 def test_repair_never_overwrites_its_input(tmp_path) -> None:
@@ -125,7 +120,7 @@ def test_long_strings_across_chunk_boundaries(length: int, unit: str, tmp_path: 
     source.write_bytes(data)
     done = run_cli("repair", source, tmp_path / "fixed.json", timeout=60)
     assert done.returncode == 0, done.stderr
-    assert json.loads((tmp_path / "fixed.json").read_bytes()) == json.loads(data[len(json.dumps(DOC)):])
+    assert json.loads((tmp_path / "fixed.json").read_bytes()) == json.loads(data[len(json.dumps(DOC)) :])
 
 
 def _utf16(path: Path) -> None:
@@ -144,8 +139,11 @@ def _binary_inside_an_object(path: Path) -> None:
     path.write_bytes(b'{"a": \x00\x01\x02}')
 
 
-@pytest.mark.parametrize("make", [_utf16, _random, _unterminated, _binary_inside_an_object],
-                         ids=["UTF-16", "random bytes", "an unterminated string", "binary inside braces"])
+@pytest.mark.parametrize(
+    "make",
+    [_utf16, _random, _unterminated, _binary_inside_an_object],
+    ids=["UTF-16", "random bytes", "an unterminated string", "binary inside braces"],
+)
 def test_no_json_object_is_one_line(make: Callable[[Path], None], tmp_path: Path) -> None:
     source = tmp_path / "bad.json"
     make(source)

@@ -67,8 +67,7 @@ CASES = [  # (aten op as traced, inputs, output, the torch call flop_counter see
     ("linear", lambda t: ((t.randn(4, 10, 32), t.randn(24, 32), t.randn(24)),)),
     ("convolution", lambda t: ((t.randn(2, 3, 16, 16), t.randn(8, 3, 3, 3)),)),
     ("conv_transpose2d", lambda t: ((t.randn(2, 8, 7, 7), t.randn(8, 4, 3, 3)),)),
-    ("scaled_dot_product_attention", lambda t: ((t.randn(2, 4, 32, 16), t.randn(2, 4, 24, 16),
-                                                 t.randn(2, 4, 24, 8)),)),
+    ("scaled_dot_product_attention", lambda t: ((t.randn(2, 4, 32, 16), t.randn(2, 4, 24, 16), t.randn(2, 4, 24, 8)),)),
 ]
 
 
@@ -77,8 +76,13 @@ def _call(name: str, args: tuple[Any, ...]) -> Any:
     import torch.nn.functional as F
 
     calls: dict[str, Callable[..., Any]] = {
-        "mm": torch.mm, "addmm": torch.addmm, "bmm": torch.bmm, "baddbmm": torch.baddbmm, "matmul": torch.matmul,
-        "linear": F.linear, "convolution": lambda x, w: F.conv2d(x, w, padding=1),
+        "mm": torch.mm,
+        "addmm": torch.addmm,
+        "bmm": torch.bmm,
+        "baddbmm": torch.baddbmm,
+        "matmul": torch.matmul,
+        "linear": F.linear,
+        "convolution": lambda x, w: F.conv2d(x, w, padding=1),
         "conv_transpose2d": lambda x, w: F.conv_transpose2d(x, w, stride=2),
         "scaled_dot_product_attention": F.scaled_dot_product_attention,
     }
@@ -102,11 +106,20 @@ def test_attention_kernels_and_backward() -> None:
     """The flash/efficient kernels take the same q, k, v as sdpa; the backward counts twice the forward."""
     q, k, v = [[2, 4, 32, 16]] * 3
     forward = 2 * 2 * 4 * 32 * 32 * 16 * 2
-    for name in ("aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
-                 "aten::_flash_attention_forward", "aten::_scaled_dot_product_flash_attention_for_cpu"):
+    for name in (
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_flash_attention_forward",
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+    ):
         assert op_cost(name, [q, k, v], ["Tensor(c10::BFloat16)"] * 3, [q], ["Tensor(c10::BFloat16)"]).flops == forward
-    grad = op_cost("aten::_scaled_dot_product_flash_attention_backward", [q, q, k, v],
-                   ["Tensor(c10::BFloat16)"] * 4, [q, k, v], ["Tensor(c10::BFloat16)"] * 3)
+    grad = op_cost(
+        "aten::_scaled_dot_product_flash_attention_backward",
+        [q, q, k, v],
+        ["Tensor(c10::BFloat16)"] * 4,
+        [q, k, v],
+        ["Tensor(c10::BFloat16)"] * 3,
+    )
     assert grad.flops == 2 * forward
 
 
@@ -119,8 +132,13 @@ def test_convolution_backward_counts_input_and_weight_gradients() -> None:
 
     with FlopCounterMode(display=False) as counter:
         y.backward(torch.ones_like(y))
-    cost = op_cost("aten::convolution_backward", [list(y.shape), list(x.shape), list(w.shape)],
-                   ["Tensor(float)"] * 3, [list(x.shape), list(w.shape)], ["Tensor(float)"] * 2)
+    cost = op_cost(
+        "aten::convolution_backward",
+        [list(y.shape), list(x.shape), list(w.shape)],
+        ["Tensor(float)"] * 3,
+        [list(x.shape), list(w.shape)],
+        ["Tensor(float)"] * 2,
+    )
     assert cost.flops == counter.get_total_flops()
 
 
@@ -131,26 +149,38 @@ def test_element_rules_and_names() -> None:
     assert op_cost("aten::add_", [shape, shape, []], [t, t, "Int"], [shape], [t]) == (OpClass.ELEMENTWISE, n, 12 * n)
     assert op_cost("aten::gelu", [shape], [t], [shape], [t]).flops == 8 * n
     assert op_cost("aten::_softmax", [shape, [], []], [t, "Int", "Bool"], [shape], [t]).flops == 5 * n
-    assert op_cost("aten::native_layer_norm", [shape, [[]], [256], [256], []],
-                   [t, "GenericList[Int]", t, t, "Double"], [shape], [t]).flops == 8 * n
+    assert (
+        op_cost(
+            "aten::native_layer_norm",
+            [shape, [[]], [256], [256], []],
+            [t, "GenericList[Int]", t, t, "Double"],
+            [shape],
+            [t],
+        ).flops
+        == 8 * n
+    )
     assert op_cost("aten::sum", [shape], [t], [[256]], [t]).flops == n
     emb = op_cost("aten::embedding", [[50257, 256], [4, 128]], [t, "Tensor(long int)"], [shape], [t])
     assert emb == (OpClass.EMBEDDING, 0, 4 * 128 * 8 + 2 * 4 * n)  # not the whole table
     assert op_cost("aten::view", [shape, [[]]], [t, "GenericList[Int]"], [shape], [t]) == (OpClass.NONE, 0, 0)
-    cat = op_cost("aten::cat", [[[2, 3], [4, 3]], []], ["GenericList[Tensor(float),Tensor(c10::Half)]", "Int"],
-                  [[6, 3]], [t])
+    cat = op_cost(
+        "aten::cat", [[[2, 3], [4, 3]], []], ["GenericList[Tensor(float),Tensor(c10::Half)]", "Int"], [[6, 3]], [t]
+    )
     assert cat.bytes == 6 * 4 + 12 * 2 + 18 * 4
     assert base_name("aten::add.Tensor") == "add" and op_class("aten::_index_put_impl_") is OpClass.COPY
     assert op_class("autograd::engine::evaluate_function: MmBackward0") is OpClass.UNKNOWN
 
 
-@pytest.mark.parametrize("shapes,types", [
-    ([5], ["Tensor(float)"]),  # a shape that is not a list
-    ([["a", 2]], ["Tensor(float)"]),  # sizes that are not integers
-    ([[2, 3]], []),  # dtypes missing
-    ([[2, 3]], ["Tensor()"]),  # a dtype missing inside
-    ([[2, 3]], ["Tensor(quantum float)"]),  # a dtype of unknown size
-])
+@pytest.mark.parametrize(
+    "shapes,types",
+    [
+        ([5], ["Tensor(float)"]),  # a shape that is not a list
+        ([["a", 2]], ["Tensor(float)"]),  # sizes that are not integers
+        ([[2, 3]], []),  # dtypes missing
+        ([[2, 3]], ["Tensor()"]),  # a dtype missing inside
+        ([[2, 3]], ["Tensor(quantum float)"]),  # a dtype of unknown size
+    ],
+)
 def test_unreadable_shapes_raise(shapes: list[Any], types: list[Any]) -> None:
     with pytest.raises(BadShapes):
         op_cost("aten::mm", shapes, types, [[2, 2]], ["Tensor(float)"])
@@ -162,15 +192,16 @@ def gpt2_outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Rank 0 of the GPT-2 pair converted --astra-sim, + --roofline, + --target accelerator."""
     tmp = tmp_path_factory.mktemp("roofline")
     outputs = {}
-    for label, options in (("astra", ConvertOptions(astra_sim=True, rank=0)),
-                           ("roofline", ConvertOptions(astra_sim=True, rank=0, roofline=True)),
-                           ("accelerator", ConvertOptions(astra_sim=True, rank=0, roofline=True,
-                                                          target="accelerator")),
-                           ("host", ConvertOptions(astra_sim=True, rank=0, roofline=True, target="accelerator",
-                                                   host_time="captured"))):
+    for label, options in (
+        ("astra", ConvertOptions(astra_sim=True, rank=0)),
+        ("roofline", ConvertOptions(astra_sim=True, rank=0, roofline=True)),
+        ("accelerator", ConvertOptions(astra_sim=True, rank=0, roofline=True, target="accelerator")),
+        ("host", ConvertOptions(astra_sim=True, rank=0, roofline=True, target="accelerator", host_time="captured")),
+    ):
         outputs[label] = tmp / f"{label}.0.et"
-        result = api.convert_pair(GPT2 / "rank0_host.json.gz", GPT2 / "rank0_device.json.gz", outputs[label],
-                                  options, rank=0)
+        result = api.convert_pair(
+            GPT2 / "rank0_host.json.gz", GPT2 / "rank0_device.json.gz", outputs[label], options, rank=0
+        )
         if label != "astra":
             summary = result.conversion.roofline
             assert summary is not None and summary.unreadable == 0 and not summary.warnings()
@@ -302,28 +333,49 @@ def test_unreadable_shapes_give_no_values_and_a_warning(tmp_path: Path) -> None:
 
 
 def test_target_accelerator_needs_roofline(tmp_path: Path) -> None:
-    done = run_cli("convert", GPT2 / "rank0_merged_by_chakra_trace_link.json.gz", tmp_path / "x.et",
-                   "--target", "accelerator")
+    done = run_cli(
+        "convert", GPT2 / "rank0_merged_by_chakra_trace_link.json.gz", tmp_path / "x.et", "--target", "accelerator"
+    )
     assert done.returncode == 2 and "--target accelerator needs --roofline" in done.stderr
     assert not (tmp_path / "x.et").exists()
     with pytest.raises(ValueError, match="needs roofline"):
         ConvertOptions(target="accelerator")
-    done = run_cli("convert", GPT2 / "rank0_merged_by_chakra_trace_link.json.gz", tmp_path / "y.et",
-                   "--roofline", "--target", "accelerator")
+    done = run_cli(
+        "convert",
+        GPT2 / "rank0_merged_by_chakra_trace_link.json.gz",
+        tmp_path / "y.et",
+        "--roofline",
+        "--target",
+        "accelerator",
+    )
     assert done.returncode == 0 and "--roofline:" in done.stderr and "accelerator" in done.stderr
 
 
 def test_host_time_needs_the_accelerator_target(tmp_path: Path) -> None:
-    done = run_cli("convert", GPT2 / "rank0_merged_by_chakra_trace_link.json.gz", tmp_path / "x.et",
-                   "--roofline", "--host-time", "captured")
+    done = run_cli(
+        "convert",
+        GPT2 / "rank0_merged_by_chakra_trace_link.json.gz",
+        tmp_path / "x.et",
+        "--roofline",
+        "--host-time",
+        "captured",
+    )
     assert done.returncode == 2 and "--host-time captured needs --target accelerator" in done.stderr
     assert not (tmp_path / "x.et").exists()
     with pytest.raises(ValueError, match="host_time 'captured' needs target 'accelerator'"):
         ConvertOptions(roofline=True, host_time="captured")
     with pytest.raises(ValueError, match="host_time must be one of none, captured"):
         ConvertOptions(roofline=True, target="accelerator", host_time="measured")
-    done = run_cli("convert", GPT2 / "rank0_merged_by_chakra_trace_link.json.gz", tmp_path / "y.et",
-                   "--roofline", "--target", "accelerator", "--host-time", "captured")
+    done = run_cli(
+        "convert",
+        GPT2 / "rank0_merged_by_chakra_trace_link.json.gz",
+        tmp_path / "y.et",
+        "--roofline",
+        "--target",
+        "accelerator",
+        "--host-time",
+        "captured",
+    )
     assert done.returncode == 0 and "as CPU ops with their captured duration" in done.stderr, done.stderr
 
 
@@ -351,9 +403,11 @@ def test_unreadable_shapes_stay_replayed_cpu_ops_with_target_accelerator(tmp_pat
     They stay CPU ops, replayed for their captured durations, and the warning says so."""
     done = run_cli("convert", HOST_102, tmp_path / "h.et", "--astra-sim", "--roofline", "--target", "accelerator")
     assert done.returncode == 0, done.stderr
-    assert ("warning: --roofline: 10 compute node(s) have shapes or dtypes that cannot be read and get no "
-            "num_ops/tensor_size (with --target accelerator they stay CPU ops, replayed for their captured "
-            "durations") in done.stderr
+    assert (
+        "warning: --roofline: 10 compute node(s) have shapes or dtypes that cannot be read and get no "
+        "num_ops/tensor_size (with --target accelerator they stay CPU ops, replayed for their captured "
+        "durations"
+    ) in done.stderr
     _, captured = read_et(_converted(tmp_path, ConvertOptions(astra_sim=True)))
     durations = {node.id: node.duration_micros for node in captured}
     replayed = [n for n in assert_every_accelerator_op_has_values(tmp_path / "h.et") if values(n) is None]

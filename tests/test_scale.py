@@ -42,8 +42,13 @@ def gpt2_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The committed 2-rank GPT-2 DDP capture as ``--astra-sim`` .et files: prefix ``.../gpt2``."""
     out = tmp_path_factory.mktemp("gpt2")
     for rank in range(2):
-        api.convert_pair(GPT2 / f"rank{rank}_host.json.gz", GPT2 / f"rank{rank}_device.json.gz",
-                         out / f"gpt2.{rank}.et", ConvertOptions(astra_sim=True), rank=rank)
+        api.convert_pair(
+            GPT2 / f"rank{rank}_host.json.gz",
+            GPT2 / f"rank{rank}_device.json.gz",
+            out / f"gpt2.{rank}.et",
+            ConvertOptions(astra_sim=True),
+            rank=rank,
+        )
     (out / "gpt2.comm_group.json").write_text("{}\n")
     return out / "gpt2"
 
@@ -152,13 +157,18 @@ def attr(name: str, value: Any) -> pb.AttributeProto:
 
 
 def node(node_id: int, node_type: int = pb.COMP_NODE, deps: tuple[int, ...] = (), **attrs: Any) -> pb.Node:
-    return pb.Node(id=node_id, name=f"op{node_id}", type=node_type, data_deps=deps, duration_micros=5,
-                   attr=[attr(k, v) for k, v in attrs.items()])
+    return pb.Node(
+        id=node_id,
+        name=f"op{node_id}",
+        type=node_type,
+        data_deps=deps,
+        duration_micros=5,
+        attr=[attr(k, v) for k, v in attrs.items()],
+    )
 
 
 def allreduce(node_id: int, size: int, deps: tuple[int, ...] = (), pg: str = "0") -> pb.Node:
-    return node(node_id, pb.COMM_COLL_NODE, deps, comm_type=pb.ALL_REDUCE, comm_size=size, pg_name=pg,
-                is_cpu_op=False)
+    return node(node_id, pb.COMM_COLL_NODE, deps, comm_type=pb.ALL_REDUCE, comm_size=size, pg_name=pg, is_cpu_op=False)
 
 
 def write_rank(path: Path, nodes: list[pb.Node], **metadata: Any) -> Path:
@@ -198,8 +208,11 @@ def test_subgroups_are_copied_per_replica(tmp_path: Path) -> None:
     for r in range(12):
         j, k = divmod(r, 4)
         pair = str((1 if k < 2 else 2) + 3 * j)
-        assert collectives(f"{out}.{r}.et") == [("ALL_REDUCE", pair, 64), ("ALL_REDUCE", "3", 128),
-                                                ("ALL_REDUCE", "0", 256)], r
+        assert collectives(f"{out}.{r}.et") == [
+            ("ALL_REDUCE", pair, 64),
+            ("ALL_REDUCE", "3", 128),
+            ("ALL_REDUCE", "0", 256),
+        ], r
         mine, theirs = read_et(f"{out}.{r}.et"), read_et(f"{job}.{k}.et")
         assert list(mine.ids) == list(theirs.ids) and list(mine.deps) == list(theirs.deps)
         assert mine.names == theirs.names and list(mine.durations) == list(theirs.durations)
@@ -227,8 +240,9 @@ def assert_refused(done: Any, out_dir: Path, *expected: str) -> None:
 def test_subgroups_that_do_not_tile_are_refused(tmp_path: Path) -> None:
     job = subgroup_job(tmp_path / "in")
     done = run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "6")
-    assert_refused(done, tmp_path / "out", "communicator group 1 [0, 1] does not tile 6 ranks",
-                   "multiple of the 4 captured ranks")
+    assert_refused(
+        done, tmp_path / "out", "communicator group 1 [0, 1] does not tile 6 ranks", "multiple of the 4 captured ranks"
+    )
 
 
 def test_sends_and_receives_are_refused(tmp_path: Path) -> None:
@@ -236,8 +250,13 @@ def test_sends_and_receives_are_refused(tmp_path: Path) -> None:
     converted = run_cli("convert-all", REAL_TRACES_DIR / "gloo_ops_np4", tmp_path / "et", "--astra-sim")
     assert converted.returncode == 0, converted.stderr
     done = run_cli("scale", tmp_path / "et" / "trace", tmp_path / "out" / "x", "--ranks", "8")
-    assert_refused(done, tmp_path / "out", "trace.0.et: node", "is a send to rank 1",
-                   "point-to-point (pipeline) peers cannot be scaled")
+    assert_refused(
+        done,
+        tmp_path / "out",
+        "trace.0.et: node",
+        "is a send to rank 1",
+        "point-to-point (pipeline) peers cannot be scaled",
+    )
 
 
 def test_missing_rank(gpt2_job: Path, tmp_path: Path) -> None:
@@ -267,15 +286,30 @@ def test_a_stray_rank_number_costs_nothing_and_is_named(gpt2_job: Path, tmp_path
         (folder / f"j.{rank}.et").write_bytes(Path(f"{gpt2_job}.0.et").read_bytes())
     (folder / "j.3000000000.et").touch()
     done = run_cli("scale", folder / "j", tmp_path / "out" / "x", "--ranks", "4", preexec_fn=_memory_limit)
-    assert_refused(done, tmp_path / "out", "j.2.et: rank 2 of 0..3000000000 is missing (2,999,999,998 missing)",
-                   "ranks 0..1 are there, then j.3000000000.et", "a stray or another job's rank file?")
+    assert_refused(
+        done,
+        tmp_path / "out",
+        "j.2.et: rank 2 of 0..3000000000 is missing (2,999,999,998 missing)",
+        "ranks 0..1 are there, then j.3000000000.et",
+        "a stray or another job's rank file?",
+    )
 
 
-@pytest.mark.parametrize(("ranks", "gap"), [
-    ([], None), ([0], None), ([0, 1, 2], None), ([1], 0), ([0, 2], 1), ([0, 1, 3], 2), ([0, 1, 2, 10**12], 3),
-])
+@pytest.mark.parametrize(
+    ("ranks", "gap"),
+    [
+        ([], None),
+        ([0], None),
+        ([0, 1, 2], None),
+        ([1], 0),
+        ([0, 2], 1),
+        ([0, 1, 3], 2),
+        ([0, 1, 2, 10**12], 3),
+    ],
+)
 def test_first_gap(ranks: list[int], gap: int | None) -> None:
     from chakra_convert_fast.converter.ranks.discover import first_gap
+
     assert first_gap(ranks) == gap
 
 
@@ -300,8 +334,13 @@ def test_ranks_of_different_jobs(gpt2_job: Path, tmp_path: Path) -> None:
     write_rank(two / "j.0.et", [allreduce(1, 64)])
     write_rank(two / "j.1.et", [allreduce(1, 32)])
     done = run_cli("scale", two / "j", tmp_path / "out" / "x", "--ranks", "4")
-    assert_refused(done, tmp_path / "out", "collectives on group 0 differ from rank 0's",
-                   "ALL_REDUCE of 32 bytes here, ALL_REDUCE of 64 bytes on rank 0", "ranks of different jobs?")
+    assert_refused(
+        done,
+        tmp_path / "out",
+        "collectives on group 0 differ from rank 0's",
+        "ALL_REDUCE of 32 bytes here, ALL_REDUCE of 64 bytes on rank 0",
+        "ranks of different jobs?",
+    )
 
     write_rank(two / "j.1.et", [allreduce(1, 64)], time="2026-11-24 05:01:00", start_ts=300, finish_ts=400)
     done = run_cli("scale", two / "j", tmp_path / "out" / "x", "--ranks", "4")
@@ -313,23 +352,32 @@ def test_ranks_of_different_jobs(gpt2_job: Path, tmp_path: Path) -> None:
 
 def test_collectives_differ_on_a_named_group(tmp_path: Path) -> None:
     job = subgroup_job(tmp_path / "in")
-    write_rank(tmp_path / "in" / "job.2.et", [node(1), allreduce(2, 64, (1,), pg="2"), allreduce(3, 99, (2,), pg="3"),
-                                              allreduce(4, 256, (3,))])
+    write_rank(
+        tmp_path / "in" / "job.2.et",
+        [node(1), allreduce(2, 64, (1,), pg="2"), allreduce(3, 99, (2,), pg="3"), allreduce(4, 256, (3,))],
+    )
     done = run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "8")
-    assert_refused(done, tmp_path / "out", "job.2.et: its collectives on group 3 differ from rank 0's",
-                   "ALL_REDUCE of 99 bytes here, ALL_REDUCE of 128 bytes on rank 0")
+    assert_refused(
+        done,
+        tmp_path / "out",
+        "job.2.et: its collectives on group 3 differ from rank 0's",
+        "ALL_REDUCE of 99 bytes here, ALL_REDUCE of 128 bytes on rank 0",
+    )
 
 
-@pytest.mark.parametrize(("groups", "expected"), [
-    ({"1": [0, 1, 5]}, "communicator group 1 names rank(s) [5] but the job has 4 rank(s)"),
-    ({"0": [0, 1]}, "group id '0': ASTRA-sim needs whole numbers > 0"),
-    ({"\u00b2": [0, 1]}, "group id '\u00b2': ASTRA-sim needs whole numbers > 0, in ASCII decimal digits"),
-    ({"\u0663": [0, 1]}, "group id '\u0663': ASTRA-sim needs whole numbers > 0, in ASCII decimal digits"),
-    ({str(10**23): [0, 1]}, f"group id '{10**23}': ASTRA-sim needs whole numbers > 0"),
-    ({"1": "0,1"}, "its ranks must be a list of integers"),
-    ({"1": [0, 1], "2": [2, 3]}, "node 3 'op3' is on group '3', which is not in"),
-    ({"1": [0, 2], "2": [1, 3], "3": [0, 1, 2, 3]}, "is on group 1 [0, 2], which does not hold rank 1"),
-])
+@pytest.mark.parametrize(
+    ("groups", "expected"),
+    [
+        ({"1": [0, 1, 5]}, "communicator group 1 names rank(s) [5] but the job has 4 rank(s)"),
+        ({"0": [0, 1]}, "group id '0': ASTRA-sim needs whole numbers > 0"),
+        ({"\u00b2": [0, 1]}, "group id '\u00b2': ASTRA-sim needs whole numbers > 0, in ASCII decimal digits"),
+        ({"\u0663": [0, 1]}, "group id '\u0663': ASTRA-sim needs whole numbers > 0, in ASCII decimal digits"),
+        ({str(10**23): [0, 1]}, f"group id '{10**23}': ASTRA-sim needs whole numbers > 0"),
+        ({"1": "0,1"}, "its ranks must be a list of integers"),
+        ({"1": [0, 1], "2": [2, 3]}, "node 3 'op3' is on group '3', which is not in"),
+        ({"1": [0, 2], "2": [1, 3], "3": [0, 1, 2, 3]}, "is on group 1 [0, 2], which does not hold rank 1"),
+    ],
+)
 def test_group_file_that_does_not_match(tmp_path: Path, groups: dict[str, Any], expected: str) -> None:
     job = subgroup_job(tmp_path / "in", groups)
     done = run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "8")
@@ -339,11 +387,17 @@ def test_group_file_that_does_not_match(tmp_path: Path, groups: dict[str, Any], 
 def test_group_file_not_json_and_missing(tmp_path: Path) -> None:
     job = subgroup_job(tmp_path / "in")
     Path(f"{job}.comm_group.json").write_text("{not json")
-    assert_refused(run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "8"), tmp_path / "out",
-                   "not a JSON communicator group file")
+    assert_refused(
+        run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "8"),
+        tmp_path / "out",
+        "not a JSON communicator group file",
+    )
     Path(f"{job}.comm_group.json").unlink()
-    assert_refused(run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "8"), tmp_path / "out",
-                   "is on group '1', which is not in no communicator group file")
+    assert_refused(
+        run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "8"),
+        tmp_path / "out",
+        "is on group '1', which is not in no communicator group file",
+    )
 
 
 def test_old_group_file_name_is_read(tmp_path: Path) -> None:
@@ -367,8 +421,7 @@ def test_outputs_that_cannot_be_written(gpt2_job: Path, tmp_path: Path) -> None:
     os.rmdir(out / "x.2.et")
 
     (out / "x.9.et").write_text("another job's rank 9")
-    assert_one_error(run_cli("scale", gpt2_job, out / "x", "--ranks", "4"), "x.9.et: exists",
-                     "beyond --ranks 4")
+    assert_one_error(run_cli("scale", gpt2_job, out / "x", "--ranks", "4"), "x.9.et: exists", "beyond --ranks 4")
     assert listing(out) == ["x.9.et"]
 
     assert_one_error(run_cli("scale", gpt2_job, gpt2_job, "--ranks", "2"), "would overwrite the input")
@@ -406,8 +459,14 @@ def test_scaled_job_finishes_on_every_rank_in_astra_sim(
     one ``finished`` line per rank, and every rank spent time in its gradient all-reduces."""
     result = api.scale(gpt2_job, tmp_path / "job", ranks)
     env = dict(os.environ, COMM_GROUPS=result.comm_group_path, LOGDIR=str(tmp_path / "logs"))
-    done = subprocess.run([str(simulator / "simulate.sh"), str(tmp_path / "job"), str(ranks)], env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [str(simulator / "simulate.sh"), str(tmp_path / "job"), str(ranks)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     finished = {int(m.group(1)): (int(m.group(2)), int(m.group(3))) for m in FINISHED.finditer(done.stdout)}
     assert sorted(finished) == list(range(ranks)), (done.stdout + done.stderr)[-3000:]
@@ -421,8 +480,12 @@ def test_signal_while_writing_leaves_nothing(tmp_path: Path, signum: int) -> Non
     job = subgroup_job(tmp_path / "in")
     out = tmp_path / "out"
     out.mkdir()
-    with subprocess.Popen([*CLI, "scale", str(job), str(out / "x"), "--ranks", "20000"], stderr=subprocess.PIPE,
-                          text=True, start_new_session=True) as process:
+    with subprocess.Popen(
+        [*CLI, "scale", str(job), str(out / "x"), "--ranks", "20000"],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as process:
         try:
             deadline = time.monotonic() + 60
             while not any(os.listdir(out / name) for name in os.listdir(out) if (out / name).is_dir()):

@@ -48,8 +48,9 @@ def test_field_numbers_and_wire_types(declared: dict[str, tuple[int, int]], mess
     assert set(declared) == set(fields)
 
 
-@pytest.mark.parametrize(("declared", "enum"), [(chakra.NodeType, "NodeType"), (chakra.CollectiveCommType,
-                                                                                 "CollectiveCommType")])
+@pytest.mark.parametrize(
+    ("declared", "enum"), [(chakra.NodeType, "NodeType"), (chakra.CollectiveCommType, "CollectiveCommType")]
+)
 def test_enum_values(declared: type, enum: str) -> None:
     values = {v.name: v.number for v in pb.DESCRIPTOR.enum_types_by_name[enum].values}
     assert {m.name: m.value for m in declared} == values  # type: ignore[attr-defined]

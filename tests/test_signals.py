@@ -45,8 +45,20 @@ MESSAGES = {
 @pytest.fixture(scope="module")
 def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("big") / "big.json"
-    subprocess.run([sys.executable, "-m", "chakra_convert_fast.fixtures.generate", "--nodes", str(SPLIT_NODES),
-                    "--compact", "-o", str(path)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_convert_fast.fixtures.generate",
+            "--nodes",
+            str(SPLIT_NODES),
+            "--compact",
+            "-o",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+    )
     assert path.stat().st_size >= 48 << 20
     return path
 
@@ -108,8 +120,9 @@ _STARTED: list[Started] = []
 
 def start(args: list[str | Path], phase: Callable[[psutil.Process], bool]) -> Started:
     """Run the command until ``phase`` holds, then stop it and its children (SIGSTOP)."""
-    process = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     main = psutil.Process(process.pid)
     _STARTED.append((process, [main]))
     deadline = time.monotonic() + 120
@@ -205,8 +218,9 @@ def test_nothing_is_left_when_killed_while_writing(big_trace: Path, tmp_path: Pa
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
 @pytest.mark.parametrize("command", ["link", "convert"])
 @pytest.mark.parametrize("phase", ["reading", "writing"])
-def test_pair_commands_stop_cleanly(signum: int, command: str, phase: str, pair: tuple[Path, Path],
-                                    tmp_path: Path) -> None:
+def test_pair_commands_stop_cleanly(
+    signum: int, command: str, phase: str, pair: tuple[Path, Path], tmp_path: Path
+) -> None:
     host, device = pair
     out = tmp_path / ("merged.json" if command == "link" else "out.et")
     condition = reading(host) if phase == "reading" else writing_into(tmp_path)
@@ -259,8 +273,13 @@ def test_a_signal_while_python_imports_the_package_is_one_line(signum: int, tmp_
     there, the signal ends the command with its one line, not a ``KeyboardInterrupt`` traceback
     from the middle of an import (Python's default until ``main`` ran)."""
     (tmp_path / "in.json").write_text("{}")
-    process = subprocess.Popen([*CLI, "convert", str(tmp_path / "in.json"), str(tmp_path / "o.et")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [*CLI, "convert", str(tmp_path / "in.json"), str(tmp_path / "o.et")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     _STARTED.append((process, [psutil.Process(process.pid)]))
     deadline = time.monotonic() + 60
     while not _catches(process.pid, signal.SIGTERM):  # Python itself never catches SIGTERM
@@ -277,8 +296,9 @@ def test_a_signal_while_python_imports_the_package_is_one_line(signum: int, tmp_
 
 
 @pytest.mark.parametrize("other_thread", [False, True], ids=["one thread", "another thread running"])
-def test_an_interrupt_after_the_commit_is_not_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        other_thread: bool) -> None:
+def test_an_interrupt_after_the_commit_is_not_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other_thread: bool
+) -> None:
     """Ctrl-C while the summary is printed, the output already in place: the command used to say
     "interrupted; no output written" (130) over a replaced output. The commit and its report are
     one step: the signal waits, and is dropped when the command is over. With another thread
@@ -325,8 +345,20 @@ sys.exit(cli.main(sys.argv[1:]))
 @pytest.fixture(scope="module")
 def mid_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("mid") / "mid.json"
-    subprocess.run([sys.executable, "-m", "chakra_convert_fast.fixtures.generate", "--nodes", "8000",
-                    "--compact", "-o", str(path)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_convert_fast.fixtures.generate",
+            "--nodes",
+            "8000",
+            "--compact",
+            "-o",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+    )
     gz = path.with_suffix(".json.gz")
     with open(path, "rb") as plain, gzip.open(gz, "wb", compresslevel=1) as packed:
         shutil.copyfileobj(plain, packed)
@@ -353,9 +385,9 @@ def _settled(children: list[psutil.Process], path: str) -> bool:
 
 
 @pytest.mark.parametrize("path", ["byte ranges", "gzip feed", "link", "convert-all"])
-def test_every_worker_is_gone_within_a_second_of_its_parent_s_death(path: str, mid_trace: Path,
-                                                                     job: tuple[Path, Path, Path],
-                                                                     tmp_path: Path) -> None:
+def test_every_worker_is_gone_within_a_second_of_its_parent_s_death(
+    path: str, mid_trace: Path, job: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
     folder, host, device = job
     cases: dict[str, list[str | Path]] = {
         "byte ranges": ["convert", mid_trace, tmp_path / "o.et", "--jobs", "2"],
@@ -364,8 +396,13 @@ def test_every_worker_is_gone_within_a_second_of_its_parent_s_death(path: str, m
         "convert-all": ["convert-all", folder, tmp_path / "out", "--jobs", "2"],
     }
     args = cases[path]
-    process = subprocess.Popen([sys.executable, "-c", _DRIVER, *map(str, args)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     main = psutil.Process(process.pid)
     _STARTED.append((process, [main]))
     deadline = time.monotonic() + 60
@@ -383,7 +420,10 @@ def test_every_worker_is_gone_within_a_second_of_its_parent_s_death(path: str, m
 
 
 def test_an_interrupt_between_two_outputs_says_which_was_written(
-    pair: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    pair: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``convert --keep-merged``: interrupted once the merged trace is in place, before the .et is,
     the command says so instead of "no output written"."""
@@ -402,7 +442,8 @@ def test_an_interrupt_between_two_outputs_says_which_was_written(
     status = cli.main(["convert", "--host", str(host), "--device", str(device), str(out), "--keep-merged", str(merged)])
     assert status == 130
     assert capsys.readouterr().err.splitlines() == [
-        f"{ERROR_PREFIX}interrupted after {merged} was written; nothing else written"]
+        f"{ERROR_PREFIX}interrupted after {merged} was written; nothing else written"
+    ]
     assert merged.exists() and not out.exists()
 
 
@@ -424,7 +465,6 @@ def test_a_signal_handled_inside_a_finalizer_still_ends_the_command() -> None:
             time.sleep(2)
     finally:
         restore(previous)
-
 
 
 def test_main_in_this_process_leaves_no_signal_blocked(tmp_path: Path) -> None:
@@ -455,21 +495,39 @@ def _two_signals_case(command: str, tmp_path: Path, big_trace: Path) -> tuple[li
     if command == "convert":
         return ["convert", big_trace, out / "o.et"], writing_into(out)
     if command == "text":
-        return ["text", ROOT / "tests" / "data" / "text" / "data.txt", out / "w", "--npus", "4",
-                "--passes", "1000000"], writing_into(out)
+        return [
+            "text",
+            ROOT / "tests" / "data" / "text" / "data.txt",
+            out / "w",
+            "--npus",
+            "4",
+            "--passes",
+            "1000000",
+        ], writing_into(out)
     write_job(tmp_path / "job", 2)
-    return ["simulate", tmp_path / "job", "--astra-sim-bin", _sleeping_simulator(tmp_path),
-            "--json", out / "r.json"], has_worker
+    return [
+        "simulate",
+        tmp_path / "job",
+        "--astra-sim-bin",
+        _sleeping_simulator(tmp_path),
+        "--json",
+        out / "r.json",
+    ], has_worker
 
 
 @pytest.mark.parametrize("command", ["convert", "text", "simulate"])
-@pytest.mark.parametrize(("signals", "status"), [
-    ((signal.SIGTERM, signal.SIGINT), signal.SIGTERM),
-    ((signal.SIGINT, signal.SIGHUP, signal.SIGINT), signal.SIGHUP),
-    ((signal.SIGINT, signal.SIGINT), signal.SIGINT),
-], ids=["TERM+INT", "INT+HUP+INT", "INT+INT"])
-def test_signals_together_end_with_one_line_and_no_traceback(command: str, signals: tuple[int, ...], status: int,
-                                                             big_trace: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signals", "status"),
+    [
+        ((signal.SIGTERM, signal.SIGINT), signal.SIGTERM),
+        ((signal.SIGINT, signal.SIGHUP, signal.SIGINT), signal.SIGHUP),
+        ((signal.SIGINT, signal.SIGINT), signal.SIGINT),
+    ],
+    ids=["TERM+INT", "INT+HUP+INT", "INT+INT"],
+)
+def test_signals_together_end_with_one_line_and_no_traceback(
+    command: str, signals: tuple[int, ...], status: int, big_trace: Path, tmp_path: Path
+) -> None:
     """Issue 29: SIGTERM and SIGINT at once printed ``OSError: Signal 15 ignored due to race
     condition`` (a traceback) and exited 130. Signals that arrive together (the process stopped)
     have no order the kernel keeps: the strongest (SIGTERM, then SIGHUP, then SIGINT) ends the
@@ -487,12 +545,14 @@ def test_signals_together_end_with_one_line_and_no_traceback(command: str, signa
 
 def _files_written(directory: Path, count: int) -> Callable[[psutil.Process], bool]:
     """At least ``count`` files written in ``directory`` or a staging directory in it."""
+
     def written(_process: psutil.Process) -> bool:
         found = 0
         for folder in [directory, *directory.glob(".chakra-staging-*")]:
             with suppress(OSError):
                 found += len(os.listdir(folder))
         return found >= count
+
     return written
 
 

@@ -23,8 +23,6 @@ from .traces import REAL_TRACES_DIR
 COMM = {NodeType.COMM_COLL_NODE: "collectives", NodeType.COMM_SEND_NODE: "sends", NodeType.COMM_RECV_NODE: "recvs"}
 
 
-
-
 def _spans(timeline: Path) -> list[dict[str, object]]:
     return [e for e in json.loads(timeline.read_text())["traceEvents"] if e["ph"] == "X"]
 
@@ -55,12 +53,18 @@ def test_more_bandwidth_shortens_communication(simulator: Path, tmp_path: Path) 
     assert fast < slow / 5
 
 
-@pytest.mark.parametrize(("topology", "sizes", "backend"), [
-    ("Ring,Switch", "2,4", "unaware"), ("FullyConnected", None, "unaware"), ("Switch", None, "aware"),
-    ("Ring,FullyConnected", "4,*", "unaware"),
-])
-def test_topologies_run_every_rank(simulator: Path, tmp_path: Path, topology: str, sizes: str | None,
-                                   backend: str) -> None:
+@pytest.mark.parametrize(
+    ("topology", "sizes", "backend"),
+    [
+        ("Ring,Switch", "2,4", "unaware"),
+        ("FullyConnected", None, "unaware"),
+        ("Switch", None, "aware"),
+        ("Ring,FullyConnected", "4,*", "unaware"),
+    ],
+)
+def test_topologies_run_every_rank(
+    simulator: Path, tmp_path: Path, topology: str, sizes: str | None, backend: str
+) -> None:
     prefix = write_job(tmp_path / "job", 8)
     result = api.simulate(prefix, api.SimulateOptions(topology=topology, npus_per_dim=sizes, backend=backend))
     assert len(result.ranks) == 8 and all(r.collectives == 1 and r.nodes == 3 for r in result.ranks)
@@ -71,10 +75,13 @@ def test_roofline_times_compute_from_num_ops_and_tensor_size(simulator: Path, tm
     prefix = write_job(tmp_path / "job", 2, roofline=True)
     durations = {}
     for peak in (100.0, 200.0):
-        api.simulate(prefix, api.SimulateOptions(peak_tflops=peak, mem_bandwidth=1000.0),
-                     timeline=tmp_path / f"t{peak}.json")
-        durations[peak] = {(s["pid"], s["args"]["node"]): round(s["dur"] * 1000)  # type: ignore[index, operator]
-                           for s in _spans(tmp_path / f"t{peak}.json")}
+        api.simulate(
+            prefix, api.SimulateOptions(peak_tflops=peak, mem_bandwidth=1000.0), timeline=tmp_path / f"t{peak}.json"
+        )
+        durations[peak] = {
+            (s["pid"], s["args"]["node"]): round(s["dur"] * 1000)  # type: ignore[index, operator]
+            for s in _spans(tmp_path / f"t{peak}.json")
+        }
         for rank in (0, 1):
             # num_ops 1e9 * (rank + 1), tensor_size 1e6: 1,000 FLOP/byte, so the peak bounds it
             assert durations[peak][(rank, 1)] == int(1e9 * (rank + 1) / (peak * 1e12) * 1e9)
@@ -87,8 +94,9 @@ def test_roofline_times_compute_from_num_ops_and_tensor_size(simulator: Path, tm
 
 def test_a_node_the_roofline_cannot_time_is_named(simulator: Path, tmp_path: Path) -> None:
     prefix = write_job(tmp_path / "job", 2, roofline=True, drop_rank=1)
-    done = run_cli("simulate", prefix, "--accelerator", "H100", "--timeline", tmp_path / "t.json", "--json",
-                   tmp_path / "r.json")
+    done = run_cli(
+        "simulate", prefix, "--accelerator", "H100", "--timeline", tmp_path / "t.json", "--json", tmp_path / "r.json"
+    )
     assert_one_error(done, "rank 1 did not finish", "rank 1 node 3 'Optimizer.step'", "Attribute num_ops not found")
     assert not (tmp_path / "t.json").exists() and not (tmp_path / "r.json").exists()
 
@@ -123,8 +131,18 @@ def test_real_gloo_trace_every_collective_and_peer(simulator: Path, tmp_path: Pa
 
 def test_sweep_scales_and_simulates_each_point(simulator: Path, tmp_path: Path) -> None:
     prefix = write_job(tmp_path / "job", 2)
-    done = run_cli("simulate", prefix, "--sweep", "ranks=2,4,8", "--topology", "Ring", "--topology", "Switch",
-                   "--out", tmp_path / "sweep")
+    done = run_cli(
+        "simulate",
+        prefix,
+        "--sweep",
+        "ranks=2,4,8",
+        "--topology",
+        "Ring",
+        "--topology",
+        "Switch",
+        "--out",
+        tmp_path / "sweep",
+    )
     assert done.returncode == 0, done.stderr
     table = (tmp_path / "sweep.md").read_text().splitlines()
     assert len(table) == 2 + 6 and done.stdout.splitlines() == table
@@ -133,7 +151,8 @@ def test_sweep_scales_and_simulates_each_point(simulator: Path, tmp_path: Path) 
     assert [(p["ranks"], p["topology"]) for p in points] == [(n, t) for n in (2, 4, 8) for t in ("Ring", "Switch")]
     assert all(p["step_ns"] > 150_000 and 0 < p["comm_share"] < 1 for p in points)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["job.0.et", "job.1.et", "job.comm_group.json", "sweep.md", "sweep.png", "sweep.json"])
+        ["job.0.et", "job.1.et", "job.comm_group.json", "sweep.md", "sweep.png", "sweep.json"]
+    )
 
 
 def test_sweep_compact_simulates_the_same_steps_with_fewer_nodes(simulator: Path, tmp_path: Path) -> None:
@@ -145,12 +164,22 @@ def test_sweep_compact_simulates_the_same_steps_with_fewer_nodes(simulator: Path
     for name, extra in (("plain", ()), ("compact", ("--compact",))):
         work = tmp_path / f"work-{name}"
         work.mkdir()
-        done = run_cli("simulate", tmp_path / "et" / "trace", "--sweep", "ranks=2,4", "--out", tmp_path / name,
-                       "--work-dir", work, *extra)
+        done = run_cli(
+            "simulate",
+            tmp_path / "et" / "trace",
+            "--sweep",
+            "ranks=2,4",
+            "--out",
+            tmp_path / name,
+            "--work-dir",
+            work,
+            *extra,
+        )
         assert done.returncode == 0, done.stderr
         results[name] = json.loads((tmp_path / f"{name}.json").read_text())["points"]
-    assert [(p["ranks"], p["step_ns"], p["comm_busy_ns"]) for p in results["compact"]] == \
-        [(p["ranks"], p["step_ns"], p["comm_busy_ns"]) for p in results["plain"]]
+    assert [(p["ranks"], p["step_ns"], p["comm_busy_ns"]) for p in results["compact"]] == [
+        (p["ranks"], p["step_ns"], p["comm_busy_ns"]) for p in results["plain"]
+    ]
     assert all(p["step_ns"] > 0 for p in results["plain"])
     pairs = zip(results["compact"], results["plain"], strict=True)
     assert all(c["nodes_per_rank"] * 10 < p["nodes_per_rank"] for c, p in pairs)
@@ -184,13 +213,19 @@ def test_the_users_config_files_give_the_same_step_as_ours(simulator: Path, tmp_
     prefix = write_job(tmp_path / "job", 4)
     ours = api.simulate(prefix, api.SimulateOptions(bandwidth="50", latency="500"))
     configs = simulator / "configs"
-    theirs = api.simulate(prefix, api.SimulateOptions(
-        system_config=str(configs / "system.json"), network_config=str(configs / "Ring_4npus.yml"),
-        remote_memory_config=str(configs / "remote_memory.json")))
+    theirs = api.simulate(
+        prefix,
+        api.SimulateOptions(
+            system_config=str(configs / "system.json"),
+            network_config=str(configs / "Ring_4npus.yml"),
+            remote_memory_config=str(configs / "remote_memory.json"),
+        ),
+    )
     assert [r.step_ns for r in theirs.ranks] == [r.step_ns for r in ours.ranks]
     assert theirs.setup is not None and theirs.setup.overridden == ("trace-enabled",)
-    done = run_cli("simulate", prefix, "--network-config", configs / "Ring_4npus.yml", "--system-config",
-                   configs / "system.json")
+    done = run_cli(
+        "simulate", prefix, "--network-config", configs / "Ring_4npus.yml", "--system-config", configs / "system.json"
+    )
     assert done.returncode == 0, done.stderr
     assert "simulate set trace-enabled" in done.stdout and "Ring_4npus.yml" in done.stdout
 
@@ -199,14 +234,16 @@ def test_collective_algorithms_and_chunks_change_the_step(simulator: Path, tmp_p
     prefix = write_job(tmp_path / "job", 8, comm_bytes=8 << 20)
     steps = {}
     for algorithm in ("ring", "direct", "halvingDoubling", "doubleBinaryTree"):
-        result = api.simulate(prefix, api.SimulateOptions(topology="Ring,Switch", npus_per_dim="2,4",
-                                                          collective=algorithm))
+        result = api.simulate(
+            prefix, api.SimulateOptions(topology="Ring,Switch", npus_per_dim="2,4", collective=algorithm)
+        )
         assert all(r.collectives == 1 for r in result.ranks)
         assert result.setup is not None and result.setup.system["all-reduce-implementation"] == [algorithm] * 2
         steps[algorithm] = result.step_ns
     assert len(set(steps.values())) == 4, steps  # each algorithm its own time
-    mixed = api.simulate(prefix, api.SimulateOptions(topology="Ring,Switch", npus_per_dim="2,4",
-                                                     collective="ring,direct"))
+    mixed = api.simulate(
+        prefix, api.SimulateOptions(topology="Ring,Switch", npus_per_dim="2,4", collective="ring,direct")
+    )
     assert mixed.setup is not None and mixed.setup.system["all-gather-implementation"] == ["ring", "direct"]
     assert all(r.collectives == 1 for r in mixed.ranks)
     chunks = api.simulate(prefix, api.SimulateOptions(topology="Ring", active_chunks=4))
@@ -214,10 +251,12 @@ def test_collective_algorithms_and_chunks_change_the_step(simulator: Path, tmp_p
     assert all(r.collectives == 1 for r in chunks.ranks)
 
 
-@pytest.mark.parametrize(("topology", "ranks"), [("Ring", 4), ("Switch", 3), ("FullyConnected", 4),
-                                                 ("FullyConnected", 2)])
-def test_the_aware_backend_on_every_topology_it_takes(simulator: Path, tmp_path: Path, topology: str,
-                                                      ranks: int) -> None:
+@pytest.mark.parametrize(
+    ("topology", "ranks"), [("Ring", 4), ("Switch", 3), ("FullyConnected", 4), ("FullyConnected", 2)]
+)
+def test_the_aware_backend_on_every_topology_it_takes(
+    simulator: Path, tmp_path: Path, topology: str, ranks: int
+) -> None:
     """Network analytical 599a047's congestion-aware backend: one dimension of any topology (more
     dimensions: "only support 1-dim topology"; a Ring of 2 aborts: refused before the run)."""
     prefix = write_job(tmp_path / "job", ranks)
@@ -250,8 +289,21 @@ def test_a_parallel_sweep_gives_the_serial_sweeps_points(simulator: Path, tmp_pa
     work = tmp_path / "work"
     work.mkdir()
     for name, extra in (("serial", ()), ("parallel", ("--jobs", "3"))):
-        done = run_cli("simulate", prefix, "--sweep", "ranks=2,4", "--topology", "Ring", "--topology", "Switch",
-                       "--out", tmp_path / name, "--work-dir", work, *extra)
+        done = run_cli(
+            "simulate",
+            prefix,
+            "--sweep",
+            "ranks=2,4",
+            "--topology",
+            "Ring",
+            "--topology",
+            "Switch",
+            "--out",
+            tmp_path / name,
+            "--work-dir",
+            work,
+            *extra,
+        )
         assert done.returncode == 0, done.stderr
     assert _points(tmp_path / "parallel.json") == _points(tmp_path / "serial.json")
     assert (tmp_path / "parallel.md").read_text().count("\n") == 2 + 4
@@ -268,8 +320,9 @@ def test_sweeps_of_bandwidth_and_accelerator(simulator: Path, tmp_path: Path) ->
     assert fast["step_ns"] < slow["step_ns"] and fast["links"] == "100 GB/s 500 ns"
     assert (tmp_path / "bw.md").read_text().startswith("| bandwidth (GB/s) |")
     roofline = write_job(tmp_path / "acc", 2, roofline=True)
-    a100, h100 = api.simulate_sweep(roofline, ["A100", "H100"], ["Ring"], key="accelerator",
-                                    out_prefix=tmp_path / "acc").points
+    a100, h100 = api.simulate_sweep(
+        roofline, ["A100", "H100"], ["Ring"], key="accelerator", out_prefix=tmp_path / "acc"
+    ).points
     assert (a100.value, h100.value) == ("A100", "H100") and h100.step_ns < a100.step_ns
     assert (tmp_path / "acc.png").read_bytes()[:4] == b"\x89PNG"
     refused = run_cli("simulate", prefix, "--sweep", "accelerator=H100", "--out", tmp_path / "cpu")
@@ -284,11 +337,21 @@ def test_a_sweep_task_survives_pickling(simulator: Path, tmp_path: Path) -> None
     from chakra_convert_fast.converter.simulate import sweep as sweep_module
 
     prefix = write_job(tmp_path / "job", 2)
-    task = sweep_module._Task(0, "ranks", "4", str(prefix), ("Ring",), api.SimulateOptions(), str(tmp_path),
-                              functools.partial(api._scale_point, compact=False), 4)
+    task = sweep_module._Task(
+        0,
+        "ranks",
+        "4",
+        str(prefix),
+        ("Ring",),
+        api.SimulateOptions(),
+        str(tmp_path),
+        functools.partial(api._scale_point, compact=False),
+        4,
+    )
     here = sweep_module.run_task(task)
     function, copied = pickle.loads(pickle.dumps((sweep_module.run_task, task)))
     there = function(copied)
     assert here.error is None and there.error is None and len(here.points) == 1
-    assert [(p.step_ns, p.comm_busy_ns, p.waiting_ns) for p in there.points] == \
-        [(p.step_ns, p.comm_busy_ns, p.waiting_ns) for p in here.points]
+    assert [(p.step_ns, p.comm_busy_ns, p.waiting_ns) for p in there.points] == [
+        (p.step_ns, p.comm_busy_ns, p.waiting_ns) for p in here.points
+    ]

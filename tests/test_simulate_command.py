@@ -39,8 +39,15 @@ def _raw_events(path: Path) -> list[tuple[str, int, int, int, int]]:
         for event in ("issue,", "callback,"):
             if event in line:
                 fields = dict(part.split("=", 1) for part in line.split(event, 1)[1].split(", "))
-                events.append((event[:-1], int(fields["sys->id"]), int(fields["tick"]), int(fields["node->id"]),
-                               int(fields["node->type"])))
+                events.append(
+                    (
+                        event[:-1],
+                        int(fields["sys->id"]),
+                        int(fields["tick"]),
+                        int(fields["node->id"]),
+                        int(fields["node->type"]),
+                    )
+                )
     return events
 
 
@@ -52,26 +59,35 @@ def _finished(path: Path) -> dict[int, tuple[int, int]]:
 # -- configs ---------------------------------------------------------------------------------------
 def test_network_dimensions_sizes_and_links() -> None:
     net = configs.network("Ring,Switch", 32, "4,*", "200,50", "100")
-    assert (net.topology, net.npus, net.bandwidth, net.latency) == (("Ring", "Switch"), (4, 8), (200.0, 50.0),
-                                                                   (100.0, 100.0))
-    assert net.yaml() == ("topology: [ Ring, Switch ]\nnpus_count: [ 4, 8 ]\nbandwidth: [ 200.0, 50.0 ]  # GB/s\n"
-                          "latency: [ 100.0, 100.0 ]  # ns\n")
+    assert (net.topology, net.npus, net.bandwidth, net.latency) == (
+        ("Ring", "Switch"),
+        (4, 8),
+        (200.0, 50.0),
+        (100.0, 100.0),
+    )
+    assert net.yaml() == (
+        "topology: [ Ring, Switch ]\nnpus_count: [ 4, 8 ]\nbandwidth: [ 200.0, 50.0 ]  # GB/s\n"
+        "latency: [ 100.0, 100.0 ]  # ns\n"
+    )
     assert configs.network("fullyconnected", 8).npus == (8,)
     assert configs.network("Ring", 8).bandwidth == (50.0,)
 
 
-@pytest.mark.parametrize(("topology", "ranks", "sizes", "bandwidth", "expected"), [
-    ("Torus", 8, None, None, "unknown topology 'Torus'"),
-    ("Ring,Switch", 8, None, None, "give their sizes with --npus-per-dim"),
-    ("Ring,Switch", 8, "2,2", None, "4 NPUs, but the job has 8 ranks"),
-    ("Ring,Switch", 8, "3,*", None, "8 ranks are not a multiple of 3"),
-    ("Ring,Switch", 8, "*,*", None, "at most one '*'"),
-    ("Ring,Switch", 8, "8,*", None, "a Switch of 1 NPU(s)"),
-    ("Ring", 1, None, None, "a Ring of 1 NPU(s)"),
-    ("Ring,Switch", 8, "2,4", "1,2,3", "3 value(s) for 2 dimension(s)"),
-    ("Ring", 8, None, "-5", "values must be positive"),
-    ("Ring", 8, None, "fast", "numbers, one a dimension"),
-])
+@pytest.mark.parametrize(
+    ("topology", "ranks", "sizes", "bandwidth", "expected"),
+    [
+        ("Torus", 8, None, None, "unknown topology 'Torus'"),
+        ("Ring,Switch", 8, None, None, "give their sizes with --npus-per-dim"),
+        ("Ring,Switch", 8, "2,2", None, "4 NPUs, but the job has 8 ranks"),
+        ("Ring,Switch", 8, "3,*", None, "8 ranks are not a multiple of 3"),
+        ("Ring,Switch", 8, "*,*", None, "at most one '*'"),
+        ("Ring,Switch", 8, "8,*", None, "a Switch of 1 NPU(s)"),
+        ("Ring", 1, None, None, "a Ring of 1 NPU(s)"),
+        ("Ring,Switch", 8, "2,4", "1,2,3", "3 value(s) for 2 dimension(s)"),
+        ("Ring", 8, None, "-5", "values must be positive"),
+        ("Ring", 8, None, "fast", "numbers, one a dimension"),
+    ],
+)
 def test_network_refusals(topology: str, ranks: int, sizes: str | None, bandwidth: str | None, expected: str) -> None:
     with pytest.raises(ConverterError, match=re.escape(expected)):
         configs.network(topology, ranks, sizes, bandwidth)
@@ -86,8 +102,11 @@ def test_roofline_presets_and_system_config() -> None:
     mixed = configs.accelerator("A100", 200.0, None)
     assert mixed is not None and (mixed.peak_tflops, mixed.mem_bandwidth_gbps) == (200.0, 2039.0)
     assert configs.accelerator(None, None, None) is None
-    for args, expected in (((None, 100.0, None), "needs both"), (("TPU", None, None), "unknown"),
-                           ((None, -1.0, 5.0), "must be positive")):
+    for args, expected in (
+        ((None, 100.0, None), "needs both"),
+        (("TPU", None, None), "unknown"),
+        ((None, -1.0, 5.0), "must be positive"),
+    ):
         with pytest.raises(ConverterError, match=expected):
             configs.accelerator(*args)
     system = configs.system_config(2, custom)
@@ -124,14 +143,17 @@ def test_job_ranks_and_group_files(tmp_path: Path) -> None:
     assert find_job(str(prefix), str(tmp_path / "mine.json")).groups == {"5": [1]}
 
 
-@pytest.mark.parametrize(("content", "expected"), [
-    ('{"1": [0, 4]}', "group 1 names rank 4, but the job has ranks 0..1"),
-    ('{"0": [0, 1]}', "group id '0': ASTRA-sim needs whole numbers > 0"),
-    ('{"1": "0,1"}', "group 1: expected a non-empty list of ranks"),
-    ('{"1": [0, 0]}', "group 1 lists a rank twice"),
-    ("[1, 2]", "not a communicator group file"),
-    ("{", "not a JSON communicator group file"),
-])
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"1": [0, 4]}', "group 1 names rank 4, but the job has ranks 0..1"),
+        ('{"0": [0, 1]}', "group id '0': ASTRA-sim needs whole numbers > 0"),
+        ('{"1": "0,1"}', "group 1: expected a non-empty list of ranks"),
+        ('{"1": [0, 0]}', "group 1 lists a rank twice"),
+        ("[1, 2]", "not a communicator group file"),
+        ("{", "not a JSON communicator group file"),
+    ],
+)
 def test_group_files_that_do_not_match(tmp_path: Path, content: str, expected: str) -> None:
     prefix = _copy_job(tmp_path)
     Path(f"{prefix}.comm_group.json").write_text(content)
@@ -179,7 +201,7 @@ def test_log_read_in_chunks_of_any_size() -> None:
     for size in (1, 7, 100):
         reader = LogReader(2)
         for start in range(0, len(text), size):
-            reader.feed(text[start:start + size])
+            reader.feed(text[start : start + size])
         reader.close()
         assert [r.__dict__ for r in reader.ranks] == [r.__dict__ for r in whole.ranks]
 
@@ -193,10 +215,19 @@ def test_real_log_of_a_dropped_node() -> None:
 
 
 def test_comm_overlapping_compute_is_not_exposed() -> None:
-    lines = [f"issue,sys->id=0, tick={t}, node->id={n}, node->name=x, node->type={k}" if e == "i" else
-             f"callback,sys->id=0, tick={t}, node->id={n}, node->name=x, node->type={k}"
-             for e, t, n, k in (("i", 0, 1, 4), ("i", 10, 2, 7), ("c", 30, 1, 4), ("c", 50, 2, 7),
-                                ("i", 60, 3, 5), ("c", 70, 3, 5))]
+    lines = [
+        f"issue,sys->id=0, tick={t}, node->id={n}, node->name=x, node->type={k}"
+        if e == "i"
+        else f"callback,sys->id=0, tick={t}, node->id={n}, node->name=x, node->type={k}"
+        for e, t, n, k in (
+            ("i", 0, 1, 4),
+            ("i", 10, 2, 7),
+            ("c", 30, 1, 4),
+            ("c", 50, 2, 7),
+            ("i", 60, 3, 5),
+            ("c", 70, 3, 5),
+        )
+    ]
     run = read_lines(1, [*lines, "sys[0] finished, 70 cycles, exposed communication 70 cycles."]).ranks[0]
     assert (run.comm_time, run.comm_busy, run.exposed_comm) == (50, 50, 30)
     assert run.comm_done == {"collective": 1, "send": 1}
@@ -217,16 +248,23 @@ def test_timeline_events_are_the_logs_nodes() -> None:
         key = (span["pid"], span["args"]["node"])
         assert span["ts"] == issued[key] / 1000 and span["dur"] == (done[key][0] - issued[key]) / 1000
         assert span["cat"] == ("communication" if done[key][1] == 7 else "compute")
-    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in trace["traceEvents"]
-             if e["ph"] == "M" and "name" in e["args"]}
+    names = {
+        (e["pid"], e.get("tid")): e["args"]["name"]
+        for e in trace["traceEvents"]
+        if e["ph"] == "M" and "name" in e["args"]
+    }
     assert names[(0, None)] == "rank 0" and {names[(0, 1)], names[(0, 2)]} == {"compute", "communication"}
 
 
 def test_timeline_tracks_never_overlap() -> None:
     out = io.StringIO()
     writer = TimelineWriter(out, 1, "overlap")
-    for span in (Span(0, 2, "b", 4, 10, 20), Span(0, 1, "a", 4, 0, 30), Span(0, 3, "c", 4, 25, 40),
-                 Span(0, 4, "d", 7, 5, 45)):
+    for span in (
+        Span(0, 2, "b", 4, 10, 20),
+        Span(0, 1, "a", 4, 0, 30),
+        Span(0, 3, "c", 4, 25, 40),
+        Span(0, 4, "d", 7, 5, 45),
+    ):
         writer.span(span)
     writer.close()
     events = [e for e in json.loads(out.getvalue())["traceEvents"] if e["ph"] == "X"]
@@ -309,36 +347,67 @@ def _fake(tmp_path: Path, kind: str) -> Path:
 
 def test_command_reads_the_simulators_log(tmp_path: Path) -> None:
     prefix = _copy_job(tmp_path)
-    done = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "replay"), "--json", tmp_path / "r.json",
-                   "--timeline", tmp_path / "t.json")
+    done = run_cli(
+        "simulate",
+        prefix,
+        "--astra-sim-bin",
+        _fake(tmp_path, "replay"),
+        "--json",
+        tmp_path / "r.json",
+        "--timeline",
+        tmp_path / "t.json",
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "r.json").read_text())
     finished = _finished(TINY_LOG)
     assert [r["step_ns"] for r in result["per_rank"]] == [finished[0][0], finished[1][0]]
     assert result["step_ns"] == max(c for c, _ in finished.values()) and result["slowest_rank"] == 1
-    assert result["network"] == {"topology": ["Ring"], "npus_per_dim": [2], "bandwidth_gbps": [50.0],
-                                 "latency_ns": [500.0]}
+    assert result["network"] == {
+        "topology": ["Ring"],
+        "npus_per_dim": [2],
+        "bandwidth_gbps": [50.0],
+        "latency_ns": [500.0],
+    }
     assert len([e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"] if e["ph"] == "X"]) == 6
-    printed = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "replay") / "bin" /
-                      "AstraSim_Analytical_Congestion_Unaware")
+    printed = run_cli(
+        "simulate",
+        prefix,
+        "--astra-sim-bin",
+        _fake(tmp_path, "replay") / "bin" / "AstraSim_Analytical_Congestion_Unaware",
+    )
     assert printed.returncode == 0, printed.stderr
     assert f"job step: {finished[1][0] / 1e6:,.3f} ms (rank 1, the slowest)" in printed.stdout
 
 
-@pytest.mark.parametrize(("kind", "expected"), [
-    ("dropped", "rank 1 did not finish (1 of 2 ranks unfinished); the first node ASTRA-sim dropped: rank 1 node 3 "
-                "'Optimizer.step'"),
-    ("crash", "failed with exit status 134: Comm node should not be on CPU"),
-    ("killed", "was killed by SIGKILL"),
-    ("abort_early", "was killed by SIGABRT"),
-])
-def test_simulator_failures_are_one_line_and_write_nothing(tmp_path: Path, kind: str, expected: str,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        (
+            "dropped",
+            "rank 1 did not finish (1 of 2 ranks unfinished); the first node ASTRA-sim dropped: rank 1 node 3 "
+            "'Optimizer.step'",
+        ),
+        ("crash", "failed with exit status 134: Comm node should not be on CPU"),
+        ("killed", "was killed by SIGKILL"),
+        ("abort_early", "was killed by SIGABRT"),
+    ],
+)
+def test_simulator_failures_are_one_line_and_write_nothing(
+    tmp_path: Path, kind: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     prefix = _copy_job(tmp_path)
     record = tmp_path.parent / f"{tmp_path.name}-workdir"
     monkeypatch.setenv("FAKE_WORKDIR_FILE", str(record))
-    done = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, kind), "--json", tmp_path / "r.json",
-                   "--timeline", tmp_path / "t.json")
+    done = run_cli(
+        "simulate",
+        prefix,
+        "--astra-sim-bin",
+        _fake(tmp_path, kind),
+        "--json",
+        tmp_path / "r.json",
+        "--timeline",
+        tmp_path / "t.json",
+    )
     assert_one_error(done, expected)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fake-" + kind, "job.0.et", "job.1.et"]
     workdir = Path(record.read_text())
@@ -348,8 +417,17 @@ def test_simulator_failures_are_one_line_and_write_nothing(tmp_path: Path, kind:
 def test_simulator_that_hangs_is_stopped_by_the_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prefix = _copy_job(tmp_path)
     monkeypatch.setenv("FAKE_PID_FILE", str(tmp_path / "pid"))
-    done = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "hang"), "--timeout", "1",
-                   "--timeline", tmp_path / "t.json", timeout=30)
+    done = run_cli(
+        "simulate",
+        prefix,
+        "--astra-sim-bin",
+        _fake(tmp_path, "hang"),
+        "--timeout",
+        "1",
+        "--timeline",
+        tmp_path / "t.json",
+        timeout=30,
+    )
     assert_one_error(done, "ASTRA-sim did not end within 1 s")
     assert not (tmp_path / "t.json").exists()
 
@@ -358,8 +436,11 @@ def test_missing_simulator_says_how_to_get_it(tmp_path: Path, monkeypatch: pytes
     prefix = _copy_job(tmp_path)
     nothing = tmp_path / "nothing-here"
     nothing.mkdir()
-    assert_one_error(run_cli("simulate", prefix, "--astra-sim-bin", nothing), "no ASTRA-sim there",
-                     "astra-sim/build.sh DEST (docs/getting-astra-sim.md)")
+    assert_one_error(
+        run_cli("simulate", prefix, "--astra-sim-bin", nothing),
+        "no ASTRA-sim there",
+        "astra-sim/build.sh DEST (docs/getting-astra-sim.md)",
+    )
     monkeypatch.delenv("ASTRA_SIM_HOME", raising=False)
     monkeypatch.setenv("PATH", str(nothing))
     with pytest.raises(api.SimulatorError, match=r"ASTRA_SIM_HOME is not set and \S+ is not on PATH; build it"):
@@ -369,12 +450,15 @@ def test_missing_simulator_says_how_to_get_it(tmp_path: Path, monkeypatch: pytes
         find_simulator("aware")
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (("--topology", "Torus"), "unknown topology 'Torus'"),
-    (("--accelerator", "TPU9"), "--accelerator TPU9: unknown"),
-    (("--backend", "aware"), "aborts on a Ring of 2"),
-    (("--comm-groups", "missing.json"), "missing.json: --comm-groups: no such file"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--topology", "Torus"), "unknown topology 'Torus'"),
+        (("--accelerator", "TPU9"), "--accelerator TPU9: unknown"),
+        (("--backend", "aware"), "aborts on a Ring of 2"),
+        (("--comm-groups", "missing.json"), "missing.json: --comm-groups: no such file"),
+    ],
+)
 def test_bad_options_are_one_line(tmp_path: Path, args: tuple[str, ...], expected: str) -> None:
     prefix = _copy_job(tmp_path)
     done = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "replay"), *args, cwd=tmp_path)
@@ -384,18 +468,32 @@ def test_bad_options_are_one_line(tmp_path: Path, args: tuple[str, ...], expecte
 def test_missing_rank_is_one_line(tmp_path: Path) -> None:
     prefix = _copy_job(tmp_path)
     (tmp_path / "job.0.et").unlink()
-    assert_one_error(run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "replay")),
-                     "ranks 0..1 expected, 1 missing: job.0.et")
+    assert_one_error(
+        run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "replay")),
+        "ranks 0..1 expected, 1 missing: job.0.et",
+    )
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_stops_the_simulator_and_leaves_nothing(tmp_path: Path, signum: int, status: int) -> None:
     prefix = _copy_job(tmp_path)
     pid_file = tmp_path / "pid"
-    with subprocess.Popen([*CLI, "simulate", str(prefix), "--astra-sim-bin", str(_fake(tmp_path, "hang")),
-                           "--timeline", str(tmp_path / "t.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, env={**os.environ, "FAKE_PID_FILE": str(pid_file)},
-                          start_new_session=True) as process:
+    with subprocess.Popen(
+        [
+            *CLI,
+            "simulate",
+            str(prefix),
+            "--astra-sim-bin",
+            str(_fake(tmp_path, "hang")),
+            "--timeline",
+            str(tmp_path / "t.json"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "FAKE_PID_FILE": str(pid_file)},
+        start_new_session=True,
+    ) as process:
         deadline = time.monotonic() + 30
         while not pid_file.exists() or not pid_file.read_text():
             assert time.monotonic() < deadline and process.poll() is None
@@ -410,8 +508,13 @@ def test_a_signal_stops_the_simulator_and_leaves_nothing(tmp_path: Path, signum:
 
 def test_usage_errors(tmp_path: Path) -> None:
     prefix = _copy_job(tmp_path)
-    for args in (("--topology", "Ring", "--topology", "Switch"), ("--sweep", "nodes=2"), ("--sweep", "ranks=2,x"),
-                 ("--out", "x"), ("--sweep", "ranks=2", "--timeline", "t.json")):
+    for args in (
+        ("--topology", "Ring", "--topology", "Switch"),
+        ("--sweep", "nodes=2"),
+        ("--sweep", "ranks=2,x"),
+        ("--out", "x"),
+        ("--sweep", "ranks=2", "--timeline", "t.json"),
+    ):
         done = run_cli("simulate", prefix, *args)
         assert done.returncode == 2 and "usage:" in done.stderr and "Traceback" not in done.stderr, (args, done)
 
@@ -419,8 +522,16 @@ def test_usage_errors(tmp_path: Path) -> None:
 def test_the_log_file_cannot_be_an_output(tmp_path: Path) -> None:
     prefix = _copy_job(tmp_path)
     for option in ("--json", "--timeline"):
-        done = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "replay"), option, tmp_path / "out",
-                       "--log-filename", tmp_path / "out")
+        done = run_cli(
+            "simulate",
+            prefix,
+            "--astra-sim-bin",
+            _fake(tmp_path, "replay"),
+            option,
+            tmp_path / "out",
+            "--log-filename",
+            tmp_path / "out",
+        )
         assert_one_error(done, "the log file would overwrite")
         assert not (tmp_path / "out").exists()
 
@@ -429,13 +540,16 @@ def test_a_crash_at_exit_after_every_rank_finished_keeps_the_result(tmp_path: Pa
     """ASTRA-sim 518bd51 can abort in its closing statistics after every rank logged ``finished``
     (collectives over sub-groups): the result is read from the log, with one warning."""
     prefix = _copy_job(tmp_path)
-    done = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "abort_at_exit"),
-                   "--json", tmp_path / "r.json")
+    done = run_cli(
+        "simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "abort_at_exit"), "--json", tmp_path / "r.json"
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("warning:") == 1 and "died of SIGABRT after every rank had finished" in done.stderr
     finished = _finished(TINY_LOG)
-    assert [r["step_ns"] for r in json.loads((tmp_path / "r.json").read_text())["per_rank"]] == \
-        [finished[0][0], finished[1][0]]
+    assert [r["step_ns"] for r in json.loads((tmp_path / "r.json").read_text())["per_rank"]] == [
+        finished[0][0],
+        finished[1][0],
+    ]
 
 
 # -- reading results (issue 26, goal 9) -----------------------------------------------------------
@@ -448,8 +562,7 @@ def test_big_tables_show_each_rank_once(slowest: int) -> None:
     from chakra_convert_fast.converter.cli.simulate import result_lines
 
     ranks = [_rank(r, 2_000_000 if r == slowest else 1_000_000) for r in range(32)]
-    result = api.SimulationResult("job", ranks, configs.network("Ring", 32), "unaware", None, None, "sim", 1.0,
-                                  None, 0)
+    result = api.SimulationResult("job", ranks, configs.network("Ring", 32), "unaware", None, None, "sim", 1.0, None, 0)
     rows = [line.split()[0] for line in result_lines(result)[2:] if line.split()[0].isdigit()]
     assert len(rows) == len(set(rows)), rows
     assert rows[:8] == [str(r) for r in range(8)] and str(slowest) in rows
@@ -487,11 +600,17 @@ def test_the_sweep_plot_states_its_range_and_network() -> None:
     assert "bandwidth as on the x axis, latency 500 ns" in plot_title(bandwidth, api.SimulateOptions())
 
 
-@pytest.mark.parametrize(("sweep", "expected"), [
-    ("ranks=2,x", "rank counts are whole numbers"), ("nodes=2", "KEY one of ranks, bandwidth, accelerator"),
-    ("bandwidth=0,5", "positive numbers"), ("accelerator=H100,TPU9", "--accelerator TPU9: unknown"),
-    ("ranks=2,2", "given twice"), ("ranks=", "expected KEY=V1,V2"),
-])
+@pytest.mark.parametrize(
+    ("sweep", "expected"),
+    [
+        ("ranks=2,x", "rank counts are whole numbers"),
+        ("nodes=2", "KEY one of ranks, bandwidth, accelerator"),
+        ("bandwidth=0,5", "positive numbers"),
+        ("accelerator=H100,TPU9", "--accelerator TPU9: unknown"),
+        ("ranks=2,2", "given twice"),
+        ("ranks=", "expected KEY=V1,V2"),
+    ],
+)
 def test_sweep_values_are_checked(tmp_path: Path, sweep: str, expected: str) -> None:
     prefix = _copy_job(tmp_path)
     done = run_cli("simulate", prefix, "--sweep", sweep)

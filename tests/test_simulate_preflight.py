@@ -47,8 +47,14 @@ def test_no_check_leaves_it_to_the_simulator(tmp_path: Path) -> None:
         api.simulate(prefix, api.SimulateOptions(check=False))
 
 
-@pytest.mark.parametrize("option", [{"accelerator": "H100"}, {"peak_tflops": 100.0, "mem_bandwidth": 1000.0},
-                                    {"accelerator": "A100", "mem_bandwidth": 100.0}])
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"accelerator": "H100"},
+        {"peak_tflops": 100.0, "mem_bandwidth": 1000.0},
+        {"accelerator": "A100", "mem_bandwidth": 100.0},
+    ],
+)
 def test_a_roofline_on_cpu_ops_only_is_refused(tmp_path: Path, option: dict[str, object]) -> None:
     prefix = write_job(tmp_path / "job", 2)  # compute nodes are CPU ops
     with pytest.raises(JobCheckError, match=r"no accelerator \(non-CPU\) compute node") as caught:
@@ -73,11 +79,13 @@ def test_a_prefix_matching_nothing_names_the_jobs_there(tmp_path: Path) -> None:
     write_job(tmp_path / "gpt2_np2", 2)
     write_job(tmp_path / "bert_np4", 4)
     (tmp_path / "merged.json").write_text("{}")
-    assert_one_error(run_cli("simulate", tmp_path / "gpt"), "the jobs there", f"{tmp_path}/bert_np4",
-                     f"{tmp_path}/gpt2_np2")
+    assert_one_error(
+        run_cli("simulate", tmp_path / "gpt"), "the jobs there", f"{tmp_path}/bert_np4", f"{tmp_path}/gpt2_np2"
+    )
     assert_one_error(run_cli("simulate", tmp_path), "a folder, not a job", f"{tmp_path}/bert_np4")
-    assert_one_error(run_cli("simulate", tmp_path / "gpt2_np2.0.et"), "name the job, not a rank's file",
-                     f"{tmp_path}/gpt2_np2")
+    assert_one_error(
+        run_cli("simulate", tmp_path / "gpt2_np2.0.et"), "name the job, not a rank's file", f"{tmp_path}/gpt2_np2"
+    )
     assert_one_error(run_cli("simulate", tmp_path / "merged.json"), "one file", "convert --astra-sim")
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -15,10 +15,20 @@ from chakra_convert_fast.converter.simulate.setup import IMPLEMENTATIONS, collec
 from .clirun import run_cli
 from .simjobs import write_job
 
-SHARED = json.dumps({"scheduling-policy": "FIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-                     "preferred-dataset-splits": 4, **{k: ["ring"] for k in IMPLEMENTATIONS},
-                     "collective-optimization": "localBWAware", "local-mem-bw": 1600, "boost-mode": 0,
-                     "roofline-enabled": 0, "peak-perf": 900})
+SHARED = json.dumps(
+    {
+        "scheduling-policy": "FIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4,
+        **{k: ["ring"] for k in IMPLEMENTATIONS},
+        "collective-optimization": "localBWAware",
+        "local-mem-bw": 1600,
+        "boost-mode": 0,
+        "roofline-enabled": 0,
+        "peak-perf": 900,
+    }
+)
 
 
 def test_our_system_config_by_default() -> None:
@@ -37,15 +47,26 @@ def test_the_users_system_config_keeps_its_keys_and_states_ours(tmp_path: Path) 
     setup = make_setup(1, roofline, system_file=str(path), collective="direct", active_chunks=4)
     assert setup.system["peak-perf"] == 989.0 and setup.system["local-mem-bw"] == 3350.0
     assert setup.system["active-chunks-per-dimension"] == 4
-    assert set(setup.overridden) == {"trace-enabled", "roofline-enabled", "peak-perf", "local-mem-bw",
-                                     *IMPLEMENTATIONS, "active-chunks-per-dimension"}
+    assert set(setup.overridden) == {
+        "trace-enabled",
+        "roofline-enabled",
+        "peak-perf",
+        "local-mem-bw",
+        *IMPLEMENTATIONS,
+        "active-chunks-per-dimension",
+    }
     assert "simulate set trace-enabled" in setup.describe() and "all-reduce direct" in setup.describe()
 
 
-@pytest.mark.parametrize(("text", "dims", "expected"), [
-    ("ring", 2, ["ring", "ring"]), ("Direct,halvingdoubling", 2, ["direct", "halvingDoubling"]),
-    ("ONERING", 1, ["oneRing"]), ("doubleBinaryTree", 1, ["doubleBinaryTree"]),
-])
+@pytest.mark.parametrize(
+    ("text", "dims", "expected"),
+    [
+        ("ring", 2, ["ring", "ring"]),
+        ("Direct,halvingdoubling", 2, ["direct", "halvingDoubling"]),
+        ("ONERING", 1, ["oneRing"]),
+        ("doubleBinaryTree", 1, ["doubleBinaryTree"]),
+    ],
+)
 def test_collective_names_per_dimension(text: str, dims: int, expected: list[str]) -> None:
     assert collectives(text, dims) == expected
 
@@ -56,16 +77,19 @@ def test_double_binary_tree_is_an_all_reduce_only() -> None:
     assert all(system[k] == ["ring", "direct"] for k in IMPLEMENTATIONS[1:])
 
 
-@pytest.mark.parametrize(("kwargs", "content", "expected"), [
-    ({"collective": "tree"}, None, "unknown algorithm 'tree'"),
-    ({"collective": "ring,ring,ring"}, None, "3 algorithm(s) for 2 network dimension(s)"),
-    ({"active_chunks": 0}, None, "at least 1"),
-    ({}, "[1]", "expected a JSON object"),
-    ({}, "{", "not JSON"),
-    ({}, json.dumps({"all-reduce-implementation": ["ring"]}), "1 entr(ies) for a network of 2"),
-    ({}, json.dumps({"all-gather-implementation": ["tree", "ring"]}), "names 'tree'"),
-    ({}, json.dumps({"active-chunks-per-dimension": "2"}), "not a whole number"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "content", "expected"),
+    [
+        ({"collective": "tree"}, None, "unknown algorithm 'tree'"),
+        ({"collective": "ring,ring,ring"}, None, "3 algorithm(s) for 2 network dimension(s)"),
+        ({"active_chunks": 0}, None, "at least 1"),
+        ({}, "[1]", "expected a JSON object"),
+        ({}, "{", "not JSON"),
+        ({}, json.dumps({"all-reduce-implementation": ["ring"]}), "1 entr(ies) for a network of 2"),
+        ({}, json.dumps({"all-gather-implementation": ["tree", "ring"]}), "names 'tree'"),
+        ({}, json.dumps({"active-chunks-per-dimension": "2"}), "not a whole number"),
+    ],
+)
 def test_system_refusals(tmp_path: Path, kwargs: dict[str, object], content: str | None, expected: str) -> None:
     path = tmp_path / "system.json"
     if content is not None:
@@ -81,16 +105,19 @@ def test_remote_memory_config(tmp_path: Path) -> None:
     path.write_text('{"memory-type": "NO_MEMORY_EXPANSION", "extra": 1}')
     assert make_setup(1, None, remote_memory_file=str(path)).remote_memory["extra"] == 1
     path.write_text("{}")
-    with pytest.raises(ConverterError, match="no \"memory-type\""):
+    with pytest.raises(ConverterError, match='no "memory-type"'):
         make_setup(1, None, remote_memory_file=str(path))
     with pytest.raises(ConverterError, match="cannot read it"):
         make_setup(1, None, remote_memory_file=str(tmp_path / "missing.json"))
 
 
-@pytest.mark.parametrize("text", [
-    "topology: [ Ring, Switch ]\nnpus_count: [ 2, 4 ]\nbandwidth: [ 50.0, 25 ]  # GB/s\nlatency: [ 500, 500 ]\n",
-    "topology:\n  - Ring\n  - Switch\nnpus_count:\n  - 2\n  - 4\nbandwidth: [ 50, 25 ]\nlatency: [500,500]\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "topology: [ Ring, Switch ]\nnpus_count: [ 2, 4 ]\nbandwidth: [ 50.0, 25 ]  # GB/s\nlatency: [ 500, 500 ]\n",
+        "topology:\n  - Ring\n  - Switch\nnpus_count:\n  - 2\n  - 4\nbandwidth: [ 50, 25 ]\nlatency: [500,500]\n",
+    ],
+)
 def test_network_files_as_astra_sim_writes_them(tmp_path: Path, text: str) -> None:
     path = tmp_path / "net.yml"
     path.write_text(text)
@@ -98,14 +125,17 @@ def test_network_files_as_astra_sim_writes_them(tmp_path: Path, text: str) -> No
     assert network == configs.Network(("Ring", "Switch"), (2, 4), (50.0, 25.0), (500.0, 500.0))
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\n", "no latency"),
-    ("topology: [ Torus ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "'Torus' is not one of"),
-    ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "4 NPUs, but the job has 8"),
-    ("topology: [ Ring, Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "1 npus_count value(s)"),
-    ("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ -1 ]\nlatency: [ 5 ]\n", "positive links"),
-    ("topology: [ Ring\n", "must close on its line"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\n", "no latency"),
+        ("topology: [ Torus ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "'Torus' is not one of"),
+        ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "4 NPUs, but the job has 8"),
+        ("topology: [ Ring, Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "1 npus_count value(s)"),
+        ("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ -1 ]\nlatency: [ 5 ]\n", "positive links"),
+        ("topology: [ Ring\n", "must close on its line"),
+    ],
+)
 def test_network_file_refusals(tmp_path: Path, text: str, expected: str) -> None:
     path = tmp_path / "net.yml"
     path.write_text(text)

@@ -25,9 +25,16 @@ from .traces import read_et
 
 DATA = Path(__file__).parent / "data" / "text"
 #: (file, type it is renamed to or None): every type the reference converts.
-REFERENCE_CASES = [("data.txt", None), ("model.txt", None), ("hybrid.txt", None), ("hybrid.txt", "HYBRID_MODEL_DATA"),
-                   ("micro.txt", None), ("dlrm_hybrid.txt", None), ("dlrm_hybrid.txt", "HYBRID_DLRM_ENHANCED"),
-                   ("percent.txt", None)]
+REFERENCE_CASES = [
+    ("data.txt", None),
+    ("model.txt", None),
+    ("hybrid.txt", None),
+    ("hybrid.txt", "HYBRID_MODEL_DATA"),
+    ("micro.txt", None),
+    ("dlrm_hybrid.txt", None),
+    ("dlrm_hybrid.txt", "HYBRID_DLRM_ENHANCED"),
+    ("percent.txt", None),
+]
 
 
 def workload(tmp_path: Path, name: str, kind: str | None = None) -> Path:
@@ -51,8 +58,9 @@ def reference(source: Path, prefix: Path, npus: int, passes: int) -> None:
 #: (5, 2) and (40, 1) have files of both kinds; percent.txt puts '%' (0x25) in names, sizes and lengths.
 @pytest.mark.parametrize(("npus", "passes"), [(1, 1), (2, 3), (5, 2), (3, 0), (40, 1), (3, 7)])
 @pytest.mark.parametrize(("name", "kind"), REFERENCE_CASES, ids=lambda v: v)
-def test_reference_types_are_byte_identical(name: str, kind: str | None, npus: int, passes: int,
-                                             tmp_path: Path) -> None:
+def test_reference_types_are_byte_identical(
+    name: str, kind: str | None, npus: int, passes: int, tmp_path: Path
+) -> None:
     source = workload(tmp_path, name, kind)
     reference(source, tmp_path / "ref", npus, passes)
     result = api.text(source, tmp_path / "ours", npus, passes)
@@ -67,8 +75,19 @@ def test_reference_types_are_byte_identical(name: str, kind: str | None, npus: i
 def test_chakra_converter_command_line_is_accepted_as_is(tmp_path: Path) -> None:
     source = DATA / "dlrm_hybrid.txt"
     reference(source, tmp_path / "ref", 4, 2)
-    done = run_cli("--log-filename", tmp_path / "log.txt", "Text", "--input", source, "--output", tmp_path / "ours",
-                   "--num-npus", "4", "--num-passes", "2")
+    done = run_cli(
+        "--log-filename",
+        tmp_path / "log.txt",
+        "Text",
+        "--input",
+        source,
+        "--output",
+        tmp_path / "ours",
+        "--num-npus",
+        "4",
+        "--num-passes",
+        "2",
+    )
     assert done.returncode == 0, done.stderr
     assert "wrote" in done.stderr and "HYBRID_DLRM" in (tmp_path / "log.txt").read_text()
     for rank in range(4):
@@ -95,10 +114,16 @@ def test_transformer_fwd_in_bckwd_recomputes_from_the_checkpoints(tmp_path: Path
     result = api.text(DATA / "transformer_fwd_in_bckwd.txt", tmp_path / "t", 8, 1)
     assert not result.reference_type
     assert json.loads(Path(str(result.comm_group_path)).read_text()) == {
-        "1": [0, 1, 2, 3], "2": [4, 5, 6, 7], "3": [0, 4], "4": [1, 5], "5": [2, 6], "6": [3, 7]}
+        "1": [0, 1, 2, 3],
+        "2": [4, 5, 6, 7],
+        "3": [0, 4],
+        "4": [1, 5],
+        "5": [2, 6],
+        "6": [3, 7],
+    }
     nodes = nodes_by_id(tmp_path / "t.5.et")
     names = [n.name for n in nodes.values()]
-    recomputed = [n[len("COMP_NODE_"):-len("_FWD_RECOMPUTE")] for n in names if n.endswith("_FWD_RECOMPUTE")]
+    recomputed = [n[len("COMP_NODE_") : -len("_FWD_RECOMPUTE")] for n in names if n.endswith("_FWD_RECOMPUTE")]
     layers = [line.split()[0] for line in (DATA / "transformer_fwd_in_bckwd.txt").read_text().splitlines()[2:]]
     assert recomputed == layers[11:19] + layers[2:10]
     # the re-computation runs right before the initiating layer's input gradient
@@ -157,14 +182,17 @@ def test_data_reorder_runs_as_the_tutorials_workload_cc(tmp_path: Path) -> None:
     one_pass = [f"COMP_NODE_{name}_FWD" for name in layers]
     for k in range(3, -1, -1):
         one_pass += ([f"COMP_NODE_{layers[k]}_BWD_IG"] if k else []) + [
-            f"COMP_NODE_{layers[k]}_BWD_WG", f"COMM_COLL_NODE_{layers[k]}_ALLREDUCE"]
+            f"COMP_NODE_{layers[k]}_BWD_WG",
+            f"COMM_COLL_NODE_{layers[k]}_ALLREDUCE",
+        ]
     assert names == one_pass * 2
     ids = {n.name: [] for n in nodes.values()}  # type: dict[str, list[int]]
     for node in nodes.values():
         ids[node.name].append(node.id)
     second_fwd = nodes[ids["COMP_NODE_layer_64_1_conv4_FWD"][1]]
-    assert sorted(second_fwd.data_deps) == sorted([ids["COMP_NODE_conv1_FWD"][1],
-                                                   ids["COMM_COLL_NODE_layer_64_1_conv4_ALLREDUCE"][0]])
+    assert sorted(second_fwd.data_deps) == sorted(
+        [ids["COMP_NODE_conv1_FWD"][1], ids["COMM_COLL_NODE_layer_64_1_conv4_ALLREDUCE"][0]]
+    )
     wg = nodes[ids["COMP_NODE_layer_64_1_conv1_BWD_WG"][0]]
     assert [nodes[d].name for d in wg.data_deps] == ["COMP_NODE_layer_64_1_conv1_BWD_IG"]
     assert nodes[ids["COMP_NODE_conv1_BWD_WG"][0]].duration_micros == 32291
@@ -176,8 +204,15 @@ def test_data_reorder_runs_as_the_tutorials_workload_cc(tmp_path: Path) -> None:
         assert [n.name for n in nodes_by_id(tmp_path / f"r.{rank}.et").values()] == names
 
 
-@pytest.mark.parametrize(("name", "npus"), [("micro_transformer.txt", 8), ("inference.txt", 3),
-                                            ("transformer_fwd_in_bckwd.txt", 4), ("exercise_4_reorder.txt", 5)])
+@pytest.mark.parametrize(
+    ("name", "npus"),
+    [
+        ("micro_transformer.txt", 8),
+        ("inference.txt", 3),
+        ("transformer_fwd_in_bckwd.txt", 4),
+        ("exercise_4_reorder.txt", 5),
+    ],
+)
 def test_other_astra_sim_1_types_pass_check(name: str, npus: int, tmp_path: Path) -> None:
     result = api.text(DATA / name, tmp_path / "w", npus, 2)
     report = api.check([tmp_path / f"w.{r}.et" for r in range(npus)], result.comm_group_path)
@@ -196,17 +231,25 @@ BAD = [
     ("DATA\n1\nl0 -1 -4 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", "line 3: column 3"),
     ("DATA_REORDERED\n1\nl0 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", "line 1: unsupported parallelism type"),
     ("\n", "line 1: empty"),
-    ("HYBRID_DLRM 0\n2\na -1 1 ALLTOALL 8 1 ALLTOALL 8 1 NONE 0 1\nb -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n",
-     "line 1: the last bottom layer cannot be 0"),
-    ("HYBRID_TRANSFORMER model_parallel_NPU_group: 3\n1\na -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1\n",
-     "line 1: model_parallel_NPU_group 3 does not divide"),
-    ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 checkpoints: 1 1 checkpoint_initiates: 1 0\n"
-     "2\na -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1\nb -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1\n",
-     "line 1: layer 0 initiates re-computation but no checkpoint"),
+    (
+        "HYBRID_DLRM 0\n2\na -1 1 ALLTOALL 8 1 ALLTOALL 8 1 NONE 0 1\nb -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n",
+        "line 1: the last bottom layer cannot be 0",
+    ),
+    (
+        "HYBRID_TRANSFORMER model_parallel_NPU_group: 3\n1\na -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1\n",
+        "line 1: model_parallel_NPU_group 3 does not divide",
+    ),
+    (
+        "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 checkpoints: 1 1 checkpoint_initiates: 1 0\n"
+        "2\na -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1\nb -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1\n",
+        "line 1: layer 0 initiates re-computation but no checkpoint",
+    ),
     ("HYBRID_CUSTOMIZED\n1\na -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1 HYBRID_TRANSFORMER\n", "line 3: column 13"),
-    ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 checkpoints: 1 0 checkpoint_initiates: 2 2 1\n"
-     "3\na -1 1 NONE 0 1 NONE 0 1 NONE 0 1\nb -1 1 NONE 0 1 NONE 0 1 NONE 0 1\nc -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n",
-     "line 1: layer 2 re-computes from checkpoint 0 across layer 1"),
+    (
+        "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 checkpoints: 1 0 checkpoint_initiates: 2 2 1\n"
+        "3\na -1 1 NONE 0 1 NONE 0 1 NONE 0 1\nb -1 1 NONE 0 1 NONE 0 1 NONE 0 1\nc -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n",
+        "line 1: layer 2 re-computes from checkpoint 0 across layer 1",
+    ),
 ]
 
 
@@ -262,17 +305,28 @@ def test_bad_outputs_and_options(tmp_path: Path) -> None:
 
 # -- the real simulator ----------------------------------------------------------------------------
 #: (workload, NPUs, --first-dim), each run on both analytical backends.
-SIMULATED = [("transformer_fwd_in_bckwd.txt", 8, None), ("micro_transformer.txt", 8, None),
-             ("hybrid_customized.txt", 8, 4), ("hybrid_customized.txt", 8, None), ("inference.txt", 4, None),
-             ("dlrm_hybrid.txt", 4, None), ("data.txt", 4, None), ("model.txt", 4, None), ("hybrid.txt", 4, None),
-             ("micro.txt", 4, None), ("exercise_4_reorder.txt", 4, None)]
+SIMULATED = [
+    ("transformer_fwd_in_bckwd.txt", 8, None),
+    ("micro_transformer.txt", 8, None),
+    ("hybrid_customized.txt", 8, 4),
+    ("hybrid_customized.txt", 8, None),
+    ("inference.txt", 4, None),
+    ("dlrm_hybrid.txt", 4, None),
+    ("data.txt", 4, None),
+    ("model.txt", 4, None),
+    ("hybrid.txt", 4, None),
+    ("micro.txt", 4, None),
+    ("exercise_4_reorder.txt", 4, None),
+]
 
 
 @pytest.mark.parametrize("backend", ["unaware", "aware"])
-@pytest.mark.parametrize(("name", "npus", "first_dim"), SIMULATED,
-                         ids=[f"{s[0]}{'' if s[2] is None else '-first-dim'}" for s in SIMULATED])
-def test_astra_sim_finishes_every_rank(name: str, npus: int, first_dim: int | None, backend: str,
-                                       tmp_path: Path, simulator: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "npus", "first_dim"), SIMULATED, ids=[f"{s[0]}{'' if s[2] is None else '-first-dim'}" for s in SIMULATED]
+)
+def test_astra_sim_finishes_every_rank(
+    name: str, npus: int, first_dim: int | None, backend: str, tmp_path: Path, simulator: Path
+) -> None:
     result = api.text(DATA / name, tmp_path / "w", npus, 2, first_dim=first_dim)
     groups = None if result.comm_group_path is None else Path(result.comm_group_path)
     run = astrasim.simulate(tmp_path / "w", npus, backend=backend, comm_groups=groups, workdir=tmp_path / "sim")
@@ -325,12 +379,16 @@ def test_emitter_records_and_replays_are_encode_s(first: int) -> None:
         assert b"".join(rendered) == b"".join(again), shifted
 
 
-@pytest.mark.parametrize("text", [
-    "DATA\r\n2\r\nl0 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\r\nl1 -1 2 NONE 0 2 NONE 0 2 ALLREDUCE 16 1\r\n",  # CRLF
-    "MODEL\t\t\n0\t\t\n",  # no layers
-    "HYBRID_DLRM 9\n1\nonly\t-1\t5\tALLTOALL\t8\t5\tALLTOALL\t8\t5\tNONE\t0\t1",  # last bottom layer past the end
-    "MICRO\n1\nnaïve_層 -1 +5 NONE 0 1_000 NONE 0 1 ALLGATHER -8 x\n",  # int() accepts '+5', '1_000'; -8 bytes
-], ids=["crlf", "no-layers", "dlrm-past-end", "unicode-and-int-forms"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "DATA\r\n2\r\nl0 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\r\nl1 -1 2 NONE 0 2 NONE 0 2 ALLREDUCE 16 1\r\n",  # CRLF
+        "MODEL\t\t\n0\t\t\n",  # no layers
+        "HYBRID_DLRM 9\n1\nonly\t-1\t5\tALLTOALL\t8\t5\tALLTOALL\t8\t5\tNONE\t0\t1",  # last bottom layer past the end
+        "MICRO\n1\nnaïve_層 -1 +5 NONE 0 1_000 NONE 0 1 ALLGATHER -8 x\n",  # int() accepts '+5', '1_000'; -8 bytes
+    ],
+    ids=["crlf", "no-layers", "dlrm-past-end", "unicode-and-int-forms"],
+)
 def test_edge_workloads_match_the_reference(text: str, tmp_path: Path) -> None:
     source = tmp_path / "w.txt"
     source.write_bytes(text.encode())
@@ -349,8 +407,11 @@ def test_killed_runs_leave_nothing_and_few_descriptors_still_work(tmp_path: Path
     from .clirun import CLI, kill_session
 
     (tmp_path / "killed").mkdir()
-    with subprocess.Popen([*CLI, "text", str(DATA / "data.txt"), str(tmp_path / "killed" / "w"), "--npus", "3000",
-                           "--passes", "200"], stderr=subprocess.DEVNULL, start_new_session=True) as process:
+    with subprocess.Popen(
+        [*CLI, "text", str(DATA / "data.txt"), str(tmp_path / "killed" / "w"), "--npus", "3000", "--passes", "200"],
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    ) as process:
         time.sleep(2.0)
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
@@ -394,9 +455,12 @@ def test_memory_does_not_grow_with_the_passes() -> None:
 
 
 def test_npus_and_passes_have_stated_bounds(tmp_path: Path) -> None:
-    for option, value, stated in (("--npus", "1048577", "must be at most 1,048,576"),
-                                  ("--npus", "\u0663", "must be a whole number from 1 to 1,048,576"),
-                                  ("--passes", "1000001", "must be at most 1,000,000"), ("--passes", "1e3", "whole")):
+    for option, value, stated in (
+        ("--npus", "1048577", "must be at most 1,048,576"),
+        ("--npus", "\u0663", "must be a whole number from 1 to 1,048,576"),
+        ("--passes", "1000001", "must be at most 1,000,000"),
+        ("--passes", "1e3", "whole"),
+    ):
         args = ["--npus", "2", "--passes", "1", option, value]
         done = run_cli("text", DATA / "data.txt", tmp_path / "w", *args)
         assert done.returncode == 2 and stated in done.stderr.splitlines()[-1], (option, value, done.stderr)

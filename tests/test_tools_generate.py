@@ -23,11 +23,13 @@ def reference(directory: Path, *options: str) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in directory.iterdir()}
 
 
-@pytest.mark.parametrize("options", [
-    ("--num_npus", "2"),
-    ("--num_npus", "3", "--default_runtime", "0", "--default_tensor_size", "300000",
-     "--default_comm_size", "-7"),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("--num_npus", "2"),
+        ("--num_npus", "3", "--default_runtime", "0", "--default_tensor_size", "300000", "--default_comm_size", "-7"),
+    ],
+)
 def test_byte_identical_to_chakra_generator(tmp_path: Path, options: tuple[str, ...]) -> None:
     expected = reference(tmp_path / "ref", *options)
     done = run_cli("generate", tmp_path / "ours", *options)
@@ -46,11 +48,13 @@ def test_dashed_options_and_default_directory(tmp_path: Path) -> None:
 
 
 def test_bad_options(tmp_path: Path) -> None:
-    for option, value, stated in (("--default_runtime", "-1", "must be at least 0, got -1"),
-                                  ("--num-npus", "65537", "must be at most 65,536"),  # 14 files each: a bound
-                                  ("--num-npus", "0", "must be at least 1"),
-                                  ("--num_npus", "\u0663", "must be a whole number from 1 to 65,536"),
-                                  ("--default_comm_size", str(1 << 63), "must be at most 9,223,372,036,854,775,807")):
+    for option, value, stated in (
+        ("--default_runtime", "-1", "must be at least 0, got -1"),
+        ("--num-npus", "65537", "must be at most 65,536"),  # 14 files each: a bound
+        ("--num-npus", "0", "must be at least 1"),
+        ("--num_npus", "\u0663", "must be a whole number from 1 to 65,536"),
+        ("--default_comm_size", str(1 << 63), "must be at most 9,223,372,036,854,775,807"),
+    ):
         done = run_cli("generate", tmp_path / "new", option, value)
         assert done.returncode == 2 and stated in done.stderr.splitlines()[-1], (option, value, done.stderr)
         assert "Traceback" not in done.stderr and not (tmp_path / "new").exists()
@@ -63,8 +67,12 @@ def small_tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
     """A file system of ``size`` bytes, for a real full disk (mounting needs root)."""
     mount = tmp_path / "small"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0777", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0777", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.skip(f"a full disk needs a small tmpfs, and mounting one failed: {done.stderr.strip()}")
     try:

@@ -40,14 +40,18 @@ def real_et(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_chakra_format_is_chakra_jsonizers_bytes(real_et: Path, tmp_path: Path) -> None:
     exe = shutil.which("chakra_jsonizer")
     assert exe, "mlc-chakra (the test extra) provides chakra_jsonizer"
-    subprocess.run([exe, "--input_filename", str(real_et), "--output_filename", str(tmp_path / "ref.json")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [exe, "--input_filename", str(real_et), "--output_filename", str(tmp_path / "ref.json")],
+        check=True,
+        capture_output=True,
+    )
     done = run_cli("jsonize", real_et, tmp_path / "ours.json", "--chakra-format")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "ours.json").read_bytes() == (tmp_path / "ref.json").read_bytes()
     # chakra_jsonizer's own option names are accepted as they are
-    done = run_cli("jsonize", "--input_filename", real_et, "--output_filename", tmp_path / "ours2.json",
-                   "--chakra-format")
+    done = run_cli(
+        "jsonize", "--input_filename", real_et, "--output_filename", tmp_path / "ours2.json", "--chakra-format"
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "ours2.json").read_bytes() == (tmp_path / "ref.json").read_bytes()
 
@@ -87,11 +91,21 @@ def test_an_empty_trace_is_an_empty_nodes_array(tmp_path: Path) -> None:
 _TEXT = st.text(max_size=12)
 _FLOATS = st.floats(allow_nan=True, allow_infinity=True)
 _SCALARS = {
-    "double": _FLOATS, "float": st.floats(width=32, allow_nan=True), "int32": st.integers(*I32),
-    "int64": st.integers(*I64), "uint32": st.integers(*U32), "uint64": st.integers(*U64),
-    "sint32": st.integers(*I32), "sint64": st.integers(*I64), "fixed32": st.integers(*U32),
-    "fixed64": st.integers(*U64), "sfixed32": st.integers(*I32), "sfixed64": st.integers(*I64),
-    "bool": st.booleans(), "string": _TEXT, "bytes": st.binary(max_size=8),
+    "double": _FLOATS,
+    "float": st.floats(width=32, allow_nan=True),
+    "int32": st.integers(*I32),
+    "int64": st.integers(*I64),
+    "uint32": st.integers(*U32),
+    "uint64": st.integers(*U64),
+    "sint32": st.integers(*I32),
+    "sint64": st.integers(*I64),
+    "fixed32": st.integers(*U32),
+    "fixed64": st.integers(*U64),
+    "sfixed32": st.integers(*I32),
+    "sfixed64": st.integers(*I64),
+    "bool": st.booleans(),
+    "string": _TEXT,
+    "bytes": st.binary(max_size=8),
 }
 
 
@@ -111,10 +125,15 @@ def attributes(draw: st.DrawFn) -> pb.AttributeProto:
 
 @st.composite
 def nodes(draw: st.DrawFn) -> pb.Node:
-    node = pb.Node(id=draw(st.integers(*U64)), name=draw(_TEXT), type=draw(st.sampled_from([0, 1, 4, 7, 99])),
-                   ctrl_deps=draw(st.lists(st.integers(*U64), max_size=3)),
-                   data_deps=draw(st.lists(st.integers(*U64), max_size=3)),
-                   start_time_micros=draw(st.integers(*U64)), duration_micros=draw(st.integers(*U64)))
+    node = pb.Node(
+        id=draw(st.integers(*U64)),
+        name=draw(_TEXT),
+        type=draw(st.sampled_from([0, 1, 4, 7, 99])),
+        ctrl_deps=draw(st.lists(st.integers(*U64), max_size=3)),
+        data_deps=draw(st.lists(st.integers(*U64), max_size=3)),
+        start_time_micros=draw(st.integers(*U64)),
+        duration_micros=draw(st.integers(*U64)),
+    )
     for io_name in ("inputs", "outputs"):
         if draw(st.booleans()):
             io = getattr(node, io_name)
@@ -211,8 +230,9 @@ def test_missing_input_and_usage(tmp_path: Path) -> None:
 
 # -- a large file in worker processes: the same bytes ------------------------------------------------
 @pytest.mark.parametrize("layout", ["document", "lines", "chakra"])
-def test_parts_in_workers_print_the_same_bytes(real_et: Path, tmp_path: Path, layout: str,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parts_in_workers_print_the_same_bytes(
+    real_et: Path, tmp_path: Path, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from chakra_convert_fast.converter.tools import jsonize as module
 
     api.jsonize(real_et, tmp_path / "one.json", layout, jobs=1)
@@ -224,8 +244,7 @@ def test_parts_in_workers_print_the_same_bytes(real_et: Path, tmp_path: Path, la
     assert (tmp_path / "three.json").read_bytes() == (tmp_path / "one.json").read_bytes()
 
 
-def test_a_bad_record_in_a_later_part_is_named(real_et: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_record_in_a_later_part_is_named(real_et: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from chakra_convert_fast.converter.tools import jsonize as module
 
     data = bytearray(real_et.read_bytes())

@@ -25,8 +25,23 @@ from tests.clirun import CLI, Done, assert_one_error, kill_session, listing, run
 from tests.traces import read_et
 
 DATA = Path(__file__).parent / "data" / "traces"
-NAMES = ["aten::mm", "node", "Graph", "a \"quoted\" \\ name", "<html>", "x-y|z{}", "ümlaut 中", "", "ok_name", "12",
-         "-3", "trailing\\", 'q\\"', "tab\there", "amp & lt < gt >"]
+NAMES = [
+    "aten::mm",
+    "node",
+    "Graph",
+    'a "quoted" \\ name',
+    "<html>",
+    "x-y|z{}",
+    "ümlaut 中",
+    "",
+    "ok_name",
+    "12",
+    "-3",
+    "trailing\\",
+    'q\\"',
+    "tab\there",
+    "amp & lt < gt >",
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,21 +55,29 @@ def real_et(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tricky_et(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Names graphviz must quote or escape; a dependency both data and control; a dangling one;
     collectives with nodes depending on them."""
-    nodes = [pb.Node(id=i + 1, name=name, type=pb.COMP_NODE, data_deps=[i] if i else [],
-                     ctrl_deps=[i, 999] if i % 3 == 0 and i else [])
-             for i, name in enumerate(NAMES)]
+    nodes = [
+        pb.Node(
+            id=i + 1,
+            name=name,
+            type=pb.COMP_NODE,
+            data_deps=[i] if i else [],
+            ctrl_deps=[i, 999] if i % 3 == 0 and i else [],
+        )
+        for i, name in enumerate(NAMES)
+    ]
     nodes.append(pb.Node(id=100, name="ALL_REDUCE", type=pb.COMM_COLL_NODE, data_deps=[3]))
     nodes.append(pb.Node(id=101, name="after", type=pb.COMP_NODE, data_deps=[100]))
     nodes.append(pb.Node(id=102, name="after after", type=pb.COMP_NODE, ctrl_deps=[101]))
     path = tmp_path_factory.mktemp("et") / "tricky.et"
-    path.write_bytes(delimited_message(pb.GlobalMetadata(version="1.0.0").SerializeToString())
-                     + b"".join(delimited_message(n.SerializeToString()) for n in nodes))
+    path.write_bytes(
+        delimited_message(pb.GlobalMetadata(version="1.0.0").SerializeToString())
+        + b"".join(delimited_message(n.SerializeToString()) for n in nodes)
+    )
     return path
 
 
 def _nodes(path: Path) -> list[pb.Node]:
     return read_et(path)[1]
-
 
 
 def reference_dot_source(path: Path) -> str:
@@ -73,8 +96,7 @@ def reference_graphml(path: Path, tmp_path: Path) -> nx.DiGraph:
     exe = shutil.which("chakra_visualizer")
     assert exe, "mlc-chakra (the test extra) provides chakra_visualizer"
     out = tmp_path / "ref.graphml"
-    subprocess.run([exe, "--input_filename", str(path), "--output_filename", str(out)], check=True,
-                   capture_output=True)
+    subprocess.run([exe, "--input_filename", str(path), "--output_filename", str(out)], check=True, capture_output=True)
     return nx.read_graphml(out)
 
 
@@ -91,8 +113,9 @@ def same_graph(ours: nx.DiGraph, theirs: nx.DiGraph) -> None:
 
 @pytest.mark.filterwarnings("ignore::graphviz.DotSyntaxWarning")  # graphviz on the reference's side
 @pytest.mark.parametrize("trace", ["real_et", "tricky_et"])
-def test_dot_is_the_graphviz_source_of_chakra_visualizer(trace: str, tmp_path: Path,
-                                                          request: pytest.FixtureRequest) -> None:
+def test_dot_is_the_graphviz_source_of_chakra_visualizer(
+    trace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     path = request.getfixturevalue(trace)
     done = run_cli("visualize", path, tmp_path / "g.dot", "-q")
     assert done.returncode == 0, done.stderr
@@ -228,8 +251,14 @@ def test_dot_and_its_children_end_with_the_command(signum: int, tricky_et: Path,
     out = tmp_path / "out"
     out.mkdir()
     env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
-    with subprocess.Popen([*CLI, "visualize", str(tricky_et), str(out / "g.svg")], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, env=env, start_new_session=True) as process:
+    with subprocess.Popen(
+        [*CLI, "visualize", str(tricky_et), str(out / "g.svg")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    ) as process:
         try:
             deadline = time.monotonic() + 60
             while not pids.exists() or not pids.read_text():

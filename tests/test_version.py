@@ -16,9 +16,11 @@ def test_converter_version_is_the_installed_one() -> None:
 
 
 def test_profiler_version_needs_no_torch() -> None:
-    code = ("import sys\nfrom chakra_convert_fast.profiler.cli import main\n"
-            "try:\n    main(['--version'])\nexcept SystemExit as e:\n    status = e.code\n"
-            "assert 'torch' not in sys.modules\nsys.exit(status)\n")
+    code = (
+        "import sys\nfrom chakra_convert_fast.profiler.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit as e:\n    status = e.code\n"
+        "assert 'torch' not in sys.modules\nsys.exit(status)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"chakra-profile {importlib.metadata.version('chakra-convert-fast')}"

@@ -83,7 +83,11 @@ def reference_link(host: Path, device: Path, out: Path, tmp: Path, rank: int = 0
     args = ["--rank", str(rank), "--chakra-host-trace", str(plain), "--chakra-device-trace", str(device)]
     run = subprocess.run(
         [sys.executable, "-c", code, *args, "--output-file", str(out), "--log-level", "ERROR"],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     return load_trace(out)

@@ -113,8 +113,14 @@ def _ranks(traces: Sequence[EtTrace], problems: list[Problem]) -> list[int]:
         ranks = [int(m.group(1)) for m in found if m]
         if len(set(ranks)) == len(ranks):
             if sorted(ranks) != list(range(len(ranks))):
-                problems.append(Problem(None, f"ranks {sorted(ranks)} are not 0..{len(ranks) - 1}: ASTRA-sim loads "
-                                              "<prefix>.0.et to <prefix>.<N-1>.et", True))
+                problems.append(
+                    Problem(
+                        None,
+                        f"ranks {sorted(ranks)} are not 0..{len(ranks) - 1}: ASTRA-sim loads "
+                        "<prefix>.0.et to <prefix>.<N-1>.et",
+                        True,
+                    )
+                )
             return ranks
         problems.append(Problem(None, "two files have the same rank number; ranks follow the argument order", False))
     return list(range(len(traces)))
@@ -137,8 +143,14 @@ def _check_file(trace: EtTrace, rank: int, problems: list[Problem]) -> FileRepor
     missing = [(trace.ids[row], dep) for row in range(size) for dep in trace.dependencies(row) if dep not in index]
     roots = sum(1 for row in range(size) if all(dep not in index for dep in trace.dependencies(row)))
     report = FileReport(
-        path=path, rank=rank, nodes=size, by_type={_type_name(t): n for t, n in sorted(by_type.items())},
-        roots=roots, dependencies=len(trace.deps), missing_dependencies=len(missing), duplicate_ids=duplicates,
+        path=path,
+        rank=rank,
+        nodes=size,
+        by_type={_type_name(t): n for t, n in sorted(by_type.items())},
+        roots=roots,
+        dependencies=len(trace.deps),
+        missing_dependencies=len(missing),
+        duplicate_ids=duplicates,
         cycles=0,
     )
     if not size:
@@ -153,8 +165,11 @@ def _check_file(trace: EtTrace, rank: int, problems: list[Problem]) -> FileRepor
         if node_type not in RUNNABLE_NODE_TYPES and node_type not in RISKY_NODE_TYPES:
             fail(f"{count} {_type_name(node_type)} node(s): ASTRA-sim's statistics abort on them")
         elif node_type in RISKY_NODE_TYPES:
-            fail(f"{count} {_type_name(node_type)} node(s): they stall a rank with nothing else in flight "
-                 "(INVALID) or need remote memory (MEM_*)", False)
+            fail(
+                f"{count} {_type_name(node_type)} node(s): they stall a rank with nothing else in flight "
+                "(INVALID) or need remote memory (MEM_*)",
+                False,
+            )
     if not roots:
         fail("no node is free of dependencies: ASTRA-sim aborts (deadlock)")
     cycles = cyclic_components(range(size), lambda row: [index[d] for d in trace.dependencies(row) if d in index], size)
@@ -169,19 +184,29 @@ def _check_file(trace: EtTrace, rank: int, problems: list[Problem]) -> FileRepor
             report.collectives.append(collective)
     for message, fatal in tally.lines():
         fail(message, fatal)
-    host = sum(1 for row in range(size)
-               if trace.types[row] == NodeType.COMP_NODE and trace.names[row] in HOST_COLLECTIVES)
+    host = sum(
+        1 for row in range(size) if trace.types[row] == NodeType.COMP_NODE and trace.names[row] in HOST_COLLECTIVES
+    )
     host -= sum(1 for name in trace.names if _one_rank_marker(name))  # a one-rank group's: left compute
     if host and any(name.startswith(WORKER_OP_PREFIX) for name in trace.names):  # gloo ran them, not NCCL kernels
-        fail(f"{host} host-side collective(s) (c10d ops run by gloo) are compute nodes: ASTRA-sim runs them, "
-             "but never simulates the network (convert with --astra-sim)", False)
+        fail(
+            f"{host} host-side collective(s) (c10d ops run by gloo) are compute nodes: ASTRA-sim runs them, "
+            "but never simulates the network (convert with --astra-sim)",
+            False,
+        )
     elif not report.collectives:  # NCCL (or any) collective operators, no communication node
-        operators = host or sum(1 for row in range(size) if trace.types[row] == NodeType.COMP_NODE
-                                and trace.names[row].startswith(NCCL_RECORD_PREFIX))
+        operators = host or sum(
+            1
+            for row in range(size)
+            if trace.types[row] == NodeType.COMP_NODE and trace.names[row].startswith(NCCL_RECORD_PREFIX)
+        )
         if operators:
-            fail(f"{operators} collective operator(s) ({'c10d' if host else 'nccl:'} ops) but no communication node: "
-                 "ASTRA-sim runs the file, but never simulates the network (a host trace without its Kineto "
-                 "trace: convert with --astra-sim)", False)
+            fail(
+                f"{operators} collective operator(s) ({'c10d' if host else 'nccl:'} ops) but no communication node: "
+                "ASTRA-sim runs the file, but never simulates the network (a host trace without its Kineto "
+                "trace: convert with --astra-sim)",
+                False,
+            )
     return report
 
 
@@ -261,8 +286,13 @@ def _check_groups(raw: dict[str, Any], ranks: list[int], problems: list[Problem]
     for key, members in raw.items():
         number = group_id(key) if isinstance(key, str) else None
         if number is None or number == 0 or key != str(number):
-            problems.append(Problem(None, f"communicator group {key!r}: ids must be decimal integers > 0 "
-                                          "(ASTRA-sim asserts id > 0)", True))
+            problems.append(
+                Problem(
+                    None,
+                    f"communicator group {key!r}: ids must be decimal integers > 0 (ASTRA-sim asserts id > 0)",
+                    True,
+                )
+            )
             continue
         if not isinstance(members, list) or not all(type(r) is int for r in members):
             problems.append(Problem(None, f"communicator group {key}: its ranks must be a list of integers", True))
@@ -289,15 +319,27 @@ def _check_across(files: list[FileReport], groups: dict[str, list[int]] | None, 
     for key, per_rank in sorted(by_group.items()):
         members = _members(key, groups, all_ranks)
         if key != "0" and groups is None:
-            problems.append(Problem(None, f"group {key} is used but no communicator group file was given: "
-                                          "ASTRA-sim exits ('communicator group not found')", True))
+            problems.append(
+                Problem(
+                    None,
+                    f"group {key} is used but no communicator group file was given: "
+                    "ASTRA-sim exits ('communicator group not found')",
+                    True,
+                )
+            )
         elif key != "0" and key not in (groups or {}):
-            problems.append(Problem(None, f"group {key} is used but not in the communicator group file: "
-                                          "ASTRA-sim exits", True))
+            problems.append(
+                Problem(None, f"group {key} is used but not in the communicator group file: ASTRA-sim exits", True)
+            )
         outsiders = sorted(set(per_rank) - set(members))
         if outsiders:
-            problems.append(Problem(None, f"ranks {outsiders} issue collectives on group {key} without being in it: "
-                                          "ASTRA-sim aborts", True))
+            problems.append(
+                Problem(
+                    None,
+                    f"ranks {outsiders} issue collectives on group {key} without being in it: ASTRA-sim aborts",
+                    True,
+                )
+            )
         _same_sequences(f"group {key}", {r: per_rank.get(r, []) for r in members if r in all_ranks}, problems)
     if has_subgroups:
         _default_group_positions(files, problems)
@@ -318,14 +360,26 @@ def _same_sequences(what: str, per_rank: dict[int, list[Collective]], problems: 
     reference = per_rank[first_rank]
     for rank, sequence in sorted(per_rank.items()):
         if len(sequence) != len(reference):
-            problems.append(Problem(None, f"{what}: rank {rank} issues {len(sequence)} collectives, rank {first_rank} "
-                                          f"{len(reference)}: ASTRA-sim hangs", True))
+            problems.append(
+                Problem(
+                    None,
+                    f"{what}: rank {rank} issues {len(sequence)} collectives, rank {first_rank} "
+                    f"{len(reference)}: ASTRA-sim hangs",
+                    True,
+                )
+            )
             continue
         for position, (ours, theirs) in enumerate(zip(sequence, reference, strict=True)):
             if (ours.kind, ours.size) != (theirs.kind, theirs.size):
-                problems.append(Problem(None, f"{what}: collective #{position + 1} is {ours.kind} of {ours.size:,} "
-                                              f"bytes on rank {rank} (node {ours.node_id}) but {theirs.kind} of "
-                                              f"{theirs.size:,} bytes on rank {first_rank}: ASTRA-sim hangs", True))
+                problems.append(
+                    Problem(
+                        None,
+                        f"{what}: collective #{position + 1} is {ours.kind} of {ours.size:,} "
+                        f"bytes on rank {rank} (node {ours.node_id}) but {theirs.kind} of "
+                        f"{theirs.size:,} bytes on rank {first_rank}: ASTRA-sim hangs",
+                        True,
+                    )
+                )
                 break
 
 
@@ -342,9 +396,15 @@ def _default_group_positions(files: list[FileReport], problems: list[Problem]) -
                 positions.setdefault(f.rank, []).append(count)
             count += 1
     if len({tuple(p) for p in positions.values()}) > 1:
-        problems.append(Problem(None, "default-group collectives follow different numbers of sub-group collectives "
-                                      "on different ranks: ASTRA-sim matches them by that count and hangs; give the "
-                                      "world group an explicit id", True))
+        problems.append(
+            Problem(
+                None,
+                "default-group collectives follow different numbers of sub-group collectives "
+                "on different ranks: ASTRA-sim matches them by that count and hangs; give the "
+                "world group an explicit id",
+                True,
+            )
+        )
 
 
 def _matched_point_to_point(files: list[FileReport], problems: list[Problem]) -> None:
@@ -359,9 +419,21 @@ def _matched_point_to_point(files: list[FileReport], problems: list[Problem]) ->
     ranks = {f.rank for f in files}
     for (src, dst, tag, size), count in sorted((sends - recvs).items(), key=str):
         if dst in ranks:
-            problems.append(Problem(None, f"{count} send(s) {src} -> {dst} (tag {tag}, {size:,} bytes) with no "
-                                          "matching receive: ASTRA-sim hangs", True))
+            problems.append(
+                Problem(
+                    None,
+                    f"{count} send(s) {src} -> {dst} (tag {tag}, {size:,} bytes) with no "
+                    "matching receive: ASTRA-sim hangs",
+                    True,
+                )
+            )
     for (src, dst, tag, size), count in sorted((recvs - sends).items(), key=str):
         if src in ranks:
-            problems.append(Problem(None, f"{count} receive(s) {src} -> {dst} (tag {tag}, {size:,} bytes) with no "
-                                          "matching send: ASTRA-sim hangs", True))
+            problems.append(
+                Problem(
+                    None,
+                    f"{count} receive(s) {src} -> {dst} (tag {tag}, {size:,} bytes) with no "
+                    "matching send: ASTRA-sim hangs",
+                    True,
+                )
+            )

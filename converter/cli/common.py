@@ -27,7 +27,10 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 def subcommand(commands: Any, name: str, summary: str, examples: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = commands.add_parser(
-        name, help=summary, description=summary, epilog=f"examples:\n{examples}",
+        name,
+        help=summary,
+        description=summary,
+        epilog=f"examples:\n{examples}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(usage_error=parser.error)  # prints the subcommand's usage, exits 2
@@ -38,62 +41,118 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
     """Where messages go: the same options on every subcommand."""
     group = parser.add_argument_group("messages")
     group.add_argument("-q", "--quiet", action="store_true", help="no progress bars and no summary (warnings only)")
-    group.add_argument("--log-level", type=str.upper, choices=LEVELS, metavar="LEVEL",
-                       help="least important message to show: DEBUG, INFO (default), WARNING, ERROR")
-    group.add_argument("--log-filename", metavar="F", default=argparse.SUPPRESS,
-                       help="also write messages to this file (appended)")
+    group.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LEVELS,
+        metavar="LEVEL",
+        help="least important message to show: DEBUG, INFO (default), WARNING, ERROR",
+    )
+    group.add_argument(
+        "--log-filename", metavar="F", default=argparse.SUPPRESS, help="also write messages to this file (appended)"
+    )
 
 
 def add_conversion_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("conversion (the defaults give chakra_converter's bytes)")
-    group.add_argument("--simulate", action="store_true",
-                       help="after writing, run the reference's simple execution model and print the simulated time")
-    group.add_argument("--break-cycles", action="store_true",
-                       help="instead of failing on dependency cycles, remove the edges that close them "
-                            "(inter-thread edges first) and list every removed edge")
-    group.add_argument("--allow-missing-parents", action="store_true",
-                       help="accept ctrl_deps that point at no node, as chakra_converter does "
-                            "(those ops and everything under them are dropped); an error by default")
-    group.add_argument("--astra-sim", action="store_true",
-                       help="write what ASTRA-sim runs instead of chakra_converter's bytes: no METADATA "
-                            "node, no dependency on a node that is not in the file, host-side (gloo) "
-                            "collectives as communication nodes (see docs/astra-sim.md)")
-    group.add_argument("--compact", action="store_true",
-                       help="for ASTRA-sim (implies --astra-sim): drop redundant dependencies and merge runs of "
-                            "compute nodes into one node each (summed durations); ASTRA-sim simulates the same "
-                            "time, much faster (see docs/compact.md)")
-    group.add_argument("--roofline", action="store_true",
-                       help="write num_ops (FLOPs) and tensor_size (bytes) on every compute node, from the "
-                            "ops' shapes and dtypes, for ASTRA-sim's roofline compute model (see docs/roofline.md)")
-    group.add_argument("--target", choices=api.TARGETS, default="captured",
-                       help="accelerator: write every compute node as a non-CPU op, so that ASTRA-sim times "
-                            "a CPU capture's compute with its roofline (needs --roofline); captured (default): "
-                            "as recorded")
-    group.add_argument("--host-time", choices=api.HOST_TIMES, default="none",
-                       help="with --target accelerator, the nodes that do no arithmetic (views, wrappers, "
-                            "launchers) stay CPU ops: none (default) without their duration (no host overhead), "
-                            "captured with it (the host's work replayed between the accelerator ops)"),
+    group.add_argument(
+        "--simulate",
+        action="store_true",
+        help="after writing, run the reference's simple execution model and print the simulated time",
+    )
+    group.add_argument(
+        "--break-cycles",
+        action="store_true",
+        help="instead of failing on dependency cycles, remove the edges that close them "
+        "(inter-thread edges first) and list every removed edge",
+    )
+    group.add_argument(
+        "--allow-missing-parents",
+        action="store_true",
+        help="accept ctrl_deps that point at no node, as chakra_converter does "
+        "(those ops and everything under them are dropped); an error by default",
+    )
+    group.add_argument(
+        "--astra-sim",
+        action="store_true",
+        help="write what ASTRA-sim runs instead of chakra_converter's bytes: no METADATA "
+        "node, no dependency on a node that is not in the file, host-side (gloo) "
+        "collectives as communication nodes (see docs/astra-sim.md)",
+    )
+    group.add_argument(
+        "--compact",
+        action="store_true",
+        help="for ASTRA-sim (implies --astra-sim): drop redundant dependencies and merge runs of "
+        "compute nodes into one node each (summed durations); ASTRA-sim simulates the same "
+        "time, much faster (see docs/compact.md)",
+    )
+    group.add_argument(
+        "--roofline",
+        action="store_true",
+        help="write num_ops (FLOPs) and tensor_size (bytes) on every compute node, from the "
+        "ops' shapes and dtypes, for ASTRA-sim's roofline compute model (see docs/roofline.md)",
+    )
+    group.add_argument(
+        "--target",
+        choices=api.TARGETS,
+        default="captured",
+        help="accelerator: write every compute node as a non-CPU op, so that ASTRA-sim times "
+        "a CPU capture's compute with its roofline (needs --roofline); captured (default): "
+        "as recorded",
+    )
+    (
+        group.add_argument(
+            "--host-time",
+            choices=api.HOST_TIMES,
+            default="none",
+            help="with --target accelerator, the nodes that do no arithmetic (views, wrappers, "
+            "launchers) stay CPU ops: none (default) without their duration (no host overhead), "
+            "captured with it (the host's work replayed between the accelerator ops)",
+        ),
+    )
 
 
 def add_pair_options(parser: argparse.ArgumentParser, *, required: bool, step: bool = True) -> None:
     """The host + device pair's options; ``step`` False: the command defines ``--step`` itself
     (``convert``, where it also picks a Kineto trace's step), and checks it against ``--all-steps``."""
     group = parser.add_argument_group("host + device pair")
-    group.add_argument("--host", "--chakra-host-trace", dest="host", metavar="HOST", required=required,
-                       help="host trace (ExecutionTraceObserver), .json or .json.gz")
-    group.add_argument("--device", "--chakra-device-trace", dest="device", metavar="DEVICE", required=required,
-                       help="the Kineto trace of the same rank and run")
-    group.add_argument("--rank", type=whole(0, MAX_RANKS - 1),
-                       help="rank of the trace (checked against the Kineto trace; with "
-                       "--astra-sim, the own end of sends and receives)")
+    group.add_argument(
+        "--host",
+        "--chakra-host-trace",
+        dest="host",
+        metavar="HOST",
+        required=required,
+        help="host trace (ExecutionTraceObserver), .json or .json.gz",
+    )
+    group.add_argument(
+        "--device",
+        "--chakra-device-trace",
+        dest="device",
+        metavar="DEVICE",
+        required=required,
+        help="the Kineto trace of the same rank and run",
+    )
+    group.add_argument(
+        "--rank",
+        type=whole(0, MAX_RANKS - 1),
+        help="rank of the trace (checked against the Kineto trace; with "
+        "--astra-sim, the own end of sends and receives)",
+    )
     group.add_argument("--allow-mismatch", action="store_true", help="link a pair even if it looks like two runs")
     steps = group.add_mutually_exclusive_group() if step else group
     if step:
-        steps.add_argument("--step", type=nonnegative, metavar="N",
-                           help="link ProfilerStep#N alone (default: the steps the Kineto trace covers, when the "
-                                "host trace holds more)")
-    steps.add_argument("--all-steps", action="store_true",
-                       help="link every ProfilerStep of the host trace, those without device data too")
+        steps.add_argument(
+            "--step",
+            type=nonnegative,
+            metavar="N",
+            help="link ProfilerStep#N alone (default: the steps the Kineto trace covers, when the "
+            "host trace holds more)",
+        )
+    steps.add_argument(
+        "--all-steps",
+        action="store_true",
+        help="link every ProfilerStep of the host trace, those without device data too",
+    )
 
 
 def pair_steps(args: argparse.Namespace) -> api.StepChoice:
@@ -112,8 +171,14 @@ def nonnegative(text: str) -> int:
 
 
 def add_jobs_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-j", "--jobs", dest="read_jobs", type=whole(1, MAX_JOBS), metavar="N",
-                        help="processes reading a large plain-JSON input, a byte range each (default: CPU count)")
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        dest="read_jobs",
+        type=whole(1, MAX_JOBS),
+        metavar="N",
+        help="processes reading a large plain-JSON input, a byte range each (default: CPU count)",
+    )
 
 
 def positive(text: str) -> int:
@@ -126,18 +191,24 @@ def positive(text: str) -> int:
     return value
 
 
-
-
 def conversion_options(args: argparse.Namespace) -> api.ConvertOptions:
     if args.target == "accelerator" and not args.roofline:
-        args.usage_error("--target accelerator needs --roofline (an accelerator op without num_ops and "
-                         "tensor_size stops ASTRA-sim)")
+        args.usage_error(
+            "--target accelerator needs --roofline (an accelerator op without num_ops and tensor_size stops ASTRA-sim)"
+        )
     if args.host_time == "captured" and args.target != "accelerator":
-        args.usage_error("--host-time captured needs --target accelerator (with the captured target every node "
-                         "keeps its duration)")
+        args.usage_error(
+            "--host-time captured needs --target accelerator (with the captured target every node keeps its duration)"
+        )
     return api.ConvertOptions(
-        simulate=args.simulate, break_cycles=args.break_cycles, allow_missing_parents=args.allow_missing_parents,
-        astra_sim=args.astra_sim, rank=getattr(args, "rank", None), jobs=getattr(args, "read_jobs", None),
-        compact=args.compact, roofline=args.roofline, target=args.target,
+        simulate=args.simulate,
+        break_cycles=args.break_cycles,
+        allow_missing_parents=args.allow_missing_parents,
+        astra_sim=args.astra_sim,
+        rank=getattr(args, "rank", None),
+        jobs=getattr(args, "read_jobs", None),
+        compact=args.compact,
+        roofline=args.roofline,
+        target=args.target,
         host_time=args.host_time,
     )

@@ -15,15 +15,19 @@ COMMANDS = ("compact",)
 
 def add(commands: Any) -> None:
     parser = subcommand(
-        commands, "compact",
+        commands,
+        "compact",
         "rewrite .et files for ASTRA-sim with fewer nodes and the same simulated time: redundant dependencies "
         "dropped, runs of compute nodes merged (summed durations, num_ops, tensor_size)",
         f"  {PROG} compact out.0.et out.0.compact.et\n"
         f"  {PROG} compact et/trace et/compact   # every rank: et/trace.<r>.et -> et/compact.<r>.et\n",
     )
     parser.add_argument("input", metavar="IN", help="a .et file, or the prefix of <prefix>.<rank>.et files")
-    parser.add_argument("output", metavar="OUT", help="the .et file to write, or the prefix of the ranks' files "
-                        "(the same as IN compacts in place)")
+    parser.add_argument(
+        "output",
+        metavar="OUT",
+        help="the .et file to write, or the prefix of the ranks' files (the same as IN compacts in place)",
+    )
     add_output_options(parser)
     parser.set_defaults(run=_run_compact)
 

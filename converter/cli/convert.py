@@ -19,7 +19,7 @@ from .common import (
 )
 from .report import ProgressBars, Reporter
 
-COMMANDS = ('convert', 'PyTorch')
+COMMANDS = ("convert", "PyTorch")
 
 
 def add(commands: Any) -> None:
@@ -29,24 +29,36 @@ def add(commands: Any) -> None:
 
 def _add_convert(commands: Any) -> None:
     parser = subcommand(
-        commands, "convert", "convert a merged or host trace, or a host + device pair, into a .et file",
+        commands,
+        "convert",
+        "convert a merged or host trace, or a host + device pair, into a .et file",
         f"  {PROG} convert merged.json.gz out.et --break-cycles\n"
         f"  {PROG} convert --host rank0_host.json --device rank0_device.json out.0.et\n"
         f"  {PROG} convert rank0.pt.trace.json.gz out.0.et --step 12     # a Kineto trace alone\n",
     )
-    parser.usage = ("%(prog)s [options] INPUT OUTPUT\n"
-                    "       %(prog)s [options] --host HOST --device DEVICE OUTPUT")
-    parser.add_argument("paths", nargs="+", metavar="[INPUT] OUTPUT",
-                        help="INPUT OUTPUT, or only OUTPUT with --host and --device")
+    parser.usage = "%(prog)s [options] INPUT OUTPUT\n       %(prog)s [options] --host HOST --device DEVICE OUTPUT"
+    parser.add_argument(
+        "paths", nargs="+", metavar="[INPUT] OUTPUT", help="INPUT OUTPUT, or only OUTPUT with --host and --device"
+    )
     add_pair_options(parser, required=False, step=False)
     kineto = parser.add_argument_group("a Kineto trace alone (recognised by its traceEvents; docs/kineto.md)")
     kineto.add_argument("--kineto", action="store_true", help="INPUT is a Kineto (Chrome JSON) trace")
-    kineto.add_argument("--step", type=int, metavar="N", help="convert ProfilerStep#N: of a Kineto trace alone "
-                        "(default: the last complete step), or of a host + device pair (default: the steps the "
-                        "Kineto trace covers, when the host trace holds more)")
-    kineto.add_argument("--drop-dependency", action="append", choices=api.DEPENDENCY_KINDS, default=[],
-                        metavar="KIND", help="leave out one kind of dependency (the ablation): "
-                        + ", ".join(api.DEPENDENCY_KINDS))
+    kineto.add_argument(
+        "--step",
+        type=int,
+        metavar="N",
+        help="convert ProfilerStep#N: of a Kineto trace alone "
+        "(default: the last complete step), or of a host + device pair (default: the steps the "
+        "Kineto trace covers, when the host trace holds more)",
+    )
+    kineto.add_argument(
+        "--drop-dependency",
+        action="append",
+        choices=api.DEPENDENCY_KINDS,
+        default=[],
+        metavar="KIND",
+        help="leave out one kind of dependency (the ablation): " + ", ".join(api.DEPENDENCY_KINDS),
+    )
     parser.add_argument("--keep-merged", metavar="PATH", help="with --host/--device: also write the merged JSON")
     add_jobs_option(parser)
     add_conversion_options(parser)
@@ -56,7 +68,9 @@ def _add_convert(commands: Any) -> None:
 
 def _add_reference_form(commands: Any) -> None:
     parser = subcommand(
-        commands, "PyTorch", "chakra_converter's own command line, accepted as is",
+        commands,
+        "PyTorch",
+        "chakra_converter's own command line, accepted as is",
         f"  {PROG} --log-filename convert.log PyTorch --input merged.json --output out.et\n",
     )
     parser.add_argument("--input", required=True, metavar="INPUT", help="merged or host trace, .json or .json.gz")
@@ -94,9 +108,17 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
             result = api.convert(args.paths[0], args.paths[1], options, progress=bars.progress)
             reporter.conversion(result)
             return 0
-        paired = api.convert_pair(args.host, args.device, args.paths[0], options, rank=args.rank,
-                                  keep_merged=args.keep_merged, allow_mismatch=args.allow_mismatch,
-                                  progress=bars.progress, steps=pair_steps(args))
+        paired = api.convert_pair(
+            args.host,
+            args.device,
+            args.paths[0],
+            options,
+            rank=args.rank,
+            keep_merged=args.keep_merged,
+            allow_mismatch=args.allow_mismatch,
+            progress=bars.progress,
+            steps=pair_steps(args),
+        )
     reporter.link(paired.link)
     reporter.conversion(paired.conversion)
     return 0
@@ -109,9 +131,15 @@ def _is_kineto(path: str) -> bool:
         return False
 
 
-_NOT_FOR_KINETO = (("simulate", "--simulate"), ("break_cycles", "--break-cycles"),
-                   ("allow_missing_parents", "--allow-missing-parents"), ("roofline", "--roofline"),
-                   ("keep_merged", "--keep-merged"), ("read_jobs", "--jobs"), ("allow_mismatch", "--allow-mismatch"))
+_NOT_FOR_KINETO = (
+    ("simulate", "--simulate"),
+    ("break_cycles", "--break-cycles"),
+    ("allow_missing_parents", "--allow-missing-parents"),
+    ("roofline", "--roofline"),
+    ("keep_merged", "--keep-merged"),
+    ("read_jobs", "--jobs"),
+    ("allow_mismatch", "--allow-mismatch"),
+)
 
 
 def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
@@ -122,8 +150,7 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
         args.usage_error("--compact is not for a Kineto trace: convert, then run `compact OUT.et COMPACT.et`")
     if args.target != "captured" or args.host_time != "none":
         args.usage_error("--target and --host-time are not for a Kineto trace")
-    result = api.convert_kineto(args.paths[0], args.paths[1], step=args.step, rank=args.rank,
-                                drop=args.drop_dependency)
+    result = api.convert_kineto(args.paths[0], args.paths[1], step=args.step, rank=args.rank, drop=args.drop_dependency)
     reporter.kineto(result)
     return 0
 

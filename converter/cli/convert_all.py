@@ -16,7 +16,7 @@ from .common import (
 from .numbers import MAX_JOBS, whole
 from .report import ProgressBars, Reporter
 
-COMMANDS = ('convert-all',)
+COMMANDS = ("convert-all",)
 
 
 def add(commands: Any) -> None:
@@ -25,26 +25,47 @@ def add(commands: Any) -> None:
 
 def _add_convert_all(commands: Any) -> None:
     parser = subcommand(
-        commands, "convert-all", "link and convert every rank whose traces are in a directory",
+        commands,
+        "convert-all",
+        "link and convert every rank whose traces are in a directory",
         f"  {PROG} convert-all outputs/ et/ --jobs 4      # gpt2_np2_rank<R>_{{host,device}}.json -> "
         "et/gpt2_np2.<R>.et, et/gpt2_np2.comm_group.json\n"
         f"  {PROG} convert-all dlrm/ et/ --astra-sim      # dlrm_eg_<R>.json + worker<R>_step_12.*.pt.trace.json\n"
         f"  {PROG} convert-all kineto/ et/ --step 12     # Kineto traces alone (docs/kineto.md)\n",
     )
-    parser.add_argument("directory", metavar="DIRECTORY",
-                        help="each rank's host and Kineto traces (or host traces alone, each converted by itself)")
+    parser.add_argument(
+        "directory",
+        metavar="DIRECTORY",
+        help="each rank's host and Kineto traces (or host traces alone, each converted by itself)",
+    )
     parser.add_argument("outdir", metavar="OUTDIR", help="where <prefix>.<rank>.et files go (created if missing)")
-    parser.add_argument("-j", "--jobs", type=whole(1, MAX_JOBS),
-                        help=f"ranks converted at once (default: CPU count; at most {MAX_JOBS:,})")
-    parser.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
-                        help="run each rank as a task on this Ray cluster instead of local processes; without "
-                             "ADDRESS, ray.init()'s rule: RAY_ADDRESS, else the cluster running on this "
-                             "machine, else a new local one; paths must be the same on every node")
-    parser.add_argument("--prefix", help="output name prefix (default: the capture's name: what its host traces' "
-                        "file names share less rank and kind, e.g. gpt2_np2 of gpt2_np2_rank0_host.json; trace "
-                        "where that is nothing, as for rank0_host.json)")
-    parser.add_argument("--step", type=int, metavar="N", help="a directory of Kineto traces alone: convert "
-                        "ProfilerStep#N (default: each trace's last complete step)")
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=whole(1, MAX_JOBS),
+        help=f"ranks converted at once (default: CPU count; at most {MAX_JOBS:,})",
+    )
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        metavar="ADDRESS",
+        help="run each rank as a task on this Ray cluster instead of local processes; without "
+        "ADDRESS, ray.init()'s rule: RAY_ADDRESS, else the cluster running on this "
+        "machine, else a new local one; paths must be the same on every node",
+    )
+    parser.add_argument(
+        "--prefix",
+        help="output name prefix (default: the capture's name: what its host traces' "
+        "file names share less rank and kind, e.g. gpt2_np2 of gpt2_np2_rank0_host.json; trace "
+        "where that is nothing, as for rank0_host.json)",
+    )
+    parser.add_argument(
+        "--step",
+        type=int,
+        metavar="N",
+        help="a directory of Kineto traces alone: convert ProfilerStep#N (default: each trace's last complete step)",
+    )
     parser.add_argument("--allow-mismatch", action="store_true", help="link pairs even if they look like two runs")
     add_conversion_options(parser)
     add_output_options(parser)
@@ -53,9 +74,17 @@ def _add_convert_all(commands: Any) -> None:
 
 def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
     with ProgressBars(reporter.shows_progress) as bars:
-        result = api.convert_all(args.directory, args.outdir, conversion_options(args), jobs=args.jobs,
-                                 prefix=args.prefix, allow_mismatch=args.allow_mismatch, on_rank_done=bars.rank_done,
-                                 ray_address=args.ray, step=args.step)
+        result = api.convert_all(
+            args.directory,
+            args.outdir,
+            conversion_options(args),
+            jobs=args.jobs,
+            prefix=args.prefix,
+            allow_mismatch=args.allow_mismatch,
+            on_rank_done=bars.rank_done,
+            ray_address=args.ray,
+            step=args.step,
+        )
     reporter.info(f"job {result.prefix}: {args.outdir}/{result.prefix}.<rank>.et")
     if result.ray_cluster is not None:
         reporter.info(f"ran on {result.ray_cluster}")
@@ -67,8 +96,10 @@ def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
             reporter.warning(f"rank {o.rank}: {o.message}")
     groups = result.comm_groups
     if result.comm_group_path is not None:
-        reporter.info(f"communicator groups: {result.comm_group_path} {groups.groups} (the default group, "
-                      "every rank, needs no entry)")
+        reporter.info(
+            f"communicator groups: {result.comm_group_path} {groups.groups} (the default group, "
+            "every rank, needs no entry)"
+        )
     if groups.unusable:
         reporter.warning(f"process groups {groups.unusable} have names ASTRA-sim cannot use as group ids")
     if result.failed:

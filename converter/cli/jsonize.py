@@ -15,7 +15,9 @@ COMMANDS = ("jsonize",)
 
 def add(commands: Any) -> None:
     parser = subcommand(
-        commands, "jsonize", "write a .et trace as JSON (replaces chakra_jsonizer), streamed in flat memory",
+        commands,
+        "jsonize",
+        "write a .et trace as JSON (replaces chakra_jsonizer), streamed in flat memory",
         f"  {PROG} jsonize trace.0.et trace.0.json\n"
         f"  {PROG} jsonize trace.0.et trace.0.jsonl --lines\n"
         f"  {PROG} jsonize trace.0.et same_as_chakra_jsonizer.json --chakra-format\n"
@@ -26,14 +28,28 @@ def add(commands: Any) -> None:
     parser.add_argument("--input_filename", dest="input_option", metavar="IN.et", help=argparse.SUPPRESS)
     parser.add_argument("--output_filename", dest="output_option", metavar="OUT.json", help=argparse.SUPPRESS)
     layout = parser.add_mutually_exclusive_group()
-    layout.add_argument("--lines", dest="layout", action="store_const", const="lines",
-                        help="one JSON object a line: the GlobalMetadata first, then one node a line")
-    layout.add_argument("--chakra-format", dest="layout", action="store_const", const="chakra",
-                        help="exactly what chakra_jsonizer writes (indented objects concatenated: not one "
-                             "JSON document)")
+    layout.add_argument(
+        "--lines",
+        dest="layout",
+        action="store_const",
+        const="lines",
+        help="one JSON object a line: the GlobalMetadata first, then one node a line",
+    )
+    layout.add_argument(
+        "--chakra-format",
+        dest="layout",
+        action="store_const",
+        const="chakra",
+        help="exactly what chakra_jsonizer writes (indented objects concatenated: not one JSON document)",
+    )
     parser.set_defaults(layout="document")
-    parser.add_argument("-j", "--jobs", type=whole(1, MAX_JOBS), metavar="N",
-                        help="processes printing a large plain .et, a run of records each (default: CPU count)")
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=whole(1, MAX_JOBS),
+        metavar="N",
+        help="processes printing a large plain .et, a run of records each (default: CPU count)",
+    )
     add_output_options(parser)
     parser.set_defaults(run=_run)
 

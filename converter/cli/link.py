@@ -15,7 +15,7 @@ from .common import (
 )
 from .report import Reporter
 
-COMMANDS = ('link',)
+COMMANDS = ("link",)
 
 
 def add(commands: Any) -> None:
@@ -24,7 +24,9 @@ def add(commands: Any) -> None:
 
 def _add_link(commands: Any) -> None:
     parser = subcommand(
-        commands, "link", "merge a host trace with its Kineto trace (what chakra_trace_link writes)",
+        commands,
+        "link",
+        "merge a host trace with its Kineto trace (what chakra_trace_link writes)",
         f"  {PROG} link --host rank0_host.json --device rank0_device.json merged.json.gz\n"
         f"  {PROG} link --chakra-host-trace H --chakra-device-trace D --output-file M  (its own form)\n",
     )
@@ -39,8 +41,9 @@ def _run_link(args: argparse.Namespace, reporter: Reporter) -> int:
     output = args.output if args.output is not None else args.output_file
     if output is None or (args.output_file is not None and args.output_file != output):
         args.usage_error("give the merged output once: OUTPUT (or --output-file OUTPUT)")
-    result = api.link(args.host, args.device, output, rank=args.rank, allow_mismatch=args.allow_mismatch,
-                      steps=pair_steps(args))
+    result = api.link(
+        args.host, args.device, output, rank=args.rank, allow_mismatch=args.allow_mismatch, steps=pair_steps(args)
+    )
     reporter.link(result)
     reporter.info(f"wrote {output}: {result.nodes_written:,} nodes in {result.seconds:.2f} s")
     return 0

@@ -54,8 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-filename", metavar="F", help="also write messages to this file (appended)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
-    parser.add_argument("--debug", action="store_true",
-                        help="an internal error (a bug, not a problem with the input) shows its traceback")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="an internal error (a bug, not a problem with the input) shows its traceback",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in _MODULES:
         module.add(commands)
@@ -69,7 +72,7 @@ def _with_default_command(argv: list[str], commands: Sequence[str]) -> list[str]
     while position < len(argv) and (argv[position].startswith("--log-filename") or argv[position] == "--debug"):
         position += 1 if "=" in argv[position] or argv[position] == "--debug" else 2
     first = next((a for a in argv[position:] if not a.startswith("-")), None)
-    if first is None or first in commands or any(a in ("-h", "--help") for a in argv[:position + 1]):
+    if first is None or first in commands or any(a in ("-h", "--help") for a in argv[: position + 1]):
         return argv
     return [*argv[:position], "convert", *argv[position:]]
 
@@ -155,8 +158,21 @@ def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
     """The file of the command that the log file would be (it must be none of them), if any."""
     if not log:
         return None
-    named = [getattr(args, a, None) for a in ("input", "output", "output_file", "host", "device", "keep_merged",
-                                              "comm_groups", "timeline", "input_option", "output_option")]
+    named = [
+        getattr(args, a, None)
+        for a in (
+            "input",
+            "output",
+            "output_file",
+            "host",
+            "device",
+            "keep_merged",
+            "comm_groups",
+            "timeline",
+            "input_option",
+            "output_option",
+        )
+    ]
     json_output = getattr(args, "json", None)  # simulate --json FILE (check's --json is a flag)
     if isinstance(json_output, str) and json_output != "-":
         named.append(json_output)

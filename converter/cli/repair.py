@@ -14,7 +14,7 @@ from .common import (
 )
 from .report import Reporter
 
-COMMANDS = ('repair',)
+COMMANDS = ("repair",)
 
 
 def add(commands: Any) -> None:
@@ -23,8 +23,10 @@ def add(commands: Any) -> None:
 
 def _add_repair(commands: Any) -> None:
     parser = subcommand(
-        commands, "repair", "keep the last complete JSON object of a host trace that holds several, or "
-                            "every complete node of one cut off before its end (its job killed)",
+        commands,
+        "repair",
+        "keep the last complete JSON object of a host trace that holds several, or "
+        "every complete node of one cut off before its end (its job killed)",
         f"  {PROG} repair rank0_host.json rank0_host.fixed.json\n",
     )
     parser.add_argument("input", metavar="INPUT")

@@ -27,8 +27,8 @@ def standard_streams() -> None:
     for name, fd in (("stdout", 1), ("stderr", 2)):
         if getattr(sys, name) is None:
             with suppress(OSError, ValueError):
-                setattr(sys, name, open(fd, "w", buffering=1, encoding="utf-8",  # noqa: SIM115
-                                        errors="backslashreplace", closefd=False))
+                stream = open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+                setattr(sys, name, stream)
     if sys.stdout is not None and sys.stdout is sys.__stdout__:  # this process's own stdout (not a caller's)
         sys.stdout = _NamedStdout(sys.stdout)
 
@@ -208,38 +208,48 @@ class Reporter:
             self.warning(warning)
         s = result.stats
         steps = result.steps.describe()
-        self.info(f"linked {s.linked:,} of {s.host_ops:,} host ops and {s.gpu_linked:,} device ops"
-                  + (f" of {steps}" if steps else ""))
+        self.info(
+            f"linked {s.linked:,} of {s.host_ops:,} host ops and {s.gpu_linked:,} device ops"
+            + (f" of {steps}" if steps else "")
+        )
         if result.cut_off is not None:
             self.info(result.cut_off.describe())
 
     def compaction(self, result: api.CompactResult, lead: str = "") -> None:
-        self.info(f"{lead}wrote {result.output_path}: {result.nodes_written:,} nodes from {result.nodes_read:,} "
-                  f"({result.merged_nodes:,} merged into runs), {result.dependencies_written:,} dependencies from "
-                  f"{result.dependencies_read:,} ({result.redundant_dependencies:,} redundant) "
-                  f"in {result.seconds:.2f} s")
+        self.info(
+            f"{lead}wrote {result.output_path}: {result.nodes_written:,} nodes from {result.nodes_read:,} "
+            f"({result.merged_nodes:,} merged into runs), {result.dependencies_written:,} dependencies from "
+            f"{result.dependencies_read:,} ({result.redundant_dependencies:,} redundant) "
+            f"in {result.seconds:.2f} s"
+        )
 
     def kineto(self, result: api.KinetoConversion) -> None:
         for warning in result.warnings:
             self.warning(warning)
         rank = "" if result.rank is None else f" rank {result.rank},"
-        self.info(f"wrote {result.output_path}:{rank} ProfilerStep#{result.step}: {result.nodes:,} nodes "
-                  f"({result.gpu_ops:,} GPU ops, {result.comm_nodes:,} communication) from {result.events:,} events "
-                  f"in {result.seconds:.2f} s ({result.events / max(result.seconds, 1e-9):,.0f} events/s)")
-        self.info(f"measured step {result.measured_us / 1000:,.3f} ms (the CPU span "
-                  f"{result.cpu_span_us / 1000:,.3f} ms to the end of its GPU work); replay it: "
-                  f"{PROG} simulate PREFIX --replay")
+        self.info(
+            f"wrote {result.output_path}:{rank} ProfilerStep#{result.step}: {result.nodes:,} nodes "
+            f"({result.gpu_ops:,} GPU ops, {result.comm_nodes:,} communication) from {result.events:,} events "
+            f"in {result.seconds:.2f} s ({result.events / max(result.seconds, 1e-9):,.0f} events/s)"
+        )
+        self.info(
+            f"measured step {result.measured_us / 1000:,.3f} ms (the CPU span "
+            f"{result.cpu_span_us / 1000:,.3f} ms to the end of its GPU work); replay it: "
+            f"{PROG} simulate PREFIX --replay"
+        )
 
     def conversion(self, result: api.ConversionResult) -> None:
         for warning in result.warnings:
             self.warning(warning)
         for e in result.removed_edges:
             inter = " (inter-thread)" if e.inter_thread else ""
-            self.info(f"removed dependency {e.node_id} '{e.node_name}' -> "
-                      f"{e.dependency_id} '{e.dependency_name}'{inter}")
+            self.info(
+                f"removed dependency {e.node_id} '{e.node_name}' -> {e.dependency_id} '{e.dependency_name}'{inter}"
+            )
         if result.removed_edges:
-            self.info(f"--break-cycles removed {len(result.removed_edges)} dependency edge(s) "
-                      "to make the graph acyclic")
+            self.info(
+                f"--break-cycles removed {len(result.removed_edges)} dependency edge(s) to make the graph acyclic"
+            )
         self.info(
             f"wrote {result.output_path}: {result.nodes_written:,} nodes ({result.dangling_removed:,} dangling "
             f"removed, {result.comm_nodes:,} comm nodes, {result.data_deps:,} data deps) from {result.nodes_read:,} "
@@ -247,29 +257,39 @@ class Reporter:
             f"{result.processes} reading, {result.sequential_fraction:.0%} in sequential stages)"
         )
         if result.simulation is not None:
-            self.info(f"simulated execution: {result.simulation.end_time_us:,} us "
-                      f"for {len(result.simulation.issued):,} ops")
+            self.info(
+                f"simulated execution: {result.simulation.end_time_us:,} us for {len(result.simulation.issued):,} ops"
+            )
         changes = result.astra_changes
         if changes is not None:
-            self.info(f"--astra-sim: {changes.metadata_removed} METADATA node(s) removed, "
-                      f"{changes.ctrl_deps_dropped} ctrl_deps naming no node dropped, "
-                      f"{changes.host_collectives} host-side collective(s) made communication nodes")
+            self.info(
+                f"--astra-sim: {changes.metadata_removed} METADATA node(s) removed, "
+                f"{changes.ctrl_deps_dropped} ctrl_deps naming no node dropped, "
+                f"{changes.host_collectives} host-side collective(s) made communication nodes"
+            )
         if result.compaction is not None:
             self.compaction(result.compaction, "--compact: ")
         costs = result.roofline
         if costs is not None:  # its warnings are among the conversion's
-            classes = ", ".join(f"{name} {c.nodes:,}" for name, c in sorted(costs.classes.items(),
-                                                                           key=lambda kv: -kv[1].flops))
+            classes = ", ".join(
+                f"{name} {c.nodes:,}" for name, c in sorted(costs.classes.items(), key=lambda kv: -kv[1].flops)
+            )
             target = ""
             if costs.accelerator:
                 host = "with" if costs.host_time else "without"
-                target = (f"; those that do work written as accelerator (non-CPU) ops, the "
-                          f"{costs.no_work_nodes:,} that do none as CPU ops {host} their captured duration")
-            self.info(f"--roofline: {costs.nodes:,} compute nodes, {costs.flops / 1e9:,.2f} GFLOP, "
-                      f"{costs.bytes / 1e9:,.2f} GB ({classes}){target}")
+                target = (
+                    f"; those that do work written as accelerator (non-CPU) ops, the "
+                    f"{costs.no_work_nodes:,} that do none as CPU ops {host} their captured duration"
+                )
+            self.info(
+                f"--roofline: {costs.nodes:,} compute nodes, {costs.flops / 1e9:,.2f} GFLOP, "
+                f"{costs.bytes / 1e9:,.2f} GB ({classes}){target}"
+            )
         if result.simulator_problems:
-            self.info(f"note: ASTRA-sim would refuse this output ({'; '.join(result.simulator_problems)}); "
-                      "--astra-sim writes one it runs")
+            self.info(
+                f"note: ASTRA-sim would refuse this output ({'; '.join(result.simulator_problems)}); "
+                "--astra-sim writes one it runs"
+            )
 
 
 class ProgressBars:
@@ -297,8 +317,9 @@ class ProgressBars:
             for other in self._bars.values():
                 other.close()
             unit = {"read": "B", "write": "node", "ranks": "rank"}.get(stage, "it")
-            bar = self._bars[stage] = tqdm(total=total, desc=f"{stage:>5}", unit=unit, unit_scale=True,
-                                           file=sys.stderr, leave=False)
+            bar = self._bars[stage] = tqdm(
+                total=total, desc=f"{stage:>5}", unit=unit, unit_scale=True, file=sys.stderr, leave=False
+            )
         bar.update(done - bar.n)
 
     def rank_done(self, outcome: api.RankOutcome) -> None:

@@ -16,7 +16,9 @@ COMMANDS = ("scale",)
 
 def add(commands: Any) -> None:
     parser = subcommand(
-        commands, "scale", "write a captured job (IN_PREFIX.<rank>.et) as a data-parallel job of N ranks",
+        commands,
+        "scale",
+        "write a captured job (IN_PREFIX.<rank>.et) as a data-parallel job of N ranks",
         f"  {PROG} scale outputs/gpt2_np2 scaled/gpt2 --ranks 64   # -> scaled/gpt2.{{0..63}}.et, "
         "scaled/gpt2.comm_group.json\n"
         f"  {PROG} scale outputs/gpt2_np2 scaled/gpt2 --ranks 1024 --compact   # fewer nodes, same simulated time\n"
@@ -24,41 +26,61 @@ def add(commands: Any) -> None:
         "all ranks keep their bytes (data parallelism); sub-groups are copied per K ranks; send/receive\n"
         "(pipeline) peers are refused. See docs/scale.md.\n",
     )
-    parser.add_argument("in_prefix", metavar="IN_PREFIX", help="the captured job: IN_PREFIX.0.et .. IN_PREFIX.<K-1>.et "
-                        "(--astra-sim output) and IN_PREFIX.comm_group.json (or comm_group.json beside them)")
-    parser.add_argument("out_prefix", metavar="OUT_PREFIX", help="the new job: OUT_PREFIX.<r>.et, "
-                        "OUT_PREFIX.comm_group.json (the folder is created if missing)")
-    parser.add_argument("--ranks", "-n", type=whole(1, MAX_RANKS), metavar="N",
-                        help=f"ranks of the new job, at most {MAX_RANKS:,} (default: the job's own size, as its "
-                             "traces record it: a job traced on rank 0 alone is written at its full size)")
-    parser.add_argument("--compact", action="store_true", help="write every rank compacted: redundant dependencies "
-                        "dropped, runs of compute nodes merged; ASTRA-sim simulates the same time, much faster "
-                        "(see docs/compact.md)")
+    parser.add_argument(
+        "in_prefix",
+        metavar="IN_PREFIX",
+        help="the captured job: IN_PREFIX.0.et .. IN_PREFIX.<K-1>.et "
+        "(--astra-sim output) and IN_PREFIX.comm_group.json (or comm_group.json beside them)",
+    )
+    parser.add_argument(
+        "out_prefix",
+        metavar="OUT_PREFIX",
+        help="the new job: OUT_PREFIX.<r>.et, OUT_PREFIX.comm_group.json (the folder is created if missing)",
+    )
+    parser.add_argument(
+        "--ranks",
+        "-n",
+        type=whole(1, MAX_RANKS),
+        metavar="N",
+        help=f"ranks of the new job, at most {MAX_RANKS:,} (default: the job's own size, as its "
+        "traces record it: a job traced on rank 0 alone is written at its full size)",
+    )
+    parser.add_argument(
+        "--compact",
+        action="store_true",
+        help="write every rank compacted: redundant dependencies "
+        "dropped, runs of compute nodes merged; ASTRA-sim simulates the same time, much faster "
+        "(see docs/compact.md)",
+    )
     add_output_options(parser)
     parser.set_defaults(run=_run_scale)
 
 
 def _run_scale(args: argparse.Namespace, reporter: Reporter) -> int:
     with ProgressBars(reporter.shows_progress) as bars:
-        result = api.scale(args.in_prefix, args.out_prefix, args.ranks, progress=bars.progress,
-                           compact=args.compact)
+        result = api.scale(args.in_prefix, args.out_prefix, args.ranks, progress=bars.progress, compact=args.compact)
     kinds: dict[tuple[str, str], list[int]] = {}
     for kind, group, size in result.collectives:
         entry = kinds.setdefault((kind, group), [0, 0])
         entry[0] += 1
         entry[1] += size
-    reporter.info(f"scaled {result.captured_ranks} captured rank(s) of {result.in_prefix} to {result.ranks:,}: "
-                  f"{result.out_prefix}.0.et .. {result.out_prefix}.{result.ranks - 1}.et, "
-                  f"{result.bytes_written / 1e6:,.1f} MB in {result.seconds:.2f} s")
+    reporter.info(
+        f"scaled {result.captured_ranks} captured rank(s) of {result.in_prefix} to {result.ranks:,}: "
+        f"{result.out_prefix}.0.et .. {result.out_prefix}.{result.ranks - 1}.et, "
+        f"{result.bytes_written / 1e6:,.1f} MB in {result.seconds:.2f} s"
+    )
     for (kind, group), (count, size) in kinds.items():
         reporter.info(f"    per rank: {kind:<14} group {group:<4} {count:>5,} x, {size:>16,} bytes")
-    shown = {k: (v if len(v) <= 8 else f"{len(v)} ranks {v[0]}..{v[-1]}") for k, v in
-             list(result.comm_groups.items())[:8]}
+    shown = {
+        k: (v if len(v) <= 8 else f"{len(v)} ranks {v[0]}..{v[-1]}") for k, v in list(result.comm_groups.items())[:8]
+    }
     more = f" (+{len(result.comm_groups) - 8} more)" if len(result.comm_groups) > 8 else ""
     reporter.info(f"communicator groups: {result.comm_group_path} {shown}{more}")
     if result.layout is not None:
-        reporter.info(f"layout: {result.layout}; {result.rewritten_nodes:,} communication node(s) moved to their "
-                      f"group of the new mesh; {result.out_prefix}.layout.json written")
+        reporter.info(
+            f"layout: {result.layout}; {result.rewritten_nodes:,} communication node(s) moved to their "
+            f"group of the new mesh; {result.out_prefix}.layout.json written"
+        )
     elif result.rewritten_nodes:
         reporter.info(f"{result.rewritten_nodes:,} sub-group collective(s) renamed to their copy's group")
     return 0

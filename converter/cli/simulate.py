@@ -24,7 +24,9 @@ _SHOWN_RANKS = 16
 
 def add(commands: Any) -> None:
     parser = subcommand(
-        commands, "simulate", "run a job's .et files (PREFIX.<rank>.et) in ASTRA-sim and report the simulated step",
+        commands,
+        "simulate",
+        "run a job's .et files (PREFIX.<rank>.et) in ASTRA-sim and report the simulated step",
         f"  {PROG} simulate outputs/gpt2_small_np2\n"
         f"  {PROG} simulate et/trace --topology Ring,Switch --npus-per-dim 4,* --bandwidth 200,50 "
         "--timeline run.json\n"
@@ -39,87 +41,179 @@ def add(commands: Any) -> None:
     )
     parser.add_argument("prefix", metavar="PREFIX", help="the job: PREFIX.0.et ... PREFIX.<N-1>.et")
     net = parser.add_argument_group("network (ASTRA-sim's analytical backend)")
-    net.add_argument("--topology", action="append", metavar="T",
-                     help="Ring, Switch, FullyConnected, or one a dimension joined by commas (Ring,Switch); "
-                          "default Ring (--sweep: give it several times for several lines)")
-    net.add_argument("--npus-per-dim", metavar="N,..", help="NPUs per dimension, product = ranks; one '*' is "
-                     "what the others leave (4,*); not needed for one dimension")
-    net.add_argument("--bandwidth", metavar="GB/s,..", help="link bandwidth per dimension, or one for all "
-                     "(default 50)")
+    net.add_argument(
+        "--topology",
+        action="append",
+        metavar="T",
+        help="Ring, Switch, FullyConnected, or one a dimension joined by commas (Ring,Switch); "
+        "default Ring (--sweep: give it several times for several lines)",
+    )
+    net.add_argument(
+        "--npus-per-dim",
+        metavar="N,..",
+        help="NPUs per dimension, product = ranks; one '*' is "
+        "what the others leave (4,*); not needed for one dimension",
+    )
+    net.add_argument("--bandwidth", metavar="GB/s,..", help="link bandwidth per dimension, or one for all (default 50)")
     net.add_argument("--latency", metavar="ns,..", help="link latency per dimension, or one for all (default 500)")
-    net.add_argument("--backend", choices=("unaware", "aware"), default="unaware",
-                     help="congestion-unaware (default) or -aware analytical network")
+    net.add_argument(
+        "--backend",
+        choices=("unaware", "aware"),
+        default="unaware",
+        help="congestion-unaware (default) or -aware analytical network",
+    )
     own = parser.add_argument_group("your own ASTRA-sim configuration (docs/simulating.md: what simulate still sets)")
-    own.add_argument("--system-config", metavar="F.json", help="ASTRA-sim system config, used as given except "
-                     "trace-enabled (always 1), the roofline's keys with --accelerator, and what --collective and "
-                     "--active-chunks set")
-    own.add_argument("--network-config", metavar="F.yml", help="ASTRA-sim analytical network config, used as given "
-                     "(instead of --topology, --npus-per-dim, --bandwidth, --latency)")
+    own.add_argument(
+        "--system-config",
+        metavar="F.json",
+        help="ASTRA-sim system config, used as given except "
+        "trace-enabled (always 1), the roofline's keys with --accelerator, and what --collective and "
+        "--active-chunks set",
+    )
+    own.add_argument(
+        "--network-config",
+        metavar="F.yml",
+        help="ASTRA-sim analytical network config, used as given "
+        "(instead of --topology, --npus-per-dim, --bandwidth, --latency)",
+    )
     own.add_argument("--remote-memory-config", metavar="F.json", help="ASTRA-sim remote memory config, used as given")
-    own.add_argument("--collective", metavar="ALG,..", help="collective algorithm per network dimension, or one for "
-                     "all: ring (default), oneRing, direct, oneDirect, halvingDoubling, oneHalvingDoubling, "
-                     "doubleBinaryTree (all-reduce only; the other collectives keep ring there)")
-    own.add_argument("--active-chunks", type=int, metavar="N", help="chunks in flight per dimension "
-                     "(active-chunks-per-dimension; default 1)")
+    own.add_argument(
+        "--collective",
+        metavar="ALG,..",
+        help="collective algorithm per network dimension, or one for "
+        "all: ring (default), oneRing, direct, oneDirect, halvingDoubling, oneHalvingDoubling, "
+        "doubleBinaryTree (all-reduce only; the other collectives keep ring there)",
+    )
+    own.add_argument(
+        "--active-chunks",
+        type=int,
+        metavar="N",
+        help="chunks in flight per dimension (active-chunks-per-dimension; default 1)",
+    )
     compute = parser.add_argument_group("compute: the roofline (non-CPU compute nodes with num_ops and tensor_size)")
-    compute.add_argument("--accelerator", metavar="A", help="a preset: " + ", ".join(
-        f"{a.name} ({a.peak_tflops:g} TFLOPS, {a.mem_bandwidth_gbps:g} GB/s)" for a in api.ACCELERATORS.values()))
+    compute.add_argument(
+        "--accelerator",
+        metavar="A",
+        help="a preset: "
+        + ", ".join(
+            f"{a.name} ({a.peak_tflops:g} TFLOPS, {a.mem_bandwidth_gbps:g} GB/s)" for a in api.ACCELERATORS.values()
+        ),
+    )
     compute.add_argument("--peak-tflops", type=float, metavar="T", help="peak compute, TFLOPS")
     compute.add_argument("--mem-bandwidth", type=float, metavar="GB/s", help="memory bandwidth, GB/s")
-    parser.add_argument("--replay", action="store_true", help="replay-only: every node, communication included, "
-                        "takes its traced duration; with .et files converted from Kineto traces, prints the "
-                        "measured step and the error (docs/kineto.md)")
-    parser.add_argument("--comm-groups", metavar="F", help="communicator group file (default: PREFIX.comm_group.json, "
-                        "else comm_group.json beside the files)")
-    parser.add_argument("--astra-sim-bin", metavar="PATH", help="the ASTRA-sim binary or its folder (default: "
-                        "$ASTRA_SIM_HOME, else PATH)")
-    parser.add_argument("--no-check", dest="check", action="store_false",
-                        help="skip checking the files first (as the check command does; up to 8 ranks all, past "
-                             "that 4 of them) for what ASTRA-sim would abort on")
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="replay-only: every node, communication included, "
+        "takes its traced duration; with .et files converted from Kineto traces, prints the "
+        "measured step and the error (docs/kineto.md)",
+    )
+    parser.add_argument(
+        "--comm-groups",
+        metavar="F",
+        help="communicator group file (default: PREFIX.comm_group.json, else comm_group.json beside the files)",
+    )
+    parser.add_argument(
+        "--astra-sim-bin",
+        metavar="PATH",
+        help="the ASTRA-sim binary or its folder (default: $ASTRA_SIM_HOME, else PATH)",
+    )
+    parser.add_argument(
+        "--no-check",
+        dest="check",
+        action="store_false",
+        help="skip checking the files first (as the check command does; up to 8 ranks all, past "
+        "that 4 of them) for what ASTRA-sim would abort on",
+    )
     parser.add_argument("--timeout", type=float, metavar="S", help="stop ASTRA-sim after S seconds (an error)")
     out = parser.add_argument_group("outputs")
-    out.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                     help="the result as JSON: on stdout, or written to FILE")
+    out.add_argument(
+        "--json", nargs="?", const="-", metavar="FILE", help="the result as JSON: on stdout, or written to FILE"
+    )
     out.add_argument("--timeline", metavar="OUT.json", help="a Chrome/Perfetto trace of the simulated run")
     width = parser.add_argument_group("data-parallel width (docs/reduced.md)")
-    width.add_argument("--ranks", type=positive, metavar="N", help="simulate the job as N data-parallel ranks (a "
-                       "multiple of the captured ones): on an equivalent reduced job where one is proven, else on "
-                       "the full job; the result says which ran")
+    width.add_argument(
+        "--ranks",
+        type=positive,
+        metavar="N",
+        help="simulate the job as N data-parallel ranks (a "
+        "multiple of the captured ones): on an equivalent reduced job where one is proven, else on "
+        "the full job; the result says which ran",
+    )
     width.add_argument("--exact", action="store_true", help="with --ranks or --sweep ranks=...: always the full job")
     sweep = parser.add_argument_group("sweep")
-    sweep.add_argument("--sweep", metavar="KEY=V,..", help="simulate each value on each --topology: ranks=N,.. "
-                       "(the job scaled to each count, the scale command), bandwidth=GB/s,.. (every link), "
-                       "accelerator=A,.. (roofline presets)")
-    sweep.add_argument("-j", "--jobs", type=positive, default=1, metavar="N",
-                       help="--sweep: values simulated at once in local processes (default 1)")
-    sweep.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
-                       help="--sweep: each value a task on the Ray cluster at ADDRESS (default: RAY_ADDRESS, else "
-                            "the cluster on this machine, else a new local one; as convert-all --ray); the job must "
-                            "be at the same path on every node")
-    sweep.add_argument("--out", metavar="OUT", help="sweep outputs OUT.md (table), OUT.png (plot), OUT.json "
-                       "(default: PREFIX.sweep)")
-    sweep.add_argument("--work-dir", metavar="DIR", help="where scaled jobs are written while they are simulated "
-                       "(--sweep, --ranks; default: the system's temporary directory)")
-    sweep.add_argument("--compact", action="store_true", help="scale each point (--sweep) or the job (--ranks) "
-                       "with --compact: the same simulated step with far fewer nodes (see docs/compact.md)")
+    sweep.add_argument(
+        "--sweep",
+        metavar="KEY=V,..",
+        help="simulate each value on each --topology: ranks=N,.. "
+        "(the job scaled to each count, the scale command), bandwidth=GB/s,.. (every link), "
+        "accelerator=A,.. (roofline presets)",
+    )
+    sweep.add_argument(
+        "-j",
+        "--jobs",
+        type=positive,
+        default=1,
+        metavar="N",
+        help="--sweep: values simulated at once in local processes (default 1)",
+    )
+    sweep.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        metavar="ADDRESS",
+        help="--sweep: each value a task on the Ray cluster at ADDRESS (default: RAY_ADDRESS, else "
+        "the cluster on this machine, else a new local one; as convert-all --ray); the job must "
+        "be at the same path on every node",
+    )
+    sweep.add_argument(
+        "--out", metavar="OUT", help="sweep outputs OUT.md (table), OUT.png (plot), OUT.json (default: PREFIX.sweep)"
+    )
+    sweep.add_argument(
+        "--work-dir",
+        metavar="DIR",
+        help="where scaled jobs are written while they are simulated "
+        "(--sweep, --ranks; default: the system's temporary directory)",
+    )
+    sweep.add_argument(
+        "--compact",
+        action="store_true",
+        help="scale each point (--sweep) or the job (--ranks) "
+        "with --compact: the same simulated step with far fewer nodes (see docs/compact.md)",
+    )
     add_output_options(parser)
     parser.set_defaults(run=_run)
 
 
 def _options(args: argparse.Namespace, topology: str) -> api.SimulateOptions:
     return api.SimulateOptions(
-        topology=topology, npus_per_dim=args.npus_per_dim, bandwidth=args.bandwidth, latency=args.latency,
-        backend=args.backend, comm_groups=args.comm_groups, astra_sim_bin=args.astra_sim_bin,
-        accelerator=args.accelerator, peak_tflops=args.peak_tflops, mem_bandwidth=args.mem_bandwidth,
-        timeout=args.timeout, check=args.check, system_config=args.system_config,
-        network_config=args.network_config, remote_memory_config=args.remote_memory_config,
-        collective=args.collective, active_chunks=args.active_chunks, replay=args.replay)
+        topology=topology,
+        npus_per_dim=args.npus_per_dim,
+        bandwidth=args.bandwidth,
+        latency=args.latency,
+        backend=args.backend,
+        comm_groups=args.comm_groups,
+        astra_sim_bin=args.astra_sim_bin,
+        accelerator=args.accelerator,
+        peak_tflops=args.peak_tflops,
+        mem_bandwidth=args.mem_bandwidth,
+        timeout=args.timeout,
+        check=args.check,
+        system_config=args.system_config,
+        network_config=args.network_config,
+        remote_memory_config=args.remote_memory_config,
+        collective=args.collective,
+        active_chunks=args.active_chunks,
+        replay=args.replay,
+    )
 
 
 def _run(args: argparse.Namespace, reporter: Reporter) -> int:
     if args.network_config and (args.topology or args.npus_per_dim or args.bandwidth or args.latency):
-        args.usage_error("--network-config is the whole network: drop --topology, --npus-per-dim, --bandwidth "
-                         "and --latency (or drop --network-config)")
+        args.usage_error(
+            "--network-config is the whole network: drop --topology, --npus-per-dim, --bandwidth "
+            "and --latency (or drop --network-config)"
+        )
     topologies = args.topology or ["Ring"]
     if args.sweep:
         return _run_sweep(args, reporter, topologies)
@@ -128,13 +222,22 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
     if args.out or args.ray or args.jobs != 1:
         args.usage_error("--out, --jobs and --ray are for --sweep")
     if args.ranks is None and (args.work_dir or args.compact or args.exact):
-        args.usage_error("--work-dir, --compact and --exact are for --sweep or --ranks (compact one job with the "
-                         "compact command)")
+        args.usage_error(
+            "--work-dir, --compact and --exact are for --sweep or --ranks (compact one job with the compact command)"
+        )
     bar = _Bar(reporter.shows_progress)
     try:
-        result = api.simulate(args.prefix, _options(args, topologies[0]), timeline=args.timeline,
-                              json_output=None if args.json in (None, "-") else args.json, progress=bar.progress,
-                              ranks=args.ranks, exact=args.exact, compact=args.compact, work_dir=args.work_dir)
+        result = api.simulate(
+            args.prefix,
+            _options(args, topologies[0]),
+            timeline=args.timeline,
+            json_output=None if args.json in (None, "-") else args.json,
+            progress=bar.progress,
+            ranks=args.ranks,
+            exact=args.exact,
+            compact=args.compact,
+            work_dir=args.work_dir,
+        )
     finally:
         bar.close()
     if args.json == "-":
@@ -145,8 +248,10 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
     for warning in result.warnings:
         reporter.warning(warning)
     if args.timeline:
-        reporter.info(f"wrote {args.timeline}: {result.timeline_events:,} nodes on {len(result.ranks)} rank(s) "
-                      "(open it in https://ui.perfetto.dev or chrome://tracing)")
+        reporter.info(
+            f"wrote {args.timeline}: {result.timeline_events:,} nodes on {len(result.ranks)} rank(s) "
+            "(open it in https://ui.perfetto.dev or chrome://tracing)"
+        )
     return 0
 
 
@@ -168,15 +273,26 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
     if key == "bandwidth" and args.bandwidth:
         args.usage_error("--sweep bandwidth=... sets the bandwidth: drop --bandwidth")
     if key == "accelerator" and (args.accelerator or args.peak_tflops or args.mem_bandwidth):
-        args.usage_error("--sweep accelerator=... sets the roofline: drop --accelerator, --peak-tflops and "
-                         "--mem-bandwidth")
+        args.usage_error(
+            "--sweep accelerator=... sets the roofline: drop --accelerator, --peak-tflops and --mem-bandwidth"
+        )
     bar = _Bar(reporter.shows_progress)
     try:
         sweep = api.simulate_sweep(
-            args.prefix, points, topologies, _options(args, topologies[0]), out_prefix=args.out,
-            work_dir=args.work_dir, on_point=lambda p: _point_done(reporter, bar, p),
-            progress=bar.progress if args.jobs == 1 and not args.ray else None, compact=args.compact, key=key,
-            jobs=args.jobs, ray=args.ray, exact=args.exact)
+            args.prefix,
+            points,
+            topologies,
+            _options(args, topologies[0]),
+            out_prefix=args.out,
+            work_dir=args.work_dir,
+            on_point=lambda p: _point_done(reporter, bar, p),
+            progress=bar.progress if args.jobs == 1 and not args.ray else None,
+            compact=args.compact,
+            key=key,
+            jobs=args.jobs,
+            ray=args.ray,
+            exact=args.exact,
+        )
     finally:
         bar.close()
     if args.json == "-":
@@ -190,9 +306,11 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
 def _point_done(reporter: Reporter, bar: _Bar, point: api.SweepPoint) -> None:
     bar.close()
     what = f"{point.ranks:>5} ranks" if not point.value or point.value == str(point.ranks) else point.value
-    reporter.info(f"{what} on {point.network}: step {point.step_ns / 1e6:,.2f} ms, communication "
-                  f"{point.comm_share:.1%}, simulated in {point.seconds:.1f} s (scaled in {point.scale_seconds:.1f} s)"
-                  + (f"; ran {point.simulated_as}" if point.simulated_ranks not in (0, point.ranks) else ""))
+    reporter.info(
+        f"{what} on {point.network}: step {point.step_ns / 1e6:,.2f} ms, communication "
+        f"{point.comm_share:.1%}, simulated in {point.seconds:.1f} s (scaled in {point.scale_seconds:.1f} s)"
+        + (f"; ran {point.simulated_as}" if point.simulated_ranks not in (0, point.ranks) else "")
+    )
 
 
 class _Bar:
@@ -209,11 +327,13 @@ class _Bar:
 
     def update(self, p: api.SimulationProgress) -> None:
         if self._bar is None:
-            self._bar = tqdm(total=p.nodes_total, desc="simulate", unit="node", unit_scale=True, file=sys.stderr,
-                             leave=False)
+            self._bar = tqdm(
+                total=p.nodes_total, desc="simulate", unit="node", unit_scale=True, file=sys.stderr, leave=False
+            )
         self._bar.total = max(self._bar.total or 0, p.nodes_total)
-        self._bar.set_postfix_str(f"{p.ranks_finished}/{p.ranks} ranks finished, at {p.simulated_ns / 1e6:,.1f} ms",
-                                  refresh=False)
+        self._bar.set_postfix_str(
+            f"{p.ranks_finished}/{p.ranks} ranks finished, at {p.simulated_ns / 1e6:,.1f} ms", refresh=False
+        )
         self._bar.update(p.nodes_done - self._bar.n)
 
     def close(self) -> None:
@@ -240,37 +360,51 @@ def result_lines(result: api.SimulationResult) -> list[str]:
     net = result.network
     links = ", ".join(f"{b:g} GB/s {lat:g} ns" for b, lat in zip(net.bandwidth, net.latency, strict=True))
     system = result.setup.system if result.setup is not None else {}
-    compute = "traced durations" + (" (replay-only)" if result.replay else "") if result.roofline is None else (
-        f"roofline {result.roofline.name}: {result.roofline.peak_tflops:g} TFLOPS, "
-        f"{result.roofline.mem_bandwidth_gbps:g} GB/s")
+    compute = (
+        "traced durations" + (" (replay-only)" if result.replay else "")
+        if result.roofline is None
+        else (
+            f"roofline {result.roofline.name}: {result.roofline.peak_tflops:g} TFLOPS, "
+            f"{result.roofline.mem_bandwidth_gbps:g} GB/s"
+        )
+    )
     if result.roofline is None and system.get("roofline-enabled"):
-        compute = (f"roofline of the system config: {system.get('peak-perf')} TFLOPS, {system.get('local-mem-bw')} "
-                   "GB/s")
+        compute = f"roofline of the system config: {system.get('peak-perf')} TFLOPS, {system.get('local-mem-bw')} GB/s"
     plan = result.plan
-    lines = [f"{result.prefix}: {result.modelled_ranks:,} rank(s) on {net.name} ({links}), "
-             f"congestion-{result.backend}, compute: {compute}; simulated in {result.seconds:.1f} s",
-             *([f"ran: {plan.describe()}"] if plan is not None else []),
-             *([_stands_for(plan)] if plan is not None and plan.reduced else []),
-             *([f"configs: {result.setup.describe()}"] if result.setup is not None and result.setup.describe() else []),
-             f"{'rank':>6} {'step (ms)':>12} {'comm (ms)':>11} {'transfer':>10} {'waiting':>10} "
-             f"{'exposed comm (ms)':>18} {'collectives':>11} {'send/recv':>9} {'nodes':>9}"]
+    lines = [
+        f"{result.prefix}: {result.modelled_ranks:,} rank(s) on {net.name} ({links}), "
+        f"congestion-{result.backend}, compute: {compute}; simulated in {result.seconds:.1f} s",
+        *([f"ran: {plan.describe()}"] if plan is not None else []),
+        *([_stands_for(plan)] if plan is not None and plan.reduced else []),
+        *([f"configs: {result.setup.describe()}"] if result.setup is not None and result.setup.describe() else []),
+        f"{'rank':>6} {'step (ms)':>12} {'comm (ms)':>11} {'transfer':>10} {'waiting':>10} "
+        f"{'exposed comm (ms)':>18} {'collectives':>11} {'send/recv':>9} {'nodes':>9}",
+    ]
     slowest = result.slowest
     shown = shown_ranks(result.ranks, slowest)
     for r in shown:
         mark = "  (slowest)" if r is slowest and len(result.ranks) > 1 else ""
-        lines.append(f"{r.rank:>6} {r.step_ns / 1e6:>12,.3f} {r.comm_ns / 1e6:>11,.3f} {r.transfer_ns / 1e6:>10,.3f} "
-                     f"{r.waiting_ns / 1e6:>10,.3f} {r.exposed_comm_ns / 1e6:>18,.3f} {r.collectives:>11,} "
-                     f"{f'{r.sends}/{r.recvs}':>9} {r.nodes:>9,}{mark}")
+        lines.append(
+            f"{r.rank:>6} {r.step_ns / 1e6:>12,.3f} {r.comm_ns / 1e6:>11,.3f} {r.transfer_ns / 1e6:>10,.3f} "
+            f"{r.waiting_ns / 1e6:>10,.3f} {r.exposed_comm_ns / 1e6:>18,.3f} {r.collectives:>11,} "
+            f"{f'{r.sends}/{r.recvs}':>9} {r.nodes:>9,}{mark}"
+        )
     if len(shown) < len(result.ranks):
         steps = [r.step_ns / 1e6 for r in result.ranks]
-        lines.append(f"  ... {len(result.ranks) - len(shown):,} more; step per rank min / median / max: "
-                     f"{min(steps):,.3f} / {statistics.median(steps):,.3f} / {max(steps):,.3f} ms")
-    lines.append("  (comm = transfer + waiting: a collective waits until the last rank of its group issues it; "
-                 "docs/simulating.md)")
+        lines.append(
+            f"  ... {len(result.ranks) - len(shown):,} more; step per rank min / median / max: "
+            f"{min(steps):,.3f} / {statistics.median(steps):,.3f} / {max(steps):,.3f} ms"
+        )
+    lines.append(
+        "  (comm = transfer + waiting: a collective waits until the last rank of its group issues it; "
+        "docs/simulating.md)"
+    )
     share = slowest.comm_busy_ns / slowest.step_ns if slowest.step_ns else 0.0
-    lines.append(f"job step: {result.step_ns / 1e6:,.3f} ms (rank {slowest.rank}, the slowest); communication "
-                 f"{slowest.comm_busy_ns / 1e6:,.3f} ms of it ({share:.1%}), exposed "
-                 f"{slowest.exposed_comm_ns / 1e6:,.3f} ms")
+    lines.append(
+        f"job step: {result.step_ns / 1e6:,.3f} ms (rank {slowest.rank}, the slowest); communication "
+        f"{slowest.comm_busy_ns / 1e6:,.3f} ms of it ({share:.1%}), exposed "
+        f"{slowest.exposed_comm_ns / 1e6:,.3f} ms"
+    )
     return lines + replay_lines(result)
 
 
@@ -282,11 +416,15 @@ def replay_lines(result: api.SimulationResult) -> list[str]:
     for r in result.ranks:
         measured = result.measured_ns.get(r.rank)
         if measured:
-            lines.append(f"{r.rank:>6} {measured / 1e6:>14,.3f} {r.step_ns / 1e6:>15,.3f} "
-                         f"{(r.step_ns - measured) / measured:>+8.2%}")
+            lines.append(
+                f"{r.rank:>6} {measured / 1e6:>14,.3f} {r.step_ns / 1e6:>15,.3f} "
+                f"{(r.step_ns - measured) / measured:>+8.2%}"
+            )
     measured_job = max(result.measured_ns.values())
     if measured_job:
-        lines.append(f"measured step: {measured_job / 1e6:,.3f} ms (the slowest rank's ProfilerStep to the end of "
-                     f"its GPU work); simulated {result.step_ns / 1e6:,.3f} ms; error "
-                     f"{(result.step_ns - measured_job) / measured_job:+.2%}")
+        lines.append(
+            f"measured step: {measured_job / 1e6:,.3f} ms (the slowest rank's ProfilerStep to the end of "
+            f"its GPU work); simulated {result.step_ns / 1e6:,.3f} ms; error "
+            f"{(result.step_ns - measured_job) / measured_job:+.2%}"
+        )
     return lines

@@ -16,7 +16,8 @@ COMMANDS = ("visualize",)
 
 def add(commands: Any) -> None:
     parser = subcommand(
-        commands, "visualize",
+        commands,
+        "visualize",
         "draw a .et trace as a graph (replaces chakra_visualizer): .dot, .graphml, or .pdf/.svg with graphviz",
         f"  {PROG} visualize trace.0.et trace.0.graphml\n"
         f"  {PROG} visualize trace.0.et part.dot --ids 100:300\n"
@@ -25,23 +26,41 @@ def add(commands: Any) -> None:
         f"  {PROG} visualize --input_filename trace.0.et --output_filename g.graphml   (chakra_visualizer's form)\n",
     )
     parser.add_argument("input", nargs="?", metavar="IN.et", help="Chakra trace (.et, plain or gzipped)")
-    parser.add_argument("output", nargs="?", metavar="OUT",
-                        help="the graph: .dot or .graphml (streamed), .pdf or .svg (needs graphviz's dot)")
+    parser.add_argument(
+        "output",
+        nargs="?",
+        metavar="OUT",
+        help="the graph: .dot or .graphml (streamed), .pdf or .svg (needs graphviz's dot)",
+    )
     parser.add_argument("--input_filename", dest="input_option", metavar="IN.et", help=argparse.SUPPRESS)
     parser.add_argument("--output_filename", dest="output_option", metavar="OUT", help=argparse.SUPPRESS)
     cuts = parser.add_argument_group("cuts (default: the whole trace)").add_mutually_exclusive_group()
-    cuts.add_argument("--ids", metavar="FIRST:LAST", type=_id_range,
-                      help="only the nodes with FIRST <= id <= LAST, and the edges between them")
-    cuts.add_argument("--around", metavar="ID", type=_node_id,
-                      help="only node ID and the nodes within --depth dependency hops of it, either way")
-    cuts.add_argument("--collectives", action="store_true",
-                      help="only the collective, send and receive nodes and the nodes depending on them "
-                           "within --depth hops")
-    parser.add_argument("--depth", type=_depth, metavar="N",
-                        help="hops for --around (default 2) and --collectives (default 1)")
-    parser.add_argument("--laid-out", action="store_true",
-                        help="a .dot laid out by graphviz's dot (positions added), as chakra_visualizer writes "
-                             "it; needs dot (by default .dot is the graph's statements, which need nothing)")
+    cuts.add_argument(
+        "--ids",
+        metavar="FIRST:LAST",
+        type=_id_range,
+        help="only the nodes with FIRST <= id <= LAST, and the edges between them",
+    )
+    cuts.add_argument(
+        "--around",
+        metavar="ID",
+        type=_node_id,
+        help="only node ID and the nodes within --depth dependency hops of it, either way",
+    )
+    cuts.add_argument(
+        "--collectives",
+        action="store_true",
+        help="only the collective, send and receive nodes and the nodes depending on them within --depth hops",
+    )
+    parser.add_argument(
+        "--depth", type=_depth, metavar="N", help="hops for --around (default 2) and --collectives (default 1)"
+    )
+    parser.add_argument(
+        "--laid-out",
+        action="store_true",
+        help="a .dot laid out by graphviz's dot (positions added), as chakra_visualizer writes "
+        "it; needs dot (by default .dot is the graph's statements, which need nothing)",
+    )
     add_output_options(parser)
     parser.set_defaults(run=_run)
 
@@ -73,9 +92,10 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
     with ProgressBars(reporter.shows_progress) as bars:
         result = api.visualize(source, target, cut, bars.progress, laid_out=args.laid_out)
     part = "" if cut.whole else f" of {result.total_nodes:,}"
-    reporter.info(f"wrote {result.output_path}: {result.nodes:,}{part} nodes, {result.edges:,} edges "
-                  f"({result.format})")
+    reporter.info(f"wrote {result.output_path}: {result.nodes:,}{part} nodes, {result.edges:,} edges ({result.format})")
     if result.format in ("dot", "pdf", "svg") and result.nodes > 5000:
-        reporter.warning(f"{result.nodes:,} nodes are more than graphviz lays out in reasonable time or a "
-                         "person can read: cut the trace (--ids, --around, --collectives) or write .graphml")
+        reporter.warning(
+            f"{result.nodes:,} nodes are more than graphviz lays out in reasonable time or a "
+            "person can read: cut the trace (--ids, --around, --collectives) or write .graphml"
+        )
     return 0

@@ -77,8 +77,11 @@ def _rows_by_id(trace: EtTrace) -> dict[int, int]:
     rows: dict[int, int] = {}
     for row, node_id in enumerate(trace.ids):
         if rows.setdefault(node_id, row) != row:
-            raise TraceContentError(trace.path, f"node id {node_id} is used twice (records {rows[node_id] + 1} "
-                                                f"and {row + 1}): ASTRA-sim cannot run it, nothing to compact")
+            raise TraceContentError(
+                trace.path,
+                f"node id {node_id} is used twice (records {rows[node_id] + 1} "
+                f"and {row + 1}): ASTRA-sim cannot run it, nothing to compact",
+            )
     return rows
 
 
@@ -89,8 +92,11 @@ def _parent_rows(trace: EtTrace, rows: dict[int, int]) -> array[int]:
         for slot in range(trace.dep_start[row], trace.dep_start[row + 1]):
             parent = rows.get(trace.deps[slot])
             if parent is None:
-                raise TraceContentError(trace.path, f"node {trace.ids[row]} depends on {trace.deps[slot]}, which is "
-                                                    "no node of the file: ASTRA-sim would abort on it")
+                raise TraceContentError(
+                    trace.path,
+                    f"node {trace.ids[row]} depends on {trace.deps[slot]}, which is "
+                    "no node of the file: ASTRA-sim would abort on it",
+                )
             out[slot] = parent
     return out
 
@@ -122,8 +128,11 @@ def _topological_order(trace: EtTrace, parents: array[int]) -> array[int]:
             if pending[child] == 0:
                 order.append(child)
     if len(order) != size:
-        raise TraceContentError(trace.path, f"{size - len(order):,} nodes are on or behind a dependency cycle: "
-                                            "ASTRA-sim would hang on it, nothing to compact")
+        raise TraceContentError(
+            trace.path,
+            f"{size - len(order):,} nodes are on or behind a dependency cycle: "
+            "ASTRA-sim would hang on it, nothing to compact",
+        )
     return order
 
 
@@ -301,8 +310,9 @@ _FAR_ID = 1 << 64
 _MAX_LEAVES = 512
 
 
-def _merge(trace: EtTrace, parents: array[int], keep: bytearray, order: array[int], ordered: set[int],
-           rivals: _Rivals | None) -> Plan:
+def _merge(
+    trace: EtTrace, parents: array[int], keep: bytearray, order: array[int], ordered: set[int], rivals: _Rivals | None
+) -> Plan:
     """Step 2: runs of compute nodes along edges that are a node's only kept child and parent."""
     size = len(trace)
     only_parent = array("q", [-1]) * size  # the one distinct kept parent, -1 for none, -2 for several

@@ -72,9 +72,15 @@ def _compact_into(input_path: str, out: IO[bytes], output_name: str, progress: P
     decided = plan(trace)
     written, deps = _write(trace, decided, out, progress)
     return CompactResult(
-        input_path=input_path, output_path=output_name, nodes_read=len(trace), nodes_written=written,
-        dependencies_read=len(trace.deps), dependencies_written=deps, redundant_dependencies=decided.redundant,
-        merged_nodes=decided.merged, seconds=time.perf_counter() - started,
+        input_path=input_path,
+        output_path=output_name,
+        nodes_read=len(trace),
+        nodes_written=written,
+        dependencies_read=len(trace.deps),
+        dependencies_written=deps,
+        redundant_dependencies=decided.redundant,
+        merged_nodes=decided.merged,
+        seconds=time.perf_counter() - started,
     )
 
 
@@ -114,6 +120,7 @@ def compact_temporary(target: OutputTarget) -> Iterator[tuple[IO[bytes], Callabl
     file, nor half of anything); the temporary file is gone when the block ends."""
     spill = SpillFile(target.work_dir)
     try:
+
         def finish() -> CompactResult:
             spill.flush()
             proc = f"/proc/self/fd/{spill.fileno()}"
@@ -241,8 +248,9 @@ def _attr(decided: Plan, row: int, field: bytes, payload: bytes) -> bytes:
 _ZIGZAG = frozenset({ATTRIBUTE_FIELDS["sint32_val"][0], ATTRIBUTE_FIELDS["sint64_val"][0]})
 
 
-def compact_ranks(in_prefix: str, out_prefix: str, on_rank_done: Callable[[CompactResult], None] | None = None
-                  ) -> list[CompactResult]:
+def compact_ranks(
+    in_prefix: str, out_prefix: str, on_rank_done: Callable[[CompactResult], None] | None = None
+) -> list[CompactResult]:
     """Every rank ``<in_prefix>.<r>.et`` compacted into ``<out_prefix>.<r>.et``, read one at a time
     and written all or nothing (``io.OutputSet``: a failure leaves every old file as it was). A gap
     in the ranks is refused (``ranks.discover.job_rank_files``), and so are rank files of another

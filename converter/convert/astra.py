@@ -163,8 +163,9 @@ def _host_collectives(graph: TraceGraph, rank: int | None, changes: AstraChanges
         else:
             group = _nccl_group(graph, outer)
         graph.types[outer] = op.collective.node_type
-        graph.tail_overrides[outer] = (encode.duration(duration) + op.comm_tail
-                                       + _comm_attrs(graph, outer, op, rank, group, label))
+        graph.tail_overrides[outer] = (
+            encode.duration(duration) + op.comm_tail + _comm_attrs(graph, outer, op, rank, group, label)
+        )
         graph.zero_duration.update(workers)
         changes.host_collectives += 1
         changes.worker_ops_zeroed += len(workers)
@@ -174,11 +175,13 @@ def _host_collectives(graph: TraceGraph, rank: int | None, changes: AstraChanges
         changes.warnings.append(
             f"{sum(ungrouped.values())} gloo collective(s) name no process group ({ops}) but the trace "
             f"lists several ({sets}): written in the all-ranks group, which is wrong for those of the "
-            "others; capture with chakra-profile, which records each collective's group")
+            "others; capture with chakra-profile, which records each collective's group"
+        )
 
 
-def _comm_attrs(graph: TraceGraph, row: int, op: HostOp, rank: int | None, group: str,
-                label: groups.GroupLabel | None) -> bytes:
+def _comm_attrs(
+    graph: TraceGraph, row: int, op: HostOp, rank: int | None, group: str, label: groups.GroupLabel | None
+) -> bytes:
     collective = op.collective
     assert collective is not None
     attrs = encode.comm_attrs(collective.node_type, collective.comm_type, collective.comm_size, group)
@@ -245,4 +248,3 @@ def _nccl_without_kernel(graph: TraceGraph, outer: int) -> bool:
 
 def _rf_key(rf_id: Any) -> tuple[int, Any]:
     return (0, rf_id) if type(rf_id) is int else (1, str(rf_id))
-

@@ -65,10 +65,24 @@ HOST_COLLECTIVES = frozenset(_OPS)
 
 #: Bytes per element of the dtypes the execution trace observer writes inside ``Tensor(...)``.
 DTYPE_BYTES: dict[str, int] = {
-    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8, "int": 4,
-    "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
-    "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::complex<c10::Half>": 4,
-    "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "nullptr (uninitialized)": 0,
+    "float": 4,
+    "double": 8,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "long int": 8,
+    "long": 8,
+    "int": 4,
+    "short int": 2,
+    "short": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+    "c10::complex<c10::Half>": 4,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+    "nullptr (uninitialized)": 0,
 }
 
 
@@ -149,8 +163,12 @@ def _tensor_dtypes(type_name: str) -> list[str]:
 
 
 def _is_tensor(value: Any) -> bool:
-    return (isinstance(value, list) and len(value) == 6 and all(type(v) is int for v in value[:5])
-            and isinstance(value[5], str))
+    return (
+        isinstance(value, list)
+        and len(value) == 6
+        and all(type(v) is int for v in value[:5])
+        and isinstance(value[5], str)
+    )
 
 
 def _leaves(value: Any, shape: Any) -> list[tuple[list[int], list[int]]]:

@@ -117,8 +117,9 @@ def break_cycles(
 _READD_LIMIT = 20_000
 
 
-def _break_component(component: list[int], successors: Successors, is_preferred: Callable[[int, int], bool],
-                     size: int) -> list[Edge]:
+def _break_component(
+    component: list[int], successors: Successors, is_preferred: Callable[[int, int], bool], size: int
+) -> list[Edge]:
     members = set(component)
     cut: set[Edge] = set()
 

@@ -66,8 +66,7 @@ class ChunkWorkers:
     """Worker processes reading chunks sent in turn (queues: neither side waits for the other to
     take what it sends); ``close()`` must follow in every case."""
 
-    def __init__(self, path: str, jobs: int, spill_dir: str, *, keep_simulation_fields: bool,
-                 astra_sim: bool) -> None:
+    def __init__(self, path: str, jobs: int, spill_dir: str, *, keep_simulation_fields: bool, astra_sim: bool) -> None:
         context = multiprocessing.get_context("fork")
         self._workers: list[tuple[multiprocessing.process.BaseProcess, Any, Any, SpillFile]] = []
         self._handed_over: set[int] = set()  # workers whose spill file a TailSpill owns now
@@ -77,8 +76,11 @@ class ChunkWorkers:
                 for queue in (inbox, outbox):
                     queue.cancel_join_thread()  # at exit, never wait for a worker that is gone
                 spill = SpillFile(spill_dir)  # unnamed, inherited: nothing is left on disk, however it ends
-                process = context.Process(target=_work, daemon=True, args=(
-                    os.getpid(), inbox, outbox, path, spill, keep_simulation_fields, astra_sim))
+                process = context.Process(
+                    target=_work,
+                    daemon=True,
+                    args=(os.getpid(), inbox, outbox, path, spill, keep_simulation_fields, astra_sim),
+                )
                 # a message that cannot be sent (no memory to pickle it) is not a traceback from the
                 # queue's thread: the worker that cannot answer dies (its chunk is read here); a
                 # chunk that cannot reach its worker ends the worker too
@@ -150,8 +152,15 @@ def _stop_worker(process: multiprocessing.process.BaseProcess) -> Callable[[Base
     return stop
 
 
-def _work(parent: int, inbox: Any, outbox: Any, path: str, spill_file: SpillFile, keep_simulation_fields: bool,
-          astra_sim: bool) -> None:
+def _work(
+    parent: int,
+    inbox: Any,
+    outbox: Any,
+    path: str,
+    spill_file: SpillFile,
+    keep_simulation_fields: bool,
+    astra_sim: bool,
+) -> None:
     """Worker body: read each chunk received as whole nodes; send a ChunkResult, or None when
     the chunk is not made of whole nodes or one of them has an error (this process then reads
     that part itself and reports the error with node numbers)."""
@@ -161,8 +170,15 @@ def _work(parent: int, inbox: Any, outbox: Any, path: str, spill_file: SpillFile
         os._exit(1)
 
 
-def _work_loop(parent: int, inbox: Any, outbox: Any, path: str, spill_file: SpillFile, keep_simulation_fields: bool,
-               astra_sim: bool) -> None:
+def _work_loop(
+    parent: int,
+    inbox: Any,
+    outbox: Any,
+    path: str,
+    spill_file: SpillFile,
+    keep_simulation_fields: bool,
+    astra_sim: bool,
+) -> None:
     become_worker(parent)  # quiet under signals, gone with its parent
     gc.disable()  # as in the first process: millions of short-lived acyclic objects
     spill = TailSpill(spill_file)
@@ -180,8 +196,9 @@ def _work_loop(parent: int, inbox: Any, outbox: Any, path: str, spill_file: Spil
                 if reader.metadata:
                     raise TraceFormatError(path, "the chunk held more than nodes")
                 offsets = spill.export()[first - len(spill) - 1 :]
-                outcome: ChunkResult | None = ChunkResult(graph.export_rows(), offsets, reader.first_old_layout_node,
-                                                          reader.chars_read - len(_CLOSING))
+                outcome: ChunkResult | None = ChunkResult(
+                    graph.export_rows(), offsets, reader.first_old_layout_node, reader.chars_read - len(_CLOSING)
+                )
             except Exception:
                 outcome = None
             outbox.put(outcome)
@@ -215,14 +232,23 @@ class _Rest(io.RawIOBase):
 def should_feed(path: str, jobs: int) -> bool:
     """Whether to read ``path`` this way: a large gzipped file, more than one job."""
     try:
-        return jobs > 1 and is_gzip(path) and os.path.getsize(path) >= MIN_FEED_BYTES and (
-            "fork" in multiprocessing.get_all_start_methods())
+        return (
+            jobs > 1
+            and is_gzip(path)
+            and os.path.getsize(path) >= MIN_FEED_BYTES
+            and ("fork" in multiprocessing.get_all_start_methods())
+        )
     except OSError:
         return False
 
 
-def read_fed(reader: TraceReader, graph: TraceGraph, spill: TailSpill, workers: ChunkWorkers,
-             progress: Callable[[int, int], None] | None = None) -> ReadTimes:
+def read_fed(
+    reader: TraceReader,
+    graph: TraceGraph,
+    spill: TailSpill,
+    workers: ChunkWorkers,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReadTimes:
     """Read the gzipped file: its head here, its nodes by ``workers``, its end here again;
     ``progress`` is told the (compressed) bytes read now and then."""
     times = ReadTimes()

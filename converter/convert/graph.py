@@ -31,6 +31,7 @@ _GPU = nodes.OpKind.GPU
 #: ``REPLAYED``: a CPU op with its captured duration, a GPU kernel included (no cost known for it).
 ACCELERATOR_OP, DROP_DURATION, KEEP_DURATION, REPLAYED = 0, 1, 2, 3
 
+
 class SendRecv(NamedTuple):
     """A SendRecv kernel's communication attributes, known once its launcher is."""
 
@@ -208,8 +209,18 @@ class TraceGraph:
             self.durations.extend(batch.durations)
             self.streams.extend(batch.streams)
 
-    _COLUMNS = ("ids", "_parents", "_has_parent", "names", "kinds", "is_gpu", "types", "_inter_thread",
-                "durations", "streams")
+    _COLUMNS = (
+        "ids",
+        "_parents",
+        "_has_parent",
+        "names",
+        "kinds",
+        "is_gpu",
+        "types",
+        "_inter_thread",
+        "durations",
+        "streams",
+    )
     _ROW_DICTS = ("_errors", "_pg_names", "_send_recv_sizes", "host_ops", "group_info")
 
     def export_rows(self) -> dict[str, Any]:
@@ -403,8 +414,9 @@ class TraceGraph:
         GPU op that is not converted."""
         if target == ABSENT:
             return self.fail(row, f"depends on node {self._inter_thread[row]}, which is not in the trace")
-        return self.fail(row, f"depends on node {self.ids[target]}, a GPU op that is not converted "
-                              "(its parent is no CPU op)")
+        return self.fail(
+            row, f"depends on node {self.ids[target]}, a GPU op that is not converted (its parent is no CPU op)"
+        )
 
     def _drop_dangling(self) -> None:
         """Keep converted nodes that have a dependency or are one (the reference's single pass)."""

@@ -99,8 +99,10 @@ def init_groups(node: dict[str, Any]) -> list[dict[str, Any]]:
     JSON list of groups); [] if it does not read as one."""
     inputs = node.get("inputs")
     values: Any = inputs.get("values") if isinstance(inputs, dict) else inputs
-    return [{"pg_name": g.name, "ranks": list(g.ranks), "pg_size": g.size}
-            for g in (_init_groups(values) if isinstance(values, list) else ())]
+    return [
+        {"pg_name": g.name, "ranks": list(g.ranks), "pg_size": g.size}
+        for g in (_init_groups(values) if isinstance(values, list) else ())
+    ]
 
 
 def _init_groups(values: list[Any]) -> tuple[ListedGroup, ...]:

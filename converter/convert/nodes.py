@@ -37,8 +37,14 @@ _COLLECTIVE_TYPES = tuple(  # substring of the normalised kernel name -> type; f
 )
 _ALL_TO_ALL = int(CollectiveCommType.ALL_TO_ALL)
 _METADATA, _COMP, _COLL, _SEND, _RECV = (
-    int(t) for t in (NodeType.METADATA_NODE, NodeType.COMP_NODE, NodeType.COMM_COLL_NODE,
-                     NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+    int(t)
+    for t in (
+        NodeType.METADATA_NODE,
+        NodeType.COMP_NODE,
+        NodeType.COMM_COLL_NODE,
+        NodeType.COMM_SEND_NODE,
+        NodeType.COMM_RECV_NODE,
+    )
 )
 
 
@@ -98,8 +104,9 @@ def collective_comm_type(name: str) -> int:
         return comm_type
     if any(kernel in name for kernel in SEND_RECV_KERNELS):
         return _ALL_TO_ALL
-    raise ValueError(f"kernel '{name}' is not a known collective (allreduce, alltoall, allgather, "
-                     "reducescatter, broadcast)")
+    raise ValueError(
+        f"kernel '{name}' is not a known collective (allreduce, alltoall, allgather, reducescatter, broadcast)"
+    )
 
 
 def comm_size(inputs: dict[str, Any]) -> int:

@@ -68,8 +68,11 @@ def value_text(raw: msgspec.Raw | bytes) -> str | None:
     text = bytes(raw)
     if text[:1] == b"[":
         parts = text.split(b'"')
-        if not (b"".join(parts[0::2]).translate(None, _LIST_OF_INTS) or b"-0" in text
-                or b"".join(parts[1::2]).translate(None, _PLAIN_STRING)):
+        if not (
+            b"".join(parts[0::2]).translate(None, _LIST_OF_INTS)
+            or b"-0" in text
+            or b"".join(parts[1::2]).translate(None, _PLAIN_STRING)
+        ):
             return text.translate(None, _BLANK).replace(b",", b", ").replace(b'"', b"'").decode("ascii")
     try:
         return str(_ANY.decode(text))
@@ -117,8 +120,13 @@ _ENTRY = rb'\{\s*"name"\s*:\s*"%s"\s*,\s*"type"\s*:\s*"[a-z0-9]*"\s*,\s*"value"\
 #: rf_id, fw_parent and seq_id first, each ``{"name", "type", "value"}`` with an integer value (the
 #: profiler's layout); the rest of the list, which repeats, is a cache key.
 _LEADING_ATTRS = re.compile(
-    rb"\[\s*" + (_ENTRY % b"rf_id") + rb"\s*,\s*" + (_ENTRY % b"fw_parent") + rb"\s*,\s*"
-    + (_ENTRY % b"seq_id") + rb"(.*)",
+    rb"\[\s*"
+    + (_ENTRY % b"rf_id")
+    + rb"\s*,\s*"
+    + (_ENTRY % b"fw_parent")
+    + rb"\s*,\s*"
+    + (_ENTRY % b"seq_id")
+    + rb"(.*)",
     re.DOTALL,
 )
 _LAYOUTS_KEPT = 8
@@ -154,8 +162,12 @@ class AttrsLayouts:
 
     def _learn(self, found: re.Match[bytes]) -> None:
         text = bytes(found.string)
-        pieces = [text[: found.start(1)], text[found.end(1) : found.start(2)], text[found.end(2) : found.start(3)],
-                  text[found.end(3) : found.start(4)]]
+        pieces = [
+            text[: found.start(1)],
+            text[found.end(1) : found.start(2)],
+            text[found.end(2) : found.start(3)],
+            text[found.end(3) : found.start(4)],
+        ]
         literal = re.compile(_INT.join(map(re.escape, pieces)) + rb"(.*)", re.DOTALL)
         self._literal = [literal, *self._literal[: _LAYOUTS_KEPT - 1]]
 

@@ -101,16 +101,26 @@ class RangeReaders:
     either process ends, nothing is left on disk).
     """
 
-    def __init__(self, path: str, splits: list[int], spill_dir: str, *, keep_simulation_fields: bool,
-                 astra_sim: bool) -> None:
+    def __init__(
+        self, path: str, splits: list[int], spill_dir: str, *, keep_simulation_fields: bool, astra_sim: bool
+    ) -> None:
         self._progress = multiprocessing.get_context("fork").Array("q", len(splits), lock=False)  # bytes read
         self._workers: dict[int, tuple[Worker, SpillFile | None]] = {}  # None: spill handed over
         try:
             for slot, split in enumerate(splits):
                 spill = SpillFile(spill_dir)
                 try:
-                    worker = Worker(_work, path, split, splits[slot + 1 :], spill, keep_simulation_fields, astra_sim,
-                                    self._progress, slot)
+                    worker = Worker(
+                        _work,
+                        path,
+                        split,
+                        splits[slot + 1 :],
+                        spill,
+                        keep_simulation_fields,
+                        astra_sim,
+                        self._progress,
+                        slot,
+                    )
                 except BaseException:
                     spill.close()
                     raise
@@ -148,8 +158,16 @@ class RangeReaders:
         self._workers.clear()
 
 
-def _work(path: str, start: int, stops: list[int], spill_file: SpillFile, keep_simulation_fields: bool,
-          astra_sim: bool, progress: Any, slot: int) -> RangeResult:
+def _work(
+    path: str,
+    start: int,
+    stops: list[int],
+    spill_file: SpillFile,
+    keep_simulation_fields: bool,
+    astra_sim: bool,
+    progress: Any,
+    slot: int,
+) -> RangeResult:
     """Worker body: read from ``start`` to the first of ``stops`` where a node starts, or to the
     end. Any error makes the result None: the first process then reads that part itself and
     reports the error with node numbers."""
@@ -163,8 +181,15 @@ def _work(path: str, start: int, stops: list[int], spill_file: SpillFile, keep_s
 
         reader = TraceReader(path, progress=report, astra_sim=astra_sim)
         collect(reader.records_from(start, stops=stops), graph, spill)
-        return RangeResult(graph.export_rows(), spill.export(), reader.metadata, reader.keys,
-                           reader.first_old_layout_node, reader.stopped_at, reader.chars_read)
+        return RangeResult(
+            graph.export_rows(),
+            spill.export(),
+            reader.metadata,
+            reader.keys,
+            reader.first_old_layout_node,
+            reader.stopped_at,
+            reader.chars_read,
+        )
     finally:
         spill.close()
 
@@ -177,8 +202,14 @@ class ReadTimes:
     merge: float = 0.0
 
 
-def read_chain(reader: TraceReader, graph: TraceGraph, spill: TailSpill, splits: list[int],
-               readers: RangeReaders, waiting: Callable[[], None] | None = None) -> ReadTimes:
+def read_chain(
+    reader: TraceReader,
+    graph: TraceGraph,
+    spill: TailSpill,
+    splits: list[int],
+    readers: RangeReaders,
+    waiting: Callable[[], None] | None = None,
+) -> ReadTimes:
     """Read the file from its start here, then take each worker's range along the chain (or
     read it here where the worker failed)."""
     times = ReadTimes()

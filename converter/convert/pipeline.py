@@ -84,13 +84,17 @@ class ConvertOptions:
         if self.target not in TARGETS:
             raise ValueError(f"ConvertOptions.target must be one of {', '.join(TARGETS)}, got {self.target!r}")
         if self.target == "accelerator" and not self.roofline:
-            raise ValueError("ConvertOptions.target 'accelerator' needs roofline: an accelerator op without num_ops "
-                             "and tensor_size stops ASTRA-sim")
+            raise ValueError(
+                "ConvertOptions.target 'accelerator' needs roofline: an accelerator op without num_ops "
+                "and tensor_size stops ASTRA-sim"
+            )
         if self.host_time not in HOST_TIMES:
             raise ValueError(f"ConvertOptions.host_time must be one of {', '.join(HOST_TIMES)}, got {self.host_time!r}")
         if self.host_time == "captured" and self.target != "accelerator":
-            raise ValueError("ConvertOptions.host_time 'captured' needs target 'accelerator' (with the captured "
-                             "target every node keeps its duration)")
+            raise ValueError(
+                "ConvertOptions.host_time 'captured' needs target 'accelerator' (with the captured "
+                "target every node keeps its duration)"
+            )
         if self.compact and not self.astra_sim:  # compact implies astra_sim
             object.__setattr__(self, "astra_sim", True)
 
@@ -175,12 +179,18 @@ def convert_file(
         nonlocal workers
         waiting = (lambda: report(*own)) if progress is not None else None
         if fed:
-            workers = feed.ChunkWorkers(input_path, jobs, spill.directory, keep_simulation_fields=options.simulate,
-                                        astra_sim=options.astra_sim)
+            workers = feed.ChunkWorkers(
+                input_path, jobs, spill.directory, keep_simulation_fields=options.simulate, astra_sim=options.astra_sim
+            )
             chain = feed.read_fed(reader, graph, spill, workers, report if progress is not None else None)
         elif splits:
-            workers = parallel.RangeReaders(input_path, splits, spill.directory,
-                                            keep_simulation_fields=options.simulate, astra_sim=options.astra_sim)
+            workers = parallel.RangeReaders(
+                input_path,
+                splits,
+                spill.directory,
+                keep_simulation_fields=options.simulate,
+                astra_sim=options.astra_sim,
+            )
             chain = parallel.read_chain(reader, graph, spill, splits, workers, waiting)
         else:
             collect(reader.records(), graph, spill)
@@ -201,13 +211,22 @@ def convert_document(
     made; closed here) into ``target`` (see ``io.check_output``); ``source_name`` names it in
     errors. Same output as that JSON in a file."""
     reader = TraceReader(source_name, astra_sim=options.astra_sim)
-    return _run(reader, lambda graph, spill, _times: collect(reader.records_from_document(source), graph, spill),
-                target, options, None)
+    return _run(
+        reader,
+        lambda graph, spill, _times: collect(reader.records_from_document(source), graph, spill),
+        target,
+        options,
+        None,
+    )
 
 
 def _run(
-    reader: TraceReader, read: Callable[[TraceGraph, TailSpill, StageTimes], None], target: OutputTarget,
-    options: ConvertOptions, progress: Progress | None, processes: int = 1,
+    reader: TraceReader,
+    read: Callable[[TraceGraph, TailSpill, StageTimes], None],
+    target: OutputTarget,
+    options: ConvertOptions,
+    progress: Progress | None,
+    processes: int = 1,
 ) -> ConversionResult:
     """The stages after reading: graph, cycles, writing; ``read`` fills the graph and the spill
     (and says how long it spent merging what other processes read)."""
@@ -233,8 +252,9 @@ def _run(
         removed = _check_cycles(graph, options.break_cycles)
         costs = None
         if options.roofline:
-            costs = roofline_pass.apply(graph, spill, options.target == "accelerator",
-                                        keep_host_time=options.host_time == "captured")
+            costs = roofline_pass.apply(
+                graph, spill, options.target == "accelerator", keep_host_time=options.host_time == "captured"
+            )
         times.build, stage = time.perf_counter() - stage, time.perf_counter()
         jobs = options.jobs or parallel.default_jobs()
         if options.compact:  # written to an unnamed temporary file, compacted into the output
@@ -264,8 +284,11 @@ def _run(
         simulator_problems=problems,
         stages=times,
         processes=processes,
-        warnings=(_unrecognised_kernels(graph) + (changes.warnings if changes is not None else [])
-                  + (costs.warnings() if costs is not None else [])),
+        warnings=(
+            _unrecognised_kernels(graph)
+            + (changes.warnings if changes is not None else [])
+            + (costs.warnings() if costs is not None else [])
+        ),
         compaction=compaction,
         roofline=costs,
     )
@@ -279,10 +302,11 @@ def _unrecognised_kernels(graph: TraceGraph) -> list[str]:
         name = graph.names[row]
         if graph.types[row] == comp and nodes.is_nccl_kernel(name):
             found[name] = found.get(name, 0) + 1
-    return [f"NCCL kernel '{name}' ({count} node{'s' if count > 1 else ''}) names no known collective "
-            "(allreduce, alltoall, allgather, reducescatter, broadcast, sendrecv): kept as a compute node"
-            for name, count in found.items()]
-
+    return [
+        f"NCCL kernel '{name}' ({count} node{'s' if count > 1 else ''}) names no known collective "
+        "(allreduce, alltoall, allgather, reducescatter, broadcast, sendrecv): kept as a compute node"
+        for name, count in found.items()
+    ]
 
 
 def _check_cycles(graph: TraceGraph, break_them: bool) -> list[RemovedEdge]:

@@ -67,8 +67,9 @@ class TraceReader:
         ``stops`` (byte offsets) where a node starts exactly (``stopped_at`` is then that one)."""
         yield from self.records_from(0, 0, 0, stops)
 
-    def records_from(self, byte_offset: int, first_position: int = 0, char_offset: int = 0,
-                     stops: Sequence[int] = ()) -> Iterator[Row]:
+    def records_from(
+        self, byte_offset: int, first_position: int = 0, char_offset: int = 0, stops: Sequence[int] = ()
+    ) -> Iterator[Row]:
         """Records of the nodes from ``byte_offset`` (0: the file's start; else a node's first
         byte, ``char_offset`` characters into the text), then the metadata after the array, or up
         to a stop as ``records``; ``first_position`` numbers the nodes in error messages."""
@@ -106,9 +107,7 @@ class TraceReader:
         with JsonObjectStream(self.path, stream_keys={"nodes"}, batch=nodesource.decode_nodes, source=source) as stream:
             yield from self._consume(stream.items(), stream, 0)
 
-    def _consume(
-        self, items: Iterator[tuple[str, Any]], stream: JsonObjectStream | None, first: int
-    ) -> Iterator[Row]:
+    def _consume(self, items: Iterator[tuple[str, Any]], stream: JsonObjectStream | None, first: int) -> Iterator[Row]:
         for key, value in items:
             self.keys.add(key)
             if key == "nodes":
@@ -119,9 +118,7 @@ class TraceReader:
                 if key == "schema":
                     self._check_schema(value)
 
-    def _node_records(
-        self, elements: Iterator[Any], stream: JsonObjectStream | None, first: int
-    ) -> Iterator[Row]:
+    def _node_records(self, elements: Iterator[Any], stream: JsonObjectStream | None, first: int) -> Iterator[Row]:
         progress = self._progress if stream is not None else None
         position = report_at = first
         for element in elements:
@@ -159,8 +156,9 @@ class TraceReader:
         if schema not in ACCEPTED_SCHEMAS:
             raise UnsupportedSchemaError(self.path, unsupported_schema_message(schema))
 
-    def merge_range(self, metadata: dict[str, Any], keys: set[str], first_old_layout_node: int | None,
-                    offset: int) -> None:
+    def merge_range(
+        self, metadata: dict[str, Any], keys: set[str], first_old_layout_node: int | None, offset: int
+    ) -> None:
         """Take what another reader found after a split point: the top-level keys and metadata
         after the nodes, and where (counted from the split, which is node ``offset``) its first
         1.0.1-layout node was."""
@@ -297,9 +295,22 @@ _NOT_PLAIN = _Shape("", 0, 0, False, False, b"")  # memo entry of what takes the
 def _batch(rows: list[tuple[Any, ...]]) -> RowBatch:
     """The batch of rows made by ``FastRecords.row``."""
     ids, parents, has_parent, names, kinds, is_gpu, types, itds, durations, streams, tails, pg_names = zip(
-        *rows, strict=True)
-    return RowBatch(ids, parents, has_parent, names, kinds, is_gpu, types, itds, durations, streams, tails,
-                    {i: value for i, value in enumerate(pg_names) if value != ""})
+        *rows, strict=True
+    )
+    return RowBatch(
+        ids,
+        parents,
+        has_parent,
+        names,
+        kinds,
+        is_gpu,
+        types,
+        itds,
+        durations,
+        streams,
+        tails,
+        {i: value for i, value in enumerate(pg_names) if value != ""},
+    )
 
 
 class FastRecords:
@@ -311,8 +322,10 @@ class FastRecords:
     def __init__(self) -> None:
         # inputs/outputs repeat nearby (a kernel's are its launcher's): 1,024 entries hit 55% on
         # GPT-2 traces, 8,192 hit 57% and hold 3 MB more
-        self._io: dict[bytes, BoundedCache[bytes]] = {encode.TAG_INPUTS: BoundedCache(1 << 10),
-                                                      encode.TAG_OUTPUTS: BoundedCache(1 << 10)}
+        self._io: dict[bytes, BoundedCache[bytes]] = {
+            encode.TAG_INPUTS: BoundedCache(1 << 10),
+            encode.TAG_OUTPUTS: BoundedCache(1 << 10),
+        }
         self._shapes_and_types: BoundedCache[bytes] = BoundedCache()  # b"": not plain
         self._rests: BoundedCache[_Rest | None] = BoundedCache(1 << 12)  # None: not plain
         self._shapes: BoundedCache[_Shape] = BoundedCache(1 << 14)
@@ -349,14 +362,35 @@ class FastRecords:
             outputs = self._io_field(encode.TAG_OUTPUTS, node.outputs, "outputs")
             if inputs is None or outputs is None:
                 return None
-            tail = b"".join((encode.TAG_DURATION + varint(duration) if duration else b"", inputs, outputs,
-                             _RF_ID(rf_id), _FW_PARENT(fw_parent), _SEQ_ID(seq_id), shape.attrs_after_seq_id))
+            tail = b"".join(
+                (
+                    encode.TAG_DURATION + varint(duration) if duration else b"",
+                    inputs,
+                    outputs,
+                    _RF_ID(rf_id),
+                    _FW_PARENT(fw_parent),
+                    _SEQ_ID(seq_id),
+                    shape.attrs_after_seq_id,
+                )
+            )
         except ValueError:
             return None
         parent = node.ctrl_deps
         has_parent = type(parent) is int and 0 <= parent < _U64
-        return (node_id, parent if has_parent else 0, has_parent, shape.name, shape.kind, shape.is_gpu,
-                shape.node_type, itd or 0, duration, stream, tail, node.pg_name)
+        return (
+            node_id,
+            parent if has_parent else 0,
+            has_parent,
+            shape.name,
+            shape.kind,
+            shape.is_gpu,
+            shape.node_type,
+            itd or 0,
+            duration,
+            stream,
+            tail,
+            node.pg_name,
+        )
 
     def _shape(self, name: str, cat: str | None, stream: int | None, rest_text: bytes) -> _Shape:
         if rest_text in self._rests:
@@ -365,12 +399,18 @@ class FastRecords:
             rest = self._rests.remember(rest_text, self._rest(rest_text))
         kind = nodes.op_kind(name, cat)
         node_type = nodes.chakra_type(name, cat, kind)
-        if (rest is None or node_type is None or node_type not in (_COMP, _METADATA) or is_host_op(name)
-                or groups.names_groups(name)):
+        if (
+            rest is None
+            or node_type is None
+            or node_type not in (_COMP, _METADATA)
+            or is_host_op(name)
+            or groups.names_groups(name)
+        ):
             return _NOT_PLAIN
         try:
-            block = encode.attrs_after_seq_id(rest.scope, rest.tid, rest.fw_tid, rest.op_schema, cat is not None,
-                                              stream)
+            block = encode.attrs_after_seq_id(
+                rest.scope, rest.tid, rest.fw_tid, rest.op_schema, cat is not None, stream
+            )
         except ValueError:
             return _NOT_PLAIN
         return _Shape(name, kind, node_type, "Optimizer.step" in name, cat is not None, block)

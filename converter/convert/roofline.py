@@ -94,11 +94,16 @@ class RooflineSummary:
     def warnings(self) -> list[str]:
         if not self.unreadable:
             return []
-        fate = ("with --target accelerator they stay CPU ops, replayed for their captured durations, as "
-                "ASTRA-sim's roofline cannot time them" if self.accelerator else
-                "ASTRA-sim's roofline refuses such a node unless it is a CPU op")
-        return [f"--roofline: {self.unreadable:,} compute node(s) have shapes or dtypes that cannot be read and "
-                f"get no num_ops/tensor_size ({fate}): " + "; ".join(self.examples)]
+        fate = (
+            "with --target accelerator they stay CPU ops, replayed for their captured durations, as "
+            "ASTRA-sim's roofline cannot time them"
+            if self.accelerator
+            else "ASTRA-sim's roofline refuses such a node unless it is a CPU op"
+        )
+        return [
+            f"--roofline: {self.unreadable:,} compute node(s) have shapes or dtypes that cannot be read and "
+            f"get no num_ops/tensor_size ({fate}): " + "; ".join(self.examples)
+        ]
 
 
 def apply(graph: TraceGraph, spill: TailSpill, accelerator: bool, keep_host_time: bool = False) -> RooflineSummary:
@@ -217,8 +222,13 @@ def _read_costs(graph: TraceGraph, spill: TailSpill, rows: list[int], summary: R
 def _cost(name: str, in_shapes: bytes, in_types: bytes, out_shapes: bytes, out_types: bytes) -> Cost | str:
     try:
         texts = [part.decode("utf-8") for part in (in_shapes, in_types, out_shapes, out_types)]
-        return op_cost(name, parse_list(texts[0], "input shapes"), parse_list(texts[1], "input types"),
-                       parse_list(texts[2], "output shapes"), parse_list(texts[3], "output types"))
+        return op_cost(
+            name,
+            parse_list(texts[0], "input shapes"),
+            parse_list(texts[1], "input types"),
+            parse_list(texts[2], "output shapes"),
+            parse_list(texts[3], "output types"),
+        )
     except UnicodeDecodeError:
         return "shapes or types are not UTF-8"
     except BadShapes as exc:
@@ -266,8 +276,11 @@ def _exclusive(graph: TraceGraph, rows: list[int], costs: _Costs) -> _Own:
     is_gpu, parent_row, index, table = graph.is_gpu, graph.parent_row, costs.index, costs.table
     cpu_rows = [row for row in rows if not is_gpu[row]]
     depth = _depths(graph, cpu_rows)
-    children, child_flops, child_bytes = array("l", bytes(8 * size)), array("q", bytes(8 * size)), \
-        array("q", bytes(8 * size))
+    children, child_flops, child_bytes = (
+        array("l", bytes(8 * size)),
+        array("q", bytes(8 * size)),
+        array("q", bytes(8 * size)),
+    )
     out = _Own(size)
     for row in sorted(cpu_rows, key=depth.__getitem__, reverse=True):
         below_flops, below_bytes = child_flops[row], child_bytes[row]
@@ -310,8 +323,13 @@ def _depths(graph: TraceGraph, rows: list[int]) -> array[int]:
     return depth
 
 
-def _share(kernels: list[int], cost: Cost, durations: array[int], put: Callable[[int, str, int, int], None],
-           summary: RooflineSummary) -> None:
+def _share(
+    kernels: list[int],
+    cost: Cost,
+    durations: array[int],
+    put: Callable[[int, str, int, int], None],
+    summary: RooflineSummary,
+) -> None:
     """The launcher's cost split between its kernels by their durations (evenly if all are 0)."""
     weights = [durations[k] for k in kernels]
     total = sum(weights)

@@ -163,8 +163,9 @@ def write_metadata(out: IO[bytes], path: str, metadata: dict[str, Any]) -> None:
         raise TraceContentError(path, f"top-level metadata cannot be encoded: {exc}") from None
 
 
-def write_nodes(out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: Progress | None,
-                jobs: int = 1) -> tuple[int, int, int]:
+def write_nodes(
+    out: IO[bytes], graph: TraceGraph, spill: TailSpill, progress: Progress | None, jobs: int = 1
+) -> tuple[int, int, int]:
     """Write every kept node in id order; returns (nodes, comm nodes, data deps). With ``jobs``
     over 1 and many nodes, workers forked now (they share the graph and the spill) encode the
     later slices of the id order into files next to the output, copied in after this process's
@@ -216,8 +217,9 @@ class _Writable(Protocol):
     def write(self, data: bytes, /) -> int: ...
 
 
-def _write_rows(out: _Writable, graph: TraceGraph, spill: TailSpill, rows: Sequence[int], progress: Progress | None
-                ) -> tuple[int, int, int]:
+def _write_rows(
+    out: _Writable, graph: TraceGraph, spill: TailSpill, rows: Sequence[int], progress: Progress | None
+) -> tuple[int, int, int]:
     """The records of ``rows`` (in this order); returns (nodes, comm nodes, data deps)."""
     ids, names, types, deps = graph.ids, graph.names, graph.types, graph.deps
     send_recv, dep_count, ctrl_dep = graph.send_recv, graph.deps.count, graph.ctrl_dep

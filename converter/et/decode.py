@@ -73,8 +73,9 @@ class EtTrace:
 CPU_OP_FALSE, CPU_OP_TRUE, CPU_OP_ABSENT = 0, 1, 2
 
 
-def read_et(path: str | os.PathLike[str], int_attrs: tuple[str, ...] = (), *,
-            records: list[bytes] | None = None) -> EtTrace:
+def read_et(
+    path: str | os.PathLike[str], int_attrs: tuple[str, ...] = (), *, records: list[bytes] | None = None
+) -> EtTrace:
     """Decode every record of ``path``; raises ``TraceFormatError`` for anything that is not one.
     The integer attributes named in ``int_attrs`` are kept too (``EtTrace.int_attrs``).
     With ``records``, each record's message (GlobalMetadata first, then row r's node at r + 1) is
@@ -433,5 +434,3 @@ def count_nodes(path: str | os.PathLike[str]) -> int:
             return max(0, sum(1 for _ in _records(fh, name)) - 1)
     except OSError as exc:
         raise TraceFormatError(name, f"cannot read: {exc.strerror or exc}") from None
-
-

@@ -54,8 +54,9 @@ def name_and_type(name: str, node_type: int) -> bytes:
     return name_field(name, "name") + _TYPE_FIELDS[node_type]
 
 
-def delimited_node(node_id: int, name_and_type_fields: bytes, ctrl_dep: int, data_deps: Sequence[int],
-                   rest: bytes) -> bytes:
+def delimited_node(
+    node_id: int, name_and_type_fields: bytes, ctrl_dep: int, data_deps: Sequence[int], rest: bytes
+) -> bytes:
     """A whole length-delimited ``Node`` record: ``head`` (with at most one ctrl_dep, none if
     ``ctrl_dep`` < 0) and the ``rest`` of the node (tail and communication attrs)."""
     message = (TAG_ID + varint(node_id) if node_id else b"") + name_and_type_fields
@@ -157,8 +158,16 @@ def tail(fields: dict[str, Any], name: str, is_gpu: bool, duration_value: int) -
     """duration, inputs, outputs and the attrs every node gets (not the comm ones)."""
     try:
         rf_id = fields["rf_id"]
-        rest_key = (fields["fw_parent"], fields["seq_id"], fields["scope"], fields["tid"], fields["fw_tid"],
-                    fields["op_schema"], is_gpu, fields["stream"])
+        rest_key = (
+            fields["fw_parent"],
+            fields["seq_id"],
+            fields["scope"],
+            fields["tid"],
+            fields["fw_tid"],
+            fields["op_schema"],
+            is_gpu,
+            fields["stream"],
+        )
     except KeyError as exc:
         raise ValueError(f"lacks the attribute {exc} (expected in 'attrs')") from None
     if _cacheable(rest_key):
@@ -183,8 +192,13 @@ def _cacheable(key: tuple[Any, ...]) -> bool:
     takes the int and refuses the bool and the float."""
     fw_parent, seq_id, scope, tid, fw_tid, op_schema, _, stream = key
     return (
-        type(fw_parent) is int and type(seq_id) is int and type(scope) is int and type(tid) is int
-        and type(fw_tid) is int and type(op_schema) is str and (stream is None or type(stream) is int)
+        type(fw_parent) is int
+        and type(seq_id) is int
+        and type(scope) is int
+        and type(tid) is int
+        and type(fw_tid) is int
+        and type(op_schema) is str
+        and (stream is None or type(stream) is int)
     )
 
 
@@ -240,8 +254,13 @@ def p2p_attrs(src: int | None, dst: int | None, tag: int | None) -> bytes:
 
 
 # -- records --------------------------------------------------------------------------------------
-_METADATA_ATTRS = (("schema", wire.string_attr), ("pid", wire.uint64_attr), ("time", wire.string_attr),
-                   ("start_ts", wire.uint64_attr), ("finish_ts", wire.uint64_attr))
+_METADATA_ATTRS = (
+    ("schema", wire.string_attr),
+    ("pid", wire.uint64_attr),
+    ("time", wire.string_attr),
+    ("start_ts", wire.uint64_attr),
+    ("finish_ts", wire.uint64_attr),
+)
 
 
 #: The job's rank count, after the reference's attributes where it is known (``--astra-sim``).
@@ -264,7 +283,6 @@ def node_record(head_bytes: bytes, tail_bytes: bytes, comm_bytes: bytes = b"") -
     return wire.delimited_message(head_bytes + tail_bytes + comm_bytes)
 
 
-
 # -- roofline attributes (ASTRA-sim's compute model) and the accelerator target -------------------
 _NUM_OPS = wire.attr_name("num_ops")
 _TENSOR_SIZE = wire.attr_name("tensor_size")
@@ -278,8 +296,10 @@ def roofline_attrs(num_ops: int, tensor_size: int) -> bytes:
     key = (num_ops, tensor_size)
     found = _ROOFLINE_CACHE.get(key)
     if found is None:
-        found = _ROOFLINE_CACHE.remember(key, wire.int64_attr(_NUM_OPS, num_ops, "num_ops")
-                                         + wire.uint64_attr(_TENSOR_SIZE, tensor_size, "tensor_size"))
+        found = _ROOFLINE_CACHE.remember(
+            key,
+            wire.int64_attr(_NUM_OPS, num_ops, "num_ops") + wire.uint64_attr(_TENSOR_SIZE, tensor_size, "tensor_size"),
+        )
     return found
 
 
@@ -289,7 +309,7 @@ def as_accelerator_op(rest: bytes) -> bytes:
     at = rest.rfind(_IS_CPU)
     if at < 0:
         return rest
-    return rest[:at] + _IS_GPU + rest[at + len(_IS_CPU):]
+    return rest[:at] + _IS_GPU + rest[at + len(_IS_CPU) :]
 
 
 def as_cpu_op(rest: bytes) -> bytes:
@@ -297,4 +317,4 @@ def as_cpu_op(rest: bytes) -> bytes:
     at = rest.rfind(_IS_GPU)
     if at < 0:
         return rest
-    return rest[:at] + _IS_CPU + rest[at + len(_IS_GPU):]
+    return rest[:at] + _IS_CPU + rest[at + len(_IS_GPU) :]

@@ -55,17 +55,36 @@ _U32: Any = lambda v: v & _M32  # noqa: E731
 _U64: Any = lambda v: v & _M64  # noqa: E731
 #: AttributeProto value kinds: the converter of one raw element (an int, or bytes for LEN and fixed fields).
 _CONVERTERS: dict[str, Any] = {
-    "double": float, "float": float, "int32": _int32, "int64": _int64, "uint32": _U32, "uint64": _U64,
-    "sint32": lambda v: _int32(_zigzag(v & _M32)), "sint64": lambda v: _zigzag(v & _M64),
-    "fixed32": int, "fixed64": int, "sfixed32": int, "sfixed64": int, "bool": bool, "string": str, "bytes": bytes,
+    "double": float,
+    "float": float,
+    "int32": _int32,
+    "int64": _int64,
+    "uint32": _U32,
+    "uint64": _U64,
+    "sint32": lambda v: _int32(_zigzag(v & _M32)),
+    "sint64": lambda v: _zigzag(v & _M64),
+    "fixed32": int,
+    "fixed64": int,
+    "sfixed32": int,
+    "sfixed64": int,
+    "bool": bool,
+    "string": str,
+    "bytes": bytes,
 }
 _SCALARS: dict[str, tuple[int, Any]] = {k: (w, _CONVERTERS[k]) for k, w in ATTRIBUTE_VALUE_KINDS.items()}
 _VALUE_FIELDS: dict[int, tuple[str, str, bool]] = {
     number: (name, name.rsplit("_", 1)[0], name.endswith("_list"))
-    for name, (number, _) in ATTRIBUTE_FIELDS.items() if number >= 3
+    for name, (number, _) in ATTRIBUTE_FIELDS.items()
+    if number >= 3
 }
-_FIXED_FORMATS = {("fixed32", 4): "<I", ("sfixed32", 4): "<i", ("fixed64", 8): "<Q", ("sfixed64", 8): "<q",
-                  ("float", 4): "<f", ("double", 8): "<d"}
+_FIXED_FORMATS = {
+    ("fixed32", 4): "<I",
+    ("sfixed32", 4): "<i",
+    ("fixed64", 8): "<Q",
+    ("sfixed64", 8): "<q",
+    ("float", 4): "<f",
+    ("double", 8): "<d",
+}
 
 
 @dataclass(slots=True)
@@ -112,16 +131,18 @@ def _skip_or_value(data: bytes, pos: int, wire: int, number: int) -> tuple[Any, 
         length, pos = _varint(data, pos)
         if pos + length > len(data):
             raise _Malformed(f"field {number} runs past the end of its message")
-        return data[pos:pos + length], pos + length
+        return data[pos : pos + length], pos + length
     if wire == _WIRE_START_GROUP:
         return None, _skip_group(data, pos, number)
     size = 8 if wire == WIRE_FIXED64 else 4 if wire == WIRE_FIXED32 else 0
     if not size:
-        raise _Malformed(f"field {number} has wire type {wire}" + (" (an end of group with no start)"
-                                                                  if wire == _WIRE_END_GROUP else ""))
+        raise _Malformed(
+            f"field {number} has wire type {wire}"
+            + (" (an end of group with no start)" if wire == _WIRE_END_GROUP else "")
+        )
     if pos + size > len(data):
         raise _Malformed(f"field {number} runs past the end of its message")
-    return data[pos:pos + size], pos + size
+    return data[pos : pos + size], pos + size
 
 
 _WIRE_START_GROUP, _WIRE_END_GROUP = 3, 4

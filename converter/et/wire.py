@@ -199,13 +199,12 @@ def attribute_message(name: str, kind: str | None = None, value: Any = None, doc
     field_key = key(ATTRIBUTE_FIELDS[kind])
     if shape == "val":
         encoded = _element(base, value)
-        return out + field_key + (varint(len(encoded)) + encoded if ATTRIBUTE_VALUE_KINDS[base] == WIRE_LEN
-                                  else encoded)
+        return (
+            out + field_key + (varint(len(encoded)) + encoded if ATTRIBUTE_VALUE_KINDS[base] == WIRE_LEN else encoded)
+        )
     if ATTRIBUTE_VALUE_KINDS[base] == WIRE_LEN:  # strings and bytes: one field 1 per value
         body = b"".join(length_delimited(_TAG_LIST_VALUES, _element(base, v)) for v in value)
     else:
         packed = b"".join(_element(base, v) for v in value)
         body = length_delimited(_TAG_LIST_VALUES, packed) if packed else b""
     return out + length_delimited(field_key, body)
-
-

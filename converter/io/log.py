@@ -35,5 +35,9 @@ def open_log(path: str) -> IO[str]:
             raise OutputError(path, "the log file is a FIFO that no process is reading") from None
         raise OutputError(path, f"cannot open the log file: {_reason(exc)}") from None
     os.set_blocking(fd, True)
-    return io.TextIOWrapper(io.BufferedWriter(_Sink(fd, path, what="the log file")), encoding="utf-8",
-                            errors="backslashreplace", line_buffering=True)
+    return io.TextIOWrapper(
+        io.BufferedWriter(_Sink(fd, path, what="the log file")),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+    )

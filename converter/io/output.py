@@ -63,8 +63,9 @@ def _open_side_input(path: str, option: str) -> int:
         raise TraceFormatError(exc.path, f"{option}: {problem}") from None
 
 
-def check_side_output(path: str | os.PathLike[str], option: str, *inputs: str | os.PathLike[str],
-                      regular: bool = False) -> OutputTarget:
+def check_side_output(
+    path: str | os.PathLike[str], option: str, *inputs: str | os.PathLike[str], regular: bool = False
+) -> OutputTarget:
     """``check_output`` for a file named by ``option`` (its messages name the option); with
     ``regular``, a device or FIFO is refused too (the file is read back after it is written)."""
     try:
@@ -72,8 +73,11 @@ def check_side_output(path: str | os.PathLike[str], option: str, *inputs: str | 
     except OutputError as exc:
         raise OutputError(exc.path, f"{option}: {exc.problem}") from None
     if regular and target.write_through:
-        raise OutputError(target.path, f"{option}: a {_kind(os.stat(target.path).st_mode)} cannot hold it "
-                          "(it is read back after it is written); name a regular file")
+        raise OutputError(
+            target.path,
+            f"{option}: a {_kind(os.stat(target.path).st_mode)} cannot hold it "
+            "(it is read back after it is written); name a regular file",
+        )
     return target
 
 
@@ -122,8 +126,9 @@ def check_output(path: str | os.PathLike[str], *inputs: str | os.PathLike[str]) 
     try:
         final = os.path.realpath(path)
     except OSError as exc:  # a relative path, and the working directory was removed
-        raise OutputError(path, f"cannot resolve the path ({_reason(exc)}: the working directory was "
-                          "removed?); give an absolute path") from None
+        raise OutputError(
+            path, f"cannot resolve the path ({_reason(exc)}: the working directory was removed?); give an absolute path"
+        ) from None
     directory = os.path.dirname(final)
     _check_directory(path, directory, "output directory")
     _probe(path, directory)
@@ -154,8 +159,9 @@ def _refuse_inputs(path: str, found: os.stat_result, inputs: tuple[str | os.Path
         with suppress(OSError, ValueError):
             other = os.stat(source)
             if (other.st_dev, other.st_ino) == (found.st_dev, found.st_ino):
-                raise OutputError(path, f"the output would overwrite the input {os.fspath(source)}; "
-                                  "choose another path")
+                raise OutputError(
+                    path, f"the output would overwrite the input {os.fspath(source)}; choose another path"
+                )
 
 
 def _user_may_write(path: str, mode: int) -> bool:
@@ -336,8 +342,9 @@ def _publish(fd: int, temp: str, target: OutputTarget) -> None:
     try:
         existing = _stat(target.final, target.path)
         if existing is not None and not stat.S_ISREG(existing.st_mode):
-            raise OutputError(target.path, f"became a {_kind(existing.st_mode)} while the command ran; "
-                              "not replaced (nothing written)")
+            raise OutputError(
+                target.path, f"became a {_kind(existing.st_mode)} while the command ran; not replaced (nothing written)"
+            )
         _keep_attributes(fd, existing)
         if not temp:
             named = temp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")

@@ -111,12 +111,16 @@ class OutputSet:
                 raise OutputError(target.path, "was never written (internal error); nothing written")
             existing = _stat(target.final, target.path)
             if existing is not None and not stat.S_ISREG(existing.st_mode):
-                raise OutputError(target.path, f"became a {_kind(existing.st_mode)} while the command ran; "
-                                  "not replaced (nothing written)")
+                raise OutputError(
+                    target.path,
+                    f"became a {_kind(existing.st_mode)} while the command ran; not replaced (nothing written)",
+                )
             moves.append((target, self._ready(target, existing), existing is not None))
         try:  # old files go aside here, each under its own name (every staged file is named by now)
-            backups = {staging: tempfile.mkdtemp(dir=staging, prefix=".old-") for staging in
-                       {os.path.dirname(staged) for _, staged, existed in moves if existed}}
+            backups = {
+                staging: tempfile.mkdtemp(dir=staging, prefix=".old-")
+                for staging in {os.path.dirname(staged) for _, staged, existed in moves if existed}
+            }
         except OSError as exc:
             raise OutputError(moves[0][0].path, f"cannot write: {_reason(exc)}; nothing written") from None
         replaced: list[tuple[OutputTarget, str, str | None]] = []  # (target, staged file, its old file)
@@ -133,8 +137,9 @@ class OutputSet:
                                 os.replace(target.final, old)
                         replaced.append((target, staged, old))
                         os.replace(staged, target.final)
-                    record_commit(self.shown or (chosen[0].path if len(chosen) == 1 else
-                                                 os.path.dirname(chosen[0].path) or "."))
+                    record_commit(
+                        self.shown or (chosen[0].path if len(chosen) == 1 else os.path.dirname(chosen[0].path) or ".")
+                    )
                 except BaseException:
                     _roll_back(replaced)
                     raise

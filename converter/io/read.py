@@ -143,8 +143,13 @@ def _open_regular_file(path: str) -> int:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISFIFO, "FIFO"),
-                       (stat.S_ISCHR, "character device"), (stat.S_ISDIR, "directory")):
+    for test, name in (
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISDIR, "directory"),
+    ):
         if test(mode):
             return name
     return "special file"

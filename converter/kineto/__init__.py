@@ -18,8 +18,16 @@ from .events import KinetoEvents, read_events
 from .graph import DEPENDENCY_KINDS, KinetoGraph, build
 from .write import write
 
-__all__ = ["DEPENDENCY_KINDS", "KinetoConversion", "KinetoEvents", "KinetoGraph", "build", "convert_kineto",
-           "read_events", "trace_rank"]
+__all__ = [
+    "DEPENDENCY_KINDS",
+    "KinetoConversion",
+    "KinetoEvents",
+    "KinetoGraph",
+    "build",
+    "convert_kineto",
+    "read_events",
+    "trace_rank",
+]
 
 
 @dataclass
@@ -48,9 +56,14 @@ def trace_rank(events: KinetoEvents) -> int | None:
     return rank if type(rank) is int and rank >= 0 else None
 
 
-def convert_kineto(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
-                   step: int | None = None, rank: int | None = None,
-                   drop: frozenset[str] = frozenset()) -> KinetoConversion:
+def convert_kineto(
+    input_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str],
+    *,
+    step: int | None = None,
+    rank: int | None = None,
+    drop: frozenset[str] = frozenset(),
+) -> KinetoConversion:
     """Convert one ProfilerStep (``step``, else the last complete one) of a Kineto trace into an
     ASTRA-sim-ready ``.et``. ``rank`` overrides ``distributedInfo``'s. Nothing is written on error."""
     started = time.perf_counter()
@@ -62,9 +75,21 @@ def convert_kineto(input_path: str | os.PathLike[str], output_path: str | os.Pat
     graph = build(events, step, own_rank, drop)
     pid = graph_pid(events)
     write(graph, target, own_rank, pid)
-    return KinetoConversion(source, os.fspath(output_path), own_rank, graph.step, len(graph.nodes), graph.gpu_ops,
-                            graph.comm_nodes, events.events, graph.measured_us, graph.cpu_span_us,
-                            events.device_name, time.perf_counter() - started, graph.warnings)
+    return KinetoConversion(
+        source,
+        os.fspath(output_path),
+        own_rank,
+        graph.step,
+        len(graph.nodes),
+        graph.gpu_ops,
+        graph.comm_nodes,
+        events.events,
+        graph.measured_us,
+        graph.cpu_span_us,
+        events.device_name,
+        time.perf_counter() - started,
+        graph.warnings,
+    )
 
 
 def graph_pid(events: KinetoEvents) -> int:

@@ -22,25 +22,66 @@ from ..schema.chakra import CollectiveCommType
 _C = CollectiveCommType
 #: Normalised collective names (lower case, no ``_``/``-``) -> type; "send"/"recv" are point-to-point.
 _NAMES: dict[str, CollectiveCommType | str] = {
-    "allreduce": _C.ALL_REDUCE, "allreducecoalesced": _C.ALL_REDUCE,
-    "allgather": _C.ALL_GATHER, "allgatherbase": _C.ALL_GATHER, "allgatherintotensor": _C.ALL_GATHER,
-    "allgatherintotensorcoalesced": _C.ALL_GATHER, "allgathercoalesced": _C.ALL_GATHER,
-    "reducescatter": _C.REDUCE_SCATTER, "reducescatterbase": _C.REDUCE_SCATTER,
-    "reducescattertensor": _C.REDUCE_SCATTER, "reducescattertensorcoalesced": _C.REDUCE_SCATTER,
-    "alltoall": _C.ALL_TO_ALL, "alltoallbase": _C.ALL_TO_ALL, "alltoallv": _C.ALL_TO_ALL,
-    "broadcast": _C.BROADCAST, "reduce": _C.REDUCE, "gather": _C.GATHER, "scatter": _C.SCATTER,
-    "barrier": _C.BARRIER, "send": "send", "recv": "recv",
+    "allreduce": _C.ALL_REDUCE,
+    "allreducecoalesced": _C.ALL_REDUCE,
+    "allgather": _C.ALL_GATHER,
+    "allgatherbase": _C.ALL_GATHER,
+    "allgatherintotensor": _C.ALL_GATHER,
+    "allgatherintotensorcoalesced": _C.ALL_GATHER,
+    "allgathercoalesced": _C.ALL_GATHER,
+    "reducescatter": _C.REDUCE_SCATTER,
+    "reducescatterbase": _C.REDUCE_SCATTER,
+    "reducescattertensor": _C.REDUCE_SCATTER,
+    "reducescattertensorcoalesced": _C.REDUCE_SCATTER,
+    "alltoall": _C.ALL_TO_ALL,
+    "alltoallbase": _C.ALL_TO_ALL,
+    "alltoallv": _C.ALL_TO_ALL,
+    "broadcast": _C.BROADCAST,
+    "reduce": _C.REDUCE,
+    "gather": _C.GATHER,
+    "scatter": _C.SCATTER,
+    "barrier": _C.BARRIER,
+    "send": "send",
+    "recv": "recv",
 }
 _KERNEL = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
 _KERNEL_TYPES: dict[str, CollectiveCommType | str] = {
-    "allreduce": _C.ALL_REDUCE, "allgather": _C.ALL_GATHER, "reducescatter": _C.REDUCE_SCATTER,
-    "broadcast": _C.BROADCAST, "reduce": _C.REDUCE, "alltoall": _C.ALL_TO_ALL, "sendrecv": "sendrecv",
+    "allreduce": _C.ALL_REDUCE,
+    "allgather": _C.ALL_GATHER,
+    "reducescatter": _C.REDUCE_SCATTER,
+    "broadcast": _C.BROADCAST,
+    "reduce": _C.REDUCE,
+    "alltoall": _C.ALL_TO_ALL,
+    "sendrecv": "sendrecv",
 }
 _DTYPE_BYTES = {
-    "float": 4, "float32": 4, "float64": 8, "double": 8, "float16": 2, "half": 2, "bfloat16": 2,
-    "c10::half": 2, "c10::bfloat16": 2, "int": 4, "int32": 4, "int64": 8, "long": 8, "long int": 8,
-    "int16": 2, "short": 2, "int8": 1, "uint8": 1, "char": 1, "unsigned char": 1, "signed char": 1,
-    "bool": 1, "byte": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "complexfloat": 8, "complexdouble": 16,
+    "float": 4,
+    "float32": 4,
+    "float64": 8,
+    "double": 8,
+    "float16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "c10::half": 2,
+    "c10::bfloat16": 2,
+    "int": 4,
+    "int32": 4,
+    "int64": 8,
+    "long": 8,
+    "long int": 8,
+    "int16": 2,
+    "short": 2,
+    "int8": 1,
+    "uint8": 1,
+    "char": 1,
+    "unsigned char": 1,
+    "signed char": 1,
+    "bool": 1,
+    "byte": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "complexfloat": 8,
+    "complexdouble": 16,
 }
 
 
@@ -67,7 +108,7 @@ def _norm(name: Any) -> str:
 def _from_op_name(name: str) -> CollectiveCommType | str | None:
     for prefix in ("nccl:", "c10d::", "gloo:"):
         if name.startswith(prefix):
-            return _NAMES.get(_norm(name[len(prefix):]))
+            return _NAMES.get(_norm(name[len(prefix) :]))
     return None
 
 

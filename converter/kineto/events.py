@@ -127,8 +127,9 @@ def read_events(path: str | os.PathLike[str]) -> KinetoEvents:
                 name = value[0].get("name")
                 trace.device_name = name if isinstance(name, str) else None
             elif key in ("nodes", "schema") and not seen:
-                raise TraceFormatError(trace.path, "a Chakra host or merged trace, not a Kineto trace "
-                                                   "(convert it without --kineto)")
+                raise TraceFormatError(
+                    trace.path, "a Chakra host or merged trace, not a Kineto trace (convert it without --kineto)"
+                )
     if not seen:
         raise TraceFormatError(trace.path, "no 'traceEvents' array: not a Kineto trace")
     for events in (trace.host, trace.gpu, trace.steps):

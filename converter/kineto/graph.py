@@ -39,13 +39,29 @@ from . import comm
 from .events import HOST, RUNTIME, STEP, STEP_PREFIX, Event, KinetoEvents
 
 #: Runtime calls that return only when GPU work is done.
-SYNC_CALLS = frozenset({
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
-    "cudaMemcpy2D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol", "cudaMemset", "cuCtxSynchronize",
-    "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2",
-    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
-    "hipMemcpyWithStream", "hipMemset",
-})
+SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "cudaMemcpyFromSymbol",
+        "cudaMemcpyToSymbol",
+        "cudaMemset",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "cuMemcpyDtoH_v2",
+        "cuMemcpyHtoD_v2",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipMemcpy",
+        "hipMemcpyWithStream",
+        "hipMemset",
+    }
+)
 #: Runtime calls that launch kernels (a step whose kernel launches lack their kernel is incomplete;
 #: memcpy and memset calls are left out: small ones often record no GPU op).
 _LAUNCH = re.compile(r"^(cu|cuda|hip)(Ext)?(Module)?(LaunchKernel|LaunchCooperativeKernel)")
@@ -88,7 +104,7 @@ class KinetoGraph:
 
 
 def step_number(event: Event) -> int | None:
-    text = event.name[len(STEP_PREFIX):]
+    text = event.name[len(STEP_PREFIX) :]
     return int(text) if text.isdecimal() else None
 
 
@@ -96,8 +112,11 @@ def pick_step(trace: KinetoEvents, step: int | None, gpu_by_corr: dict[Any, list
     """The ProfilerStep to convert and how many of its launches lack their GPU work."""
     steps = [(n, e) for e in trace.steps if (n := step_number(e)) is not None]
     if not steps:
-        raise TraceContentError(trace.path, "no ProfilerStep#N event: profile with torch.profiler's schedule "
-                                            "(prof.step() each iteration) to mark the steps")
+        raise TraceContentError(
+            trace.path,
+            "no ProfilerStep#N event: profile with torch.profiler's schedule "
+            "(prof.step() each iteration) to mark the steps",
+        )
     if step is not None:
         chosen = [e for n, e in steps if n == step]
         if not chosen:
@@ -117,8 +136,11 @@ def pick_step(trace: KinetoEvents, step: int | None, gpu_by_corr: dict[Any, list
 def _launches(trace: KinetoEvents, step: Event, gpu_by_corr: dict[Any, list[Event]]) -> tuple[int, int]:
     """Kernel launches of the step, and how many of them have no kernel in the trace."""
     end = step.end
-    launches = [e for e in trace.host if e.kind == RUNTIME and step.ts <= e.ts < end and e.pid == step.pid
-                and _LAUNCH.match(e.name)]
+    launches = [
+        e
+        for e in trace.host
+        if e.kind == RUNTIME and step.ts <= e.ts < end and e.pid == step.pid and _LAUNCH.match(e.name)
+    ]
     return len(launches), sum(1 for e in launches if e.corr not in gpu_by_corr)
 
 
@@ -184,8 +206,11 @@ class _Builder:
     def build(self, gpu_by_corr: dict[Any, list[Event]]) -> None:
         step = self.step
         pids = {step.pid} if any(e.pid == step.pid and e.kind != STEP for e in self.trace.host) else None
-        events = [e for e in self.trace.host if step.ts <= e.ts < step.end and (pids is None or e.pid in pids)
-                  and (e.kind != STEP or e is step)]
+        events = [
+            e
+            for e in self.trace.host
+            if step.ts <= e.ts < step.end and (pids is None or e.pid in pids) and (e.kind != STEP or e is step)
+        ]
         self.carry_in(gpu_by_corr)
         stacks: dict[Any, list[Event]] = {}
         for i, event in enumerate(events):
@@ -277,8 +302,12 @@ class _Builder:
             if key == own or not ends:
                 continue
             at = bisect_right(ends, start + 0.5) - 1
-            if (at >= 0 and ends[at] > ready - 0.5 and start - ends[at] <= _CROSS_STREAM_WINDOW
-                    and (best is None or ends[at] > best[0])):
+            if (
+                at >= 0
+                and ends[at] > ready - 0.5
+                and start - ends[at] <= _CROSS_STREAM_WINDOW
+                and (best is None or ends[at] > best[0])
+            ):
                 best = (ends[at], nodes[at])
         return best[1] if best is not None else None
 
@@ -303,8 +332,9 @@ class _Builder:
             self.recvs[info.peer] += 1
 
 
-def build(trace: KinetoEvents, step: int | None = None, rank: int | None = None,
-          drop: frozenset[str] = frozenset()) -> KinetoGraph:
+def build(
+    trace: KinetoEvents, step: int | None = None, rank: int | None = None, drop: frozenset[str] = frozenset()
+) -> KinetoGraph:
     """The graph of one step of ``trace`` (the last complete one by default)."""
     unknown = drop - set(DEPENDENCY_KINDS)
     if unknown:
@@ -315,11 +345,21 @@ def build(trace: KinetoEvents, step: int | None = None, rank: int | None = None,
     builder.build(by_corr)
     number = step_number(chosen)
     assert number is not None
-    graph = KinetoGraph(builder.nodes, number, chosen.ts, max(chosen.dur, builder.gpu_end - chosen.ts), chosen.dur,
-                        builder.gpu_ops, builder.comm_nodes, incomplete=missing)
+    graph = KinetoGraph(
+        builder.nodes,
+        number,
+        chosen.ts,
+        max(chosen.dur, builder.gpu_end - chosen.ts),
+        chosen.dur,
+        builder.gpu_ops,
+        builder.comm_nodes,
+        incomplete=missing,
+    )
     if missing:
-        graph.warnings.append(f"ProfilerStep#{number}: {missing} launch(es) have no GPU op in the trace "
-                              "(the profiler stopped before their work was recorded); that work is left out")
+        graph.warnings.append(
+            f"ProfilerStep#{number}: {missing} launch(es) have no GPU op in the trace "
+            "(the profiler stopped before their work was recorded); that work is left out"
+        )
     for problem, count in builder.problems.items():
         graph.warnings.append(f"{count} NCCL kernel(s) kept as compute nodes: {problem}")
     return graph

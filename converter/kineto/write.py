@@ -45,7 +45,10 @@ def write(graph: KinetoGraph, output: str | os.PathLike[str] | OutputTarget, ran
 
 def _write(out: IO[bytes], graph: KinetoGraph, rank: int | None, pid: int) -> None:
     start = max(0, round(graph.step_start))
-    out.write(encode.global_metadata({"schema": SCHEMA, "pid": pid, "time": "",
-                                      "start_ts": start, "finish_ts": start + round(graph.measured_us)}))
+    out.write(
+        encode.global_metadata(
+            {"schema": SCHEMA, "pid": pid, "time": "", "start_ts": start, "finish_ts": start + round(graph.measured_us)}
+        )
+    )
     for node in graph.nodes:
         out.write(node_bytes(node, rank))

@@ -135,7 +135,9 @@ def _best_start(host: list[tuple[int, str]], thread: _Thread) -> tuple[int, int]
     where the first host ops' names appear in a row (a Kineto trace of many steps has one per
     step), the one that matches most (the earliest of equals); 0 if there is none."""
     head = [name for _, name in host[:_ANCHOR]]
-    candidates = [start for start in thread.positions.get(head[0], ()) if thread.names[start:start + len(head)] == head]
+    candidates = [
+        start for start in thread.positions.get(head[0], ()) if thread.names[start : start + len(head)] == head
+    ]
     best, best_score = 0, -1
     for start in candidates[:_CANDIDATES] or [0]:
         score = len(_align(host[:_SCORED], thread, start))

@@ -36,8 +36,10 @@ def is_cut_off(index: HostIndex) -> bool:
     if "finish_ts" in metadata:
         return metadata["finish_ts"] is None
     present = set(index.ids)
-    return any(parent is not NO_CTRL_DEPS and parent != node_id and parent not in present
-               for node_id, parent in zip(index.ids, index.ctrl_deps, strict=True))
+    return any(
+        parent is not NO_CTRL_DEPS and parent != node_id and parent not in present
+        for node_id, parent in zip(index.ids, index.ctrl_deps, strict=True)
+    )
 
 
 @dataclass
@@ -56,20 +58,36 @@ class CutOff:
         share = f" ({100 * self.recovered / self.kineto_ops:.1f}%)" if self.kineto_ops else ""
         made = f"; made again (lost): {', '.join(self.made)}" if self.made else ""
         left = f"; {self.left_out:,} outside the steps linked left out" if self.left_out else ""
-        return (f"cut-off host trace: recovered {self.recovered:,} of the {self.kineto_ops:,} CPU ops the Kineto trace "
-                f"records in {steps}{share}; {self.adopted:,} ops whose parents were lost placed under their "
-                f"step{left}{made}")
+        return (
+            f"cut-off host trace: recovered {self.recovered:,} of the {self.kineto_ops:,} CPU ops the Kineto trace "
+            f"records in {steps}{share}; {self.adopted:,} ops whose parents were lost placed under their "
+            f"step{left}{made}"
+        )
 
 
 def _blank_node(node_id: int, name: str, parent: int, rf_id: Any, tid: Any) -> dict[str, Any]:
     """A node as the observer writes its process, thread and step nodes."""
     empty: dict[str, list[Any]] = {"values": [], "shapes": [], "types": [], "strides": []}
-    attrs = [("rf_id", "uint64", rf_id if isinstance(rf_id, int) else 0), ("fw_parent", "uint64", 0),
-             ("seq_id", "int64", -1), ("scope", "uint64", 7), ("tid", "uint64", tid if isinstance(tid, int) else 0),
-             ("fw_tid", "uint64", 0), ("op_schema", "string", ""), ("kernel_backend", "string", ""),
-             ("kernel_file", "string", ""), ("tensor_range", "string", "")]
-    return {"id": node_id, "name": name, "ctrl_deps": parent, "inputs": dict(empty), "outputs": dict(empty),
-            "attrs": [{"name": n, "type": t, "value": v} for n, t, v in attrs]}
+    attrs = [
+        ("rf_id", "uint64", rf_id if isinstance(rf_id, int) else 0),
+        ("fw_parent", "uint64", 0),
+        ("seq_id", "int64", -1),
+        ("scope", "uint64", 7),
+        ("tid", "uint64", tid if isinstance(tid, int) else 0),
+        ("fw_tid", "uint64", 0),
+        ("op_schema", "string", ""),
+        ("kernel_backend", "string", ""),
+        ("kernel_file", "string", ""),
+        ("tensor_range", "string", ""),
+    ]
+    return {
+        "id": node_id,
+        "name": name,
+        "ctrl_deps": parent,
+        "inputs": dict(empty),
+        "outputs": dict(empty),
+        "attrs": [{"name": n, "type": t, "value": v} for n, t, v in attrs],
+    }
 
 
 def adopt_orphans(index: HostIndex, trace: KinetoTrace, selection: StepSelection) -> CutOff:

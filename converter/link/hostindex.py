@@ -184,8 +184,9 @@ def _index_nodes(index: HostIndex, elements: Iterator[Any]) -> None:
 def _indexed_fields(path: str, position: int, node: _IndexedNode) -> tuple[int, Any, Any, str, Any]:
     node_id = node.id
     if type(node_id) is not int or not 0 <= node_id < _U64:  # the ids of a Chakra trace are uint64
-        raise TraceContentError(path, f"node #{position}: id must be a non-negative integer below 2**64, "
-                                      f"got {node_id!r}")
+        raise TraceContentError(
+            path, f"node #{position}: id must be a non-negative integer below 2**64, got {node_id!r}"
+        )
     found = tid = None
     for attr in node.attrs or ():
         if attr.name == "rf_id":
@@ -217,8 +218,9 @@ def _node_id(path: str, position: int, node: Any) -> int:
         raise TraceContentError(path, f"node #{position} is a {type(node).__name__}, not a JSON object")
     node_id = node.get("id")
     if type(node_id) is not int or not 0 <= node_id < _U64:  # the ids of a Chakra trace are uint64
-        raise TraceContentError(path, f"node #{position}: id must be a non-negative integer below 2**64, "
-                                      f"got {node_id!r}")
+        raise TraceContentError(
+            path, f"node #{position}: id must be a non-negative integer below 2**64, got {node_id!r}"
+        )
     return node_id
 
 
@@ -228,8 +230,11 @@ def _parent(path: str, position: int, node: dict[str, Any]) -> Any:
     parent = node.get("ctrl_deps", NO_CTRL_DEPS)
     if isinstance(parent, list | dict):
         shown = repr(parent)
-        raise TraceContentError(path, f"node #{position} (id {node['id']}): ctrl_deps must be a node id, "
-                                      f"got {shown if len(shown) <= 60 else shown[:60] + '...'}")
+        raise TraceContentError(
+            path,
+            f"node #{position} (id {node['id']}): ctrl_deps must be a node id, "
+            f"got {shown if len(shown) <= 60 else shown[:60] + '...'}",
+        )
     return parent
 
 
@@ -247,8 +252,11 @@ def _rf_id(path: str, position: int, node: dict[str, Any]) -> Any:
     """The record-function id et_replay reads: the last ``rf_id`` entry of ``attrs``, as int."""
     attrs = node.get("attrs") or ()
     if not isinstance(attrs, list | tuple):
-        raise TraceContentError(path, f"node #{position} (id {node['id']}): malformed 'attrs' "
-                                      f"(a list of {{name, value}} entries expected), got {type(attrs).__name__}")
+        raise TraceContentError(
+            path,
+            f"node #{position} (id {node['id']}): malformed 'attrs' "
+            f"(a list of {{name, value}} entries expected), got {type(attrs).__name__}",
+        )
     found = None
     for attr in attrs:
         if isinstance(attr, dict) and attr.get("name") == "rf_id":

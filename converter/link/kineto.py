@@ -133,17 +133,29 @@ _EVENT_RUNS = ExactDecoder(msgspec.json.Decoder(list[_Event]))
 def _from_dict(event: dict[str, Any]) -> _Event:
     """An event the standard library decoded, as ``_Event``; its ``args`` are left as decoded
     (``_args`` reads them if the event is kept)."""
-    return _Event(name=event.get("name", ""), cat=event.get("cat", ""), ph=event.get("ph"), ts=event.get("ts", 0),
-                  dur=event.get("dur", 0), tid=event.get("tid", 0), pid=event.get("pid"), args=event.get("args"))
+    return _Event(
+        name=event.get("name", ""),
+        cat=event.get("cat", ""),
+        ph=event.get("ph"),
+        ts=event.get("ts", 0),
+        dur=event.get("dur", 0),
+        tid=event.get("tid", 0),
+        pid=event.get("pid"),
+        args=event.get("args"),
+    )
 
 
 def _args(args: Any) -> _Args:
     if type(args) is _Args:
         return args
     args = args or {}
-    return _Args(external_id=args.get("External id", -1), rf_id=args.get("Record function id"),
-                 correlation=args.get("correlation", -1), stream=args.get("stream"),
-                 pg_name=args.get("Process Group Name"))
+    return _Args(
+        external_id=args.get("External id", -1),
+        rf_id=args.get("Record function id"),
+        correlation=args.get("correlation", -1),
+        stream=args.get("stream"),
+        pg_name=args.get("Process Group Name"),
+    )
 
 
 @dataclass
@@ -230,13 +242,15 @@ def _read_events(trace: KinetoTrace, elements: Any) -> None:
             cat = event.cat
             if cat in CPU_CATEGORIES or cat in GPU_CATEGORIES or cat in LAUNCH_CATEGORIES:
                 if type(event.name) is not str:  # msgspec does not check the name: most events are not kept
-                    raise TraceFormatError(trace.path, f"traceEvents[{index}]: 'name' must be a string, "
-                                                       f"got {_shown(event.name)}")
+                    raise TraceFormatError(
+                        trace.path, f"traceEvents[{index}]: 'name' must be a string, got {_shown(event.name)}"
+                    )
                 try:
                     kept = KinetoEvent(event, _args(event.args))
                 except (TypeError, ValueError) as exc:
-                    raise TraceFormatError(trace.path, f"{_event_name(index, event.name)}: bad 'External id': "
-                                                       f"{exc}") from None
+                    raise TraceFormatError(
+                        trace.path, f"{_event_name(index, event.name)}: bad 'External id': {exc}"
+                    ) from None
                 _classify(trace, kept, event)
             index += 1
 
@@ -251,8 +265,9 @@ def _checked(path: str, index: int, event: Any) -> _Event:
         _check(path, index, event, event, _KEPT)
         args = event.get("args") or {}
         if not isinstance(args, dict):
-            raise TraceFormatError(path, f"{_event_name(index, event.get('name'))}: 'args' must be a JSON object, "
-                                         f"got {_shown(args)}")
+            raise TraceFormatError(
+                path, f"{_event_name(index, event.get('name'))}: 'args' must be a JSON object, got {_shown(args)}"
+            )
         _check(path, index, event, args, _ARGS)
     return _from_dict(event)
 
@@ -279,8 +294,8 @@ def _classify(trace: KinetoTrace, kept: KinetoEvent, event: _Event) -> None:
         if PROFILER_STEP not in kept.name:
             trace.cpu_ops.append(kept)
             trace.pids.add(event.pid)
-        elif kept.name.startswith(_STEP_PREFIX) and kept.name[len(_STEP_PREFIX):].isdigit():
-            trace.steps.setdefault(int(kept.name[len(_STEP_PREFIX):]), (kept.ts, kept.dur, kept.rf_id))
+        elif kept.name.startswith(_STEP_PREFIX) and kept.name[len(_STEP_PREFIX) :].isdigit():
+            trace.steps.setdefault(int(kept.name[len(_STEP_PREFIX) :]), (kept.ts, kept.dur, kept.rf_id))
     elif kept.cat in GPU_CATEGORIES:
         trace.gpu_ops.append(kept)
     elif kept.name in LAUNCH_NAMES:

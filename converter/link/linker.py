@@ -215,9 +215,7 @@ def _cpu_timeline(trace: KinetoTrace) -> list[KinetoEvent]:
     return ops
 
 
-def _marker_position(
-    ops: list[KinetoEvent], first_of_tid: dict[Any, KinetoEvent], tid: Any, start: Any
-) -> int | None:
+def _marker_position(ops: list[KinetoEvent], first_of_tid: dict[Any, KinetoEvent], tid: Any, start: Any) -> int | None:
     if tid != 0:  # markers have tid 0, so the first op of the thread is the first match
         first = first_of_tid.get(tid)
         return None if first is None else ops.index(first)
@@ -297,9 +295,7 @@ def _link_host_ops(
         stats.linked += counted
         _count_name(stats, name, op)
         op.host_id = host_id
-        linked[host_id] = LinkedOp(
-            op.dur, op.excl, op.ts, _inter_thread_host(op, by_rf), gpu_by_ext.get(op.ext, [])
-        )
+        linked[host_id] = LinkedOp(op.dur, op.excl, op.ts, _inter_thread_host(op, by_rf), gpu_by_ext.get(op.ext, []))
     return linked
 
 

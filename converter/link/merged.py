@@ -103,8 +103,9 @@ def merged_nodes(node: dict[str, Any], plan: LinkPlan, ids: Renumbering) -> Bloc
     return out
 
 
-def _raw_block(node: dict[str, msgspec.Raw], position: int, index: HostIndex, plan: LinkPlan, ids: Renumbering
-               ) -> bytes:
+def _raw_block(
+    node: dict[str, msgspec.Raw], position: int, index: HostIndex, plan: LinkPlan, ids: Renumbering
+) -> bytes:
     """``merged_nodes`` of a node decoded as raw values, written as JSON text: its values, less
     those the merged nodes set, then those set."""
     host_id = index.ids[position]
@@ -113,18 +114,29 @@ def _raw_block(node: dict[str, msgspec.Raw], position: int, index: HostIndex, pl
     host_values: dict[str, Any] = {}
     if linked is not None:
         dep = linked.inter_thread_dep
-        host_values.update(inclusive_dur=linked.inclusive_dur, exclusive_dur=linked.exclusive_dur, ts=linked.ts,
-                           inter_thread_dep=None if dep is None else ids.new_id.get(dep, dep))
+        host_values.update(
+            inclusive_dur=linked.inclusive_dur,
+            exclusive_dur=linked.exclusive_dur,
+            ts=linked.ts,
+            inter_thread_dep=None if dep is None else ids.new_id.get(dep, dep),
+        )
     parent = index.ctrl_deps[position]
     if parent is not NO_CTRL_DEPS:
         host_values["ctrl_deps"] = ids.parent(parent)
-    exact = _linked_values_finite(linked, plan.exact_events) and (
-        type(parent) is not float or math.isfinite(parent))
+    exact = _linked_values_finite(linked, plan.exact_events) and (type(parent) is not float or math.isfinite(parent))
     texts = [_joined(node, new_id, host_values, exact)]
     for offset, gpu in enumerate(linked.gpu_ops if linked is not None else (), start=1):
-        values = {"inter_thread_dep": host_values["inter_thread_dep"], "ctrl_deps": new_id,
-                  "cat": gpu.cat, "name": gpu.name, "ph": gpu.ph, "inclusive_dur": gpu.dur,
-                  "exclusive_dur": gpu.excl, "ts": gpu.ts, "stream": gpu.stream}
+        values = {
+            "inter_thread_dep": host_values["inter_thread_dep"],
+            "ctrl_deps": new_id,
+            "cat": gpu.cat,
+            "name": gpu.name,
+            "ph": gpu.ph,
+            "inclusive_dur": gpu.dur,
+            "exclusive_dur": gpu.excl,
+            "ts": gpu.ts,
+            "stream": gpu.stream,
+        }
         if "ncclDevKernel" in gpu.name and gpu.pg_name is not None:
             values["pg_name"] = gpu.pg_name
         texts.append(_joined(node, new_id + offset, values, exact))
@@ -159,7 +171,8 @@ def _linked_values_finite(linked: LinkedOp | None, exact_events: bool) -> bool:
         return False
     return exact_events or all(
         type(v) is not float or math.isfinite(v)
-        for gpu in linked.gpu_ops for v in (gpu.cat, gpu.name, gpu.ph, gpu.stream, gpu.pg_name)
+        for gpu in linked.gpu_ops
+        for v in (gpu.cat, gpu.name, gpu.ph, gpu.stream, gpu.pg_name)
     )
 
 
@@ -188,8 +201,9 @@ def _in_id_order(texts: Iterator[bytes], index: HostIndex, spill_dir: str) -> It
         spill.close()
 
 
-def _written_blocks(index: HostIndex, plan: LinkPlan, ids: Renumbering, nodes: Iterator[tuple[Any, bool]]
-                    ) -> Iterator[bytes]:
+def _written_blocks(
+    index: HostIndex, plan: LinkPlan, ids: Renumbering, nodes: Iterator[tuple[Any, bool]]
+) -> Iterator[bytes]:
     """Each host node's merged block as JSON text, in file order (empty for a node left out)."""
     left_out = index.left_out
     for position, (node, exact) in enumerate(nodes):

@@ -69,16 +69,22 @@ def link(
     check_input(device)
     target = None if output_path is None else check_output(output_path, host, device)
     with gc_paused():
-        result, index, plan = _plan(host, device, None if target is None else target.path, rank, allow_mismatch,
-                                    steps=steps)
+        result, index, plan = _plan(
+            host, device, None if target is None else target.path, rank, allow_mismatch, steps=steps
+        )
         if target is not None:
             write_merged(index, plan, target)
     return replace(result, seconds=time.perf_counter() - started)
 
 
 def _plan(
-    host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: str | None,
-    rank: int | None, allow_mismatch: bool, parallel: bool = True, steps: StepChoice = None,
+    host_path: str | os.PathLike[str],
+    device_path: str | os.PathLike[str],
+    target: str | None,
+    rank: int | None,
+    allow_mismatch: bool,
+    parallel: bool = True,
+    steps: StepChoice = None,
 ) -> tuple[LinkResult, HostIndex, LinkPlan]:
     """First pass over the host trace, the Kineto trace, and the links between them (checked);
     ``parallel``: both traces at once, in two processes, when they are large."""
@@ -98,8 +104,17 @@ def _plan(
     warnings += selection.warnings
     written = index.node_count - len(index.left_out) + plan.stats.gpu_linked
     result = LinkResult(
-        host, device, target, trace_rank, written, plan.stats, warnings, time.perf_counter() - started, selection,
-        salvaged, _world_size(trace.distributed_info),
+        host,
+        device,
+        target,
+        trace_rank,
+        written,
+        plan.stats,
+        warnings,
+        time.perf_counter() - started,
+        selection,
+        salvaged,
+        _world_size(trace.distributed_info),
     )
     return result, index, plan
 
@@ -134,8 +149,14 @@ def _worth_a_worker(host: str, device: str) -> bool:
 
 
 def link_document(
-    host_path: str | os.PathLike[str], device_path: str | os.PathLike[str], target: OutputTarget, *,
-    rank: int | None, allow_mismatch: bool, parallel: bool = True, steps: StepChoice = None,
+    host_path: str | os.PathLike[str],
+    device_path: str | os.PathLike[str],
+    target: OutputTarget,
+    *,
+    rank: int | None,
+    allow_mismatch: bool,
+    parallel: bool = True,
+    steps: StepChoice = None,
 ) -> tuple[LinkResult, IO[bytes]]:
     """The link plan, and the merged trace's JSON as a readable stream, made as it is read (the
     host trace's second pass); spill files for an out-of-order host trace go where ``target``
@@ -145,7 +166,6 @@ def link_document(
         result, index, plan = _plan(host_path, device_path, None, rank, allow_mismatch, parallel, steps)
     document = merged_document(index, plan, target.work_dir)
     return result, io.BufferedReader(DocumentReader(document), _DOCUMENT_BUFFER)
-
 
 
 def _world_size(info: dict[str, Any] | None) -> int | None:
@@ -160,8 +180,9 @@ def _check_rank(info: dict[str, Any] | None, rank: int | None, device: str) -> i
     return found if isinstance(found, int) else rank
 
 
-def check_pair(stats: LinkStats, host: str, device: str, allow_mismatch: bool = False, *,
-               expect_links: bool = True) -> list[str]:
+def check_pair(
+    stats: LinkStats, host: str, device: str, allow_mismatch: bool = False, *, expect_links: bool = True
+) -> list[str]:
     """Errors for pairs that cannot belong together; warnings, with counts, for partial links.
     ``expect_links`` False (a step chosen that has no device data): no link is no error."""
     problems: list[str] = []
@@ -217,9 +238,7 @@ def _link_warnings(stats: LinkStats) -> list[str]:
     if stats.unlinked_host_ops:
         warnings.append(f"{stats.unlinked_host_ops} of {stats.host_ops} host ops found no device op")
     if stats.gpu_without_launcher:
-        warnings.append(
-            f"{stats.gpu_without_launcher} of {stats.gpu_ops} device kernels have no launching CPU op"
-        )
+        warnings.append(f"{stats.gpu_without_launcher} of {stats.gpu_ops} device kernels have no launching CPU op")
     if stats.gpu_unattached:
         warnings.append(f"{stats.gpu_unattached} device kernels were launched by CPU ops no host op matched")
     return warnings

@@ -35,7 +35,7 @@ def step_number(name: str) -> int | None:
     """N of ``ProfilerStep#N``; None for any other name."""
     if not name.startswith(STEP_PREFIX):
         return None
-    digits = name[len(STEP_PREFIX):]
+    digits = name[len(STEP_PREFIX) :]
     return int(digits) if digits.isdigit() else None
 
 
@@ -74,8 +74,9 @@ def _names(steps: Iterable[int]) -> str:
     return ", ".join(f"{STEP_PREFIX}{s}" for s in steps)
 
 
-def choose_steps(index: HostIndex, trace: KinetoTrace, choice: StepChoice = None, *,
-                 cut_off: bool = False) -> StepSelection:
+def choose_steps(
+    index: HostIndex, trace: KinetoTrace, choice: StepChoice = None, *, cut_off: bool = False
+) -> StepSelection:
     """The steps to link from ``index`` given ``trace``'s; raises ``TraceContentError`` for a step the
     host trace does not hold, or when the two traces' steps have none in common. ``cut_off``: the
     host trace was cut off (``cutoff.py``), so a step of the Kineto trace that it lacks lost its node
@@ -93,24 +94,30 @@ def choose_steps(index: HostIndex, trace: KinetoTrace, choice: StepChoice = None
     nothing_to_choose = not uncovered or (len(host_steps) <= 1 and not cut_off)
     if choice == ALL_STEPS or (choice is None and nothing_to_choose):
         if uncovered:
-            warnings = (f"{_names(uncovered)} of the host trace {'has' if len(uncovered) == 1 else 'have'} no "
-                        "device data in the Kineto trace (it covers "
-                        f"{_names(device_steps)}): linked with host data only, in the same graph",)
+            warnings = (
+                f"{_names(uncovered)} of the host trace {'has' if len(uncovered) == 1 else 'have'} no "
+                "device data in the Kineto trace (it covers "
+                f"{_names(device_steps)}): linked with host data only, in the same graph",
+            )
         return StepSelection(host_steps, device_steps, host_steps, frozenset(), warnings)
     if choice is None:
         kept = tuple(s for s in host_steps if s in device_steps)
         if not kept:
             raise TraceContentError(
-                index.path, f"holds {_names(host_steps)}, its Kineto trace {_names(device_steps)}: no step in "
-                            "common (traces of different runs?); --step N links one step anyway, --all-steps all")
+                index.path,
+                f"holds {_names(host_steps)}, its Kineto trace {_names(device_steps)}: no step in "
+                "common (traces of different runs?); --step N links one step anyway, --all-steps all",
+            )
     else:
         if not isinstance(choice, int) or isinstance(choice, bool) or choice not in host_steps:
             held = _names(host_steps) if host_steps else "no ProfilerStep"
             raise TraceContentError(index.path, f"has no {STEP_PREFIX}{choice} (it holds {held})")
         kept = (choice,)
         if device_steps and choice not in device_steps:
-            warnings = (f"{STEP_PREFIX}{choice} has no device data in the Kineto trace (it covers "
-                        f"{_names(device_steps)}): linked with host data only",)
+            warnings = (
+                f"{STEP_PREFIX}{choice} has no device data in the Kineto trace (it covers "
+                f"{_names(device_steps)}): linked with host data only",
+            )
     left_out = subtrees(index, [i for s in host_steps if s not in kept for i in roots.get(s, ())])
     return StepSelection(host_steps, device_steps, kept, frozenset(left_out), warnings)
 

@@ -48,8 +48,9 @@ def find(prefix: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def read(path: str | os.PathLike[str], option: str = "communicator group file", *,
-         check_ids: bool = True) -> dict[str, Any]:
+def read(
+    path: str | os.PathLike[str], option: str = "communicator group file", *, check_ids: bool = True
+) -> dict[str, Any]:
     """A communicator group file as it is (``{"<id>": [ranks]}`` expected; the caller checks the
     members), read as a side input (``io.read_side_input``: a FIFO, device, directory or a file
     over its size bound is refused naming ``option``); raises ``TraceFormatError`` if it cannot be
@@ -64,8 +65,11 @@ def read(path: str | os.PathLike[str], option: str = "communicator group file", 
         raise TraceFormatError(path, 'not a communicator group file: expected {"<id>": [ranks], ...}')
     for key in groups if check_ids else ():
         if not group_id(key):
-            raise TraceFormatError(path, f"group id {shown(key)}: ASTRA-sim needs whole numbers > 0, in ASCII "
-                                         f"decimal digits, at most {MAX_GROUP_ID:,}")
+            raise TraceFormatError(
+                path,
+                f"group id {shown(key)}: ASTRA-sim needs whole numbers > 0, in ASCII "
+                f"decimal digits, at most {MAX_GROUP_ID:,}",
+            )
     return groups
 
 

@@ -96,8 +96,7 @@ def convert_all(
     try:
         if step is not None and (found.hosts or not found.devices):
             raise ConverterError(f"{directory}: a step is for a job of Kineto traces alone (this one has host traces)")
-        result = _convert_all(found, output_dir, options, jobs, prefix, allow_mismatch, on_rank_done, ray_address,
-                              step)
+        result = _convert_all(found, output_dir, options, jobs, prefix, allow_mismatch, on_rank_done, ray_address, step)
     finally:
         if created:
             with suppress(OSError):  # only succeeds if nothing was written there
@@ -106,15 +105,22 @@ def convert_all(
 
 
 def _convert_all(
-    found: FoundTraces, output_dir: str, options: ConvertOptions, jobs: int | None, prefix: str,
-    allow_mismatch: bool, on_rank_done: Callable[[RankOutcome], None] | None, ray_address: str | None,
+    found: FoundTraces,
+    output_dir: str,
+    options: ConvertOptions,
+    jobs: int | None,
+    prefix: str,
+    allow_mismatch: bool,
+    on_rank_done: Callable[[RankOutcome], None] | None,
+    ray_address: str | None,
     step: int | None = None,
 ) -> MultiRankResult:
     if found.devices:
         groups = commgroups.from_distributed_info(found.dist_info.values())
     else:  # host traces alone: the groups their process-group nodes list
         groups = commgroups.from_distributed_info(
-            commgroups.host_process_groups(paths[0]) for paths in found.hosts.values() if len(paths) == 1)
+            commgroups.host_process_groups(paths[0]) for paths in found.hosts.values() if len(paths) == 1
+        )
     group_target = check_output(commgroups.path_for(os.path.join(output_dir, prefix)))
     options = replace(options, jobs=1)  # ranks run side by side: one process each
     cluster: list[str] = []
@@ -156,14 +162,14 @@ def uses_file(path: str, directory: str, output_dir: str, prefix: str | None) ->
     return name == f"{prefix}{commgroups.COMM_GROUP_SUFFIX}" or rank.lstrip("-").isdigit()
 
 
-
 def _check_prefix(prefix: str) -> None:
     if not prefix or prefix in (".", "..") or any(s and s in prefix for s in (os.sep, os.altsep, "\0")):
         raise ConverterError(f"output prefix {prefix!r}: must be a plain file name (not empty, no '/')")
 
 
-def _run(tasks: list[_Task], jobs: int | None, ray_address: str | None,
-         on_connect: Callable[[str], None]) -> Iterator[RankOutcome]:
+def _run(
+    tasks: list[_Task], jobs: int | None, ray_address: str | None, on_connect: Callable[[str], None]
+) -> Iterator[RankOutcome]:
     """Each task's outcome as it finishes: on the Ray cluster at ``ray_address``, else in local
     worker processes, ``jobs`` at a time (a worker that dies is a failed rank)."""
     if not tasks:
@@ -181,8 +187,9 @@ def _lost(task: _Task, reason: str) -> RankOutcome:
     return RankOutcome(task.rank, task.host, task.device, None, False, reason)
 
 
-def _plan(found: FoundTraces, out_dir: str, files: OutputSet, prefix: str, options: ConvertOptions,
-          allow_mismatch: bool) -> tuple[list[_Task], list[RankOutcome], dict[int, OutputTarget]]:
+def _plan(
+    found: FoundTraces, out_dir: str, files: OutputSet, prefix: str, options: ConvertOptions, allow_mismatch: bool
+) -> tuple[list[_Task], list[RankOutcome], dict[int, OutputTarget]]:
     """A task per rank whose pair is complete (its output written where ``files`` stages it, its
     place in ``out_dir`` checked first), a failed outcome for every other rank, and each task's
     output by rank."""
@@ -205,8 +212,16 @@ def _plan(found: FoundTraces, out_dir: str, files: OutputSet, prefix: str, optio
         if problem:
             failures.append(RankOutcome(rank, _one(hosts), _one(devices), None, False, problem))
         else:
-            tasks.append(_Task(rank, devices[0] if kineto_alone else hosts[0], devices[0] if devices else None, output,
-                               options, allow_mismatch))
+            tasks.append(
+                _Task(
+                    rank,
+                    devices[0] if kineto_alone else hosts[0],
+                    devices[0] if devices else None,
+                    output,
+                    options,
+                    allow_mismatch,
+                )
+            )
     return tasks, failures, targets
 
 
@@ -219,9 +234,7 @@ def _pair_problem(rank: int, hosts: list[str], devices: list[str]) -> str | None
         if not paths:
             return f"rank {rank}: no {kind} trace found"
         if len(paths) > 1:
-            return (
-                f"rank {rank}: {len(paths)} {kind} traces found ({', '.join(map(os.path.basename, paths))})"
-            )
+            return f"rank {rank}: {len(paths)} {kind} traces found ({', '.join(map(os.path.basename, paths))})"
     return None
 
 
@@ -236,16 +249,25 @@ def _convert_rank(task: _Task) -> RankOutcome:
     if task.kineto:
         return _convert_kineto(task)
     try:
-        result = convert_pair(task.host, task.device, task.output, task.options, rank=task.rank,
-                              allow_mismatch=task.allow_mismatch)
+        result = convert_pair(
+            task.host, task.device, task.output, task.options, rank=task.rank, allow_mismatch=task.allow_mismatch
+        )
     except ConverterError as exc:
         return RankOutcome(task.rank, task.host, task.device, None, False, str(exc))
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
         return RankOutcome(task.rank, task.host, task.device, None, False, f"internal error: {exc!r}")
     link, conversion = result.link, result.conversion
     warnings = [*link.warnings, *conversion.warnings]
-    return RankOutcome(task.rank, task.host, task.device, task.output, True, "; ".join(warnings),
-                       _nodes(conversion), link.seconds + conversion.seconds)
+    return RankOutcome(
+        task.rank,
+        task.host,
+        task.device,
+        task.output,
+        True,
+        "; ".join(warnings),
+        _nodes(conversion),
+        link.seconds + conversion.seconds,
+    )
 
 
 def _nodes(conversion: ConversionResult) -> int:
@@ -262,8 +284,9 @@ def _convert_kineto(task: _Task) -> RankOutcome:
         return RankOutcome(task.rank, None, task.device, None, False, str(exc))
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
         return RankOutcome(task.rank, None, task.device, None, False, f"internal error: {exc!r}")
-    return RankOutcome(task.rank, None, task.device, task.output, True, "; ".join(result.warnings), result.nodes,
-                       result.seconds)
+    return RankOutcome(
+        task.rank, None, task.device, task.output, True, "; ".join(result.warnings), result.nodes, result.seconds
+    )
 
 
 def _convert_host(task: _Task) -> RankOutcome:
@@ -274,5 +297,6 @@ def _convert_host(task: _Task) -> RankOutcome:
         return RankOutcome(task.rank, task.host, None, None, False, str(exc))
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
         return RankOutcome(task.rank, task.host, None, None, False, f"internal error: {exc!r}")
-    return RankOutcome(task.rank, task.host, None, task.output, True, "; ".join(result.warnings),
-                       _nodes(result), result.seconds)
+    return RankOutcome(
+        task.rank, task.host, None, task.output, True, "; ".join(result.warnings), _nodes(result), result.seconds
+    )

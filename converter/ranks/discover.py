@@ -45,11 +45,7 @@ def discover(directory: str) -> FoundTraces:
     found = FoundTraces()
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
-        if (
-            not name.endswith(TRACE_SUFFIXES)
-            or any(s in name for s in _SKIPPED_NAMES)
-            or not os.path.isfile(path)
-        ):
+        if not name.endswith(TRACE_SUFFIXES) or any(s in name for s in _SKIPPED_NAMES) or not os.path.isfile(path):
             continue
         try:
             kind, info = _sniff(path)
@@ -87,7 +83,7 @@ def _job_stem(name: str) -> str:
     stem = stem[: -len(".json")] if stem.endswith(".json") else stem
     match = _RANK_IN_NAME.search(stem) or _LAST_NUMBER.search(stem)
     if match:
-        stem = stem[: match.start()] + "_" + stem[match.end():]
+        stem = stem[: match.start()] + "_" + stem[match.end() :]
     stem = _KIND_WORD.sub("", stem)
     return re.sub(r"[_.-]{2,}", "_", stem).strip("_.- ")
 
@@ -159,9 +155,11 @@ def job_rank_files(prefix: str) -> list[str]:
         last, after = ranks[-1], ranks[gap]
         there = f"ranks 0..{gap - 1} are there, then" if gap else "the first rank file is"
         raise TraceFormatError(
-            f"{prefix}.{gap}.et", f"rank {gap} of 0..{last} is missing ({last + 1 - len(ranks):,} missing): {there} "
-                                  f"{base}.{after}.et (a job's ranks are {base}.0.et .. {base}.<N-1>.et; "
-                                  "a stray or another job's rank file?)")
+            f"{prefix}.{gap}.et",
+            f"rank {gap} of 0..{last} is missing ({last + 1 - len(ranks):,} missing): {there} "
+            f"{base}.{after}.et (a job's ranks are {base}.0.et .. {base}.<N-1>.et; "
+            "a stray or another job's rank file?)",
+        )
     return [f"{prefix}.{rank}.et" for rank in ranks]
 
 
@@ -188,5 +186,8 @@ def foreign_rank_files(out_prefix: str, ranks: int, option: str) -> None:
     except OSError:  # the output checks say what is wrong with the folder
         return
     if stale:
-        raise OutputError(f"{out_prefix}.{stale[0]}.et", f"exists ({len(stale)} rank file(s) of {base} beyond "
-                          f"{option}): remove them or choose another prefix, so two jobs do not mix")
+        raise OutputError(
+            f"{out_prefix}.{stale[0]}.et",
+            f"exists ({len(stale)} rank file(s) of {base} beyond "
+            f"{option}): remove them or choose another prefix, so two jobs do not mix",
+        )

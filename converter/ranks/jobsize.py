@@ -37,4 +37,3 @@ def et_world_size(path: str) -> int | None:
         value: Any = metadata_of(path, message).get(WORLD_SIZE)
         return value if type(value) is int and value >= 1 else None
     return None
-

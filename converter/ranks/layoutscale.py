@@ -117,11 +117,14 @@ def read_layout(path: str) -> Layout:
                 name = str(ranks[rank][dim]["pg_name"])
                 names.setdefault("0" if name in ALL_RANKS_GROUPS else name, dim)
             dims.append(names)
-        units = tuple(tuple(tuple((int(rows), int(size)) for rows, size in unit)
-                            for unit in ranks[rank].get("fsdp_units") or ()) for rank in range(mesh.size))
+        units = tuple(
+            tuple(tuple((int(rows), int(size)) for rows, size in unit) for unit in ranks[rank].get("fsdp_units") or ())
+            for rank in range(mesh.size)
+        )
     except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
-        raise TraceFormatError(path, "not a layout file (dp, tp, pp, dp_mode, ranks[r][dim].pg_name): "
-                               f"{exc!r}") from None
+        raise TraceFormatError(
+            path, f"not a layout file (dp, tp, pp, dp_mode, ranks[r][dim].pg_name): {exc!r}"
+        ) from None
     if min(mesh.dp, mesh.tp, mesh.pp) < 1 or len(ranks) != mesh.size:
         raise TraceFormatError(path, f"a {mesh.pp} x {mesh.dp} x {mesh.tp} mesh with {len(ranks)} ranks listed")
     return Layout(mesh, mode, tuple(dims), units)
@@ -138,19 +141,26 @@ class LayoutScaler:
         self.layout, self.path = layout, path
         old = layout.mesh
         if captured != old.size:
-            raise ConverterError(f"{path}: the layout has {old.size} ranks ({old.pp} x {old.dp} x {old.tp}, "
-                                 f"pp x dp x tp) but {captured} rank files were found")
+            raise ConverterError(
+                f"{path}: the layout has {old.size} ranks ({old.pp} x {old.dp} x {old.tp}, "
+                f"pp x dp x tp) but {captured} rank files were found"
+            )
         if ranks % (old.tp * old.pp):
-            raise ConverterError(f"--ranks {ranks} is not a multiple of tp {old.tp} x pp {old.pp} = "
-                                 f"{old.tp * old.pp}: the layout keeps its tensor- and pipeline-parallel groups")
+            raise ConverterError(
+                f"--ranks {ranks} is not a multiple of tp {old.tp} x pp {old.pp} = "
+                f"{old.tp * old.pp}: the layout keeps its tensor- and pipeline-parallel groups"
+            )
         self.new = Mesh(ranks // (old.tp * old.pp), old.tp, old.pp)
         if old.dp == 1 and self.new.dp > 1:
-            raise ConverterError(f"{path}: the capture has data-parallel degree 1, so its gradient "
-                                 "synchronisation ran on one rank and is no communication in the trace: capture "
-                                 "with at least 2 data-parallel ranks to scale it")
+            raise ConverterError(
+                f"{path}: the capture has data-parallel degree 1, so its gradient "
+                "synchronisation ran on one rank and is no communication in the trace: capture "
+                "with at least 2 data-parallel ranks to scale it"
+            )
         if self.new.dp == 1 and old.dp > 1:
-            raise ConverterError(f"--ranks {ranks} leaves data-parallel degree 1: scale to at least "
-                                 f"{2 * old.tp * old.pp} ranks")
+            raise ConverterError(
+                f"--ranks {ranks} leaves data-parallel degree 1: scale to at least {2 * old.tp * old.pp} ranks"
+            )
         self.ids: dict[tuple[int, ...], str] = {}
         for dim in DIMS:
             for r in range(self.new.size):
@@ -162,8 +172,10 @@ class LayoutScaler:
 
     def describe(self) -> str:
         old, new = self.layout.mesh, self.new
-        return (f"pp {new.pp} x dp {new.dp} x tp {new.tp} ({self.layout.dp_mode}; captured: pp {old.pp} x dp {old.dp} "
-                f"x tp {old.tp})")
+        return (
+            f"pp {new.pp} x dp {new.dp} x tp {new.tp} ({self.layout.dp_mode}; captured: pp {old.pp} x dp {old.dp} "
+            f"x tp {old.tp})"
+        )
 
     def source(self, rank: int) -> int:
         """The captured rank that new rank ``rank`` copies."""
@@ -176,8 +188,13 @@ class LayoutScaler:
     def new_layout(self) -> dict[str, Any]:
         """The layout file of the scaled job (a one-rank group is named ``one:<rank>``)."""
         mesh = self.new
-        ranks = [{dim: {"pg_name": self.ids.get(mesh.group(dim, r), f"one:{r}"), "ranks": list(mesh.group(dim, r))}
-                  for dim in DIMS} for r in range(mesh.size)]
+        ranks = [
+            {
+                dim: {"pg_name": self.ids.get(mesh.group(dim, r), f"one:{r}"), "ranks": list(mesh.group(dim, r))}
+                for dim in DIMS
+            }
+            for r in range(mesh.size)
+        ]
         return {"dp": mesh.dp, "tp": mesh.tp, "pp": mesh.pp, "dp_mode": self.layout.dp_mode, "ranks": ranks}
 
     def plan(self, k: int, trace: EtTrace) -> list[_Planned]:
@@ -191,8 +208,11 @@ class LayoutScaler:
             name = "0" if name in ALL_RANKS_GROUPS else name
             dim = names.get(name, "pp" if node_type in (_SEND, _RECV) else None)  # P2P: its peers say
             if dim is None:
-                raise TraceContentError(trace.path, f"{where} is on group {name!r}, which the layout file "
-                                        f"{self.path} gives no mesh dimension for rank {k}")
+                raise TraceContentError(
+                    trace.path,
+                    f"{where} is on group {name!r}, which the layout file "
+                    f"{self.path} gives no mesh dimension for rank {k}",
+                )
             peer = None
             if node_type in (_SEND, _RECV):
                 peer = attrs.get("comm_dst" if node_type == _SEND else "comm_src")
@@ -218,8 +238,7 @@ class LayoutScaler:
                 return new_shard if comm_type == _GATHER else new_shard * new
         return size * old // new if comm_type == _GATHER else size
 
-    def rewrite(self, records: list[bytes], trace_types: Any, plan: list[_Planned],
-                rank: int) -> dict[int, bytes]:
+    def rewrite(self, records: list[bytes], trace_types: Any, plan: list[_Planned], rank: int) -> dict[int, bytes]:
         """The changed records (by row) of new rank ``rank``."""
         old, new = self.layout.mesh, self.new
         out: dict[int, bytes] = {}

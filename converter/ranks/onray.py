@@ -83,8 +83,12 @@ def ended_by_signal() -> bool:
 
 
 def run_on_ray(
-    address: str, function: Callable[..., Outcome], tasks: list[Task], args: tuple[Any, ...],
-    lost: Callable[[Task, str], Outcome], on_connect: Callable[[str], None] | None = None,
+    address: str,
+    function: Callable[..., Outcome],
+    tasks: list[Task],
+    args: tuple[Any, ...],
+    lost: Callable[[Task, str], Outcome],
+    on_connect: Callable[[str], None] | None = None,
 ) -> Iterator[Outcome]:
     """``function(task, *args)`` for every task, each a one-CPU Ray task on the cluster at
     ``address`` (None or "auto": ``ray.init()``'s rule, see ``resolve_address``; ``on_connect``
@@ -97,8 +101,14 @@ def run_on_ray(
     if on_connect is not None:
         on_connect(source)
     try:
-        _init(ray, address=address, logging_level=logging.WARNING, log_to_driver=False,
-              include_dashboard=False, configure_logging=False)
+        _init(
+            ray,
+            address=address,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+            include_dashboard=False,
+            configure_logging=False,
+        )
     except Exception as exc:  # ray.init's own failures include a bare Exception ("timed out during startup")
         raise ConverterError(f"cannot connect to {source}: {' '.join(str(exc).split())}") from None
     try:

@@ -44,11 +44,17 @@ def convert_pair(
         linked = link(host_path, device_path, keep_merged, rank=rank, allow_mismatch=allow_mismatch, steps=steps)
         options = _job_options(options, linked, host_path)
         return PairResult(linked, convert_file(keep_merged, output_path, options, progress))
-    linked, document = link_document(host_path, device_path, target, rank=rank, allow_mismatch=allow_mismatch,
-                                     parallel=options.jobs != 1, steps=steps)
+    linked, document = link_document(
+        host_path,
+        device_path,
+        target,
+        rank=rank,
+        allow_mismatch=allow_mismatch,
+        parallel=options.jobs != 1,
+        steps=steps,
+    )
     options = _job_options(options, linked, host_path)
     return PairResult(linked, convert_document(document, target, options, source_name=linked.host_path))
-
 
 
 def _job_options(options: ConvertOptions, linked: LinkResult, host_path: str) -> ConvertOptions:

@@ -89,8 +89,9 @@ def find_ranks(in_prefix: str) -> list[str]:
     return discover.job_rank_files(in_prefix)
 
 
-def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progress | None = None,
-          compact: bool = False) -> ScaleResult:
+def scale(
+    in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progress | None = None, compact: bool = False
+) -> ScaleResult:
     """Write the captured job ``IN.<k>.et`` as a data-parallel job of ``ranks`` ranks (None: the
     job's own size, as its rank 0 records it, ``jobsize.py``); see the module docstring for the
     rules. Raises a ``ConverterError`` (and writes nothing) on anything it cannot scale. With
@@ -100,8 +101,10 @@ def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progr
     if ranks is None:
         ranks = et_world_size(inputs[0])
         if ranks is None:
-            raise ConverterError(f"{inputs[0]} records no job size (world_size: a conversion with --astra-sim of "
-                                 "a trace that holds it writes it): give --ranks N")
+            raise ConverterError(
+                f"{inputs[0]} records no job size (world_size: a conversion with --astra-sim of "
+                "a trace that holds it writes it): give --ranks N"
+            )
     if not 1 <= ranks <= MAX_RANKS:
         raise ConverterError(f"--ranks {ranks}: must be between 1 and {MAX_RANKS:,}")
     captured = len(inputs)
@@ -140,8 +143,10 @@ def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progr
                 del trace
                 for r in (r for r in range(ranks) if scaler.source(r) == k):
                     changed = scaler.rewrite(records, types, plan, r)
-                    parts = [wire.delimited_message(changed[i - 1]) if i - 1 in changed else wire.delimited_message(m)
-                             for i, m in enumerate(records)]
+                    parts = [
+                        wire.delimited_message(changed[i - 1]) if i - 1 in changed else wire.delimited_message(m)
+                        for i, m in enumerate(records)
+                    ]
                     if metadata.get(WORLD_SIZE) is not None:  # the new job's size
                         parts[0] = global_metadata({**metadata, WORLD_SIZE: ranks})
                     written += staged.write(targets[r], parts)
@@ -176,9 +181,21 @@ def scale(in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progr
         if created:
             with suppress(OSError):  # only succeeds if nothing was written there
                 os.rmdir(out_dir)
-    return ScaleResult(in_prefix, out_prefix, captured, ranks, tuple(t.path for t in targets[:ranks]),
-                       targets[ranks].path, new_groups, tuple(nodes), tuple(job.reference), rewritten, written,
-                       time.perf_counter() - started, scaler.describe() if scaler is not None else None)
+    return ScaleResult(
+        in_prefix,
+        out_prefix,
+        captured,
+        ranks,
+        tuple(t.path for t in targets[:ranks]),
+        targets[ranks].path,
+        new_groups,
+        tuple(nodes),
+        tuple(job.reference),
+        rewritten,
+        written,
+        time.perf_counter() - started,
+        scaler.describe() if scaler is not None else None,
+    )
 
 
 def _targets(out_prefix: str, ranks: int, inputs: Sequence[str]) -> list[OutputTarget]:
@@ -208,8 +225,11 @@ def _read_groups(path: str, captured: int, ranks: int) -> _Groups:
             raise TraceFormatError(path, f"communicator group {name}: its ranks must be a list of integers")
         outside = sorted({m for m in members if not 0 <= m < captured})
         if outside:
-            raise TraceFormatError(path, f"communicator group {name} names rank(s) {outside} but the job has "
-                                   f"{captured} rank(s): this group file does not match these ranks")
+            raise TraceFormatError(
+                path,
+                f"communicator group {name} names rank(s) {outside} but the job has "
+                f"{captured} rank(s): this group file does not match these ranks",
+            )
         groups.stride = max(groups.stride, number)
         if sorted(set(members)) == list(range(captured)):
             groups.all_ranks.append(name)
@@ -217,8 +237,10 @@ def _read_groups(path: str, captured: int, ranks: int) -> _Groups:
             groups.sub[name] = sorted(set(members))
     if groups.sub and ranks % captured:
         name, members = next(iter(groups.sub.items()))
-        raise ConverterError(f"{path}: communicator group {name} {members} does not tile {ranks} ranks: with "
-                             f"sub-groups, --ranks must be a multiple of the {captured} captured ranks")
+        raise ConverterError(
+            f"{path}: communicator group {name} {members} does not tile {ranks} ranks: with "
+            f"sub-groups, --ranks must be a multiple of the {captured} captured ranks"
+        )
     copies = ranks // captured
     if groups.sub and groups.stride * copies > MAX_GROUP_ID:
         raise ConverterError(f"{path}: {copies:,} copies of group {groups.stride} need ids past {MAX_GROUP_ID:,}")
@@ -254,20 +276,29 @@ class _Job:
             if node_type in _P2P:
                 kind = "send to" if node_type == NodeType.COMM_SEND_NODE else "receive from"
                 peer = attrs.get("comm_dst" if node_type == NodeType.COMM_SEND_NODE else "comm_src")
-                raise TraceContentError(path, f"{where} is a {kind} rank {peer}: point-to-point (pipeline) peers "
-                                        "cannot be scaled as data parallelism; scale refuses them")
+                raise TraceContentError(
+                    path,
+                    f"{where} is a {kind} rank {peer}: point-to-point (pipeline) peers "
+                    "cannot be scaled as data parallelism; scale refuses them",
+                )
             if node_type != NodeType.COMM_COLL_NODE:
                 continue
             pg_name = attrs.get("pg_name", "")
             name = "0" if pg_name in ALL_RANKS_GROUPS else str(pg_name)
             if name != "0" and name not in self.groups.sub and name not in self.groups.all_ranks:
                 source = self.group_file or f"no communicator group file ({commgroups.path_for('IN')})"
-                raise TraceContentError(path, f"{where} is on group {pg_name!r}, which is not in {source}: the "
-                                        "group file does not match these ranks")
+                raise TraceContentError(
+                    path,
+                    f"{where} is on group {pg_name!r}, which is not in {source}: the "
+                    "group file does not match these ranks",
+                )
             members = self.groups.members(name, self.captured) if name != "0" else list(range(self.captured))
             if k not in members:
-                raise TraceContentError(path, f"{where} is on group {name} {members}, which does not hold rank {k}: "
-                                        f"the group file {self.group_file} does not match these ranks")
+                raise TraceContentError(
+                    path,
+                    f"{where} is on group {name} {members}, which does not hold rank {k}: "
+                    f"the group file {self.group_file} does not match these ranks",
+                )
             if name in self.groups.sub:
                 rewrites.append((row, name))
             kind = _kind(attrs.get("comm_type"))
@@ -285,13 +316,19 @@ class _Job:
         if k == 0:
             self.metadata = trace.metadata
         elif trace.metadata.get("schema") != self.metadata.get("schema"):
-            raise TraceContentError(path, f"schema {trace.metadata.get('schema')!r} differs from rank 0's "
-                                    f"{self.metadata.get('schema')!r}: ranks of different jobs?")
+            raise TraceContentError(
+                path,
+                f"schema {trace.metadata.get('schema')!r} differs from rank 0's "
+                f"{self.metadata.get('schema')!r}: ranks of different jobs?",
+            )
         elif not _captured_together(self.metadata, trace.metadata):
-            raise TraceContentError(path, f"captured at {trace.metadata.get('time')} (steps "
-                                    f"{trace.metadata.get('start_ts')}..{trace.metadata.get('finish_ts')}), "
-                                    f"rank 0 at {self.metadata.get('time')} ({self.metadata.get('start_ts')}.."
-                                    f"{self.metadata.get('finish_ts')}): ranks of different jobs?")
+            raise TraceContentError(
+                path,
+                f"captured at {trace.metadata.get('time')} (steps "
+                f"{trace.metadata.get('start_ts')}..{trace.metadata.get('finish_ts')}), "
+                f"rank 0 at {self.metadata.get('time')} ({self.metadata.get('start_ts')}.."
+                f"{self.metadata.get('finish_ts')}): ranks of different jobs?",
+            )
         everyone = list(range(self.captured))
         every_group = [("0", everyone), *((g, everyone) for g in self.groups.all_ranks), *self.groups.sub.items()]
         for name, members in every_group:
@@ -300,8 +337,11 @@ class _Job:
             mine = per_group.get(name, [])
             first = self.sequences.setdefault(name, (k, mine))
             if first[0] != k and first[1] != mine:
-                raise TraceContentError(path, f"its collectives on group {name} differ from rank {first[0]}'s "
-                                        f"({_difference(mine, first[1], first[0])}): ranks of different jobs?")
+                raise TraceContentError(
+                    path,
+                    f"its collectives on group {name} differ from rank {first[0]}'s "
+                    f"({_difference(mine, first[1], first[0])}): ranks of different jobs?",
+                )
 
 
 def _captured_together(first: dict[str, Any], other: dict[str, Any]) -> bool:
@@ -333,8 +373,9 @@ def _difference(mine: list[tuple[str, str, int]], theirs: list[tuple[str, str, i
     return f"{len(mine)} collectives here, {len(theirs)} on rank {other}"
 
 
-def _with_groups(plain: list[bytes], records: list[bytes], rewrites: list[tuple[int, str]], groups: _Groups,
-                 replica: int) -> list[bytes]:
+def _with_groups(
+    plain: list[bytes], records: list[bytes], rewrites: list[tuple[int, str]], groups: _Groups, replica: int
+) -> list[bytes]:
     """The records of one output rank: the captured rank's (``plain``), with its sub-group
     collectives' ``pg_name`` naming the replica's copy of the group."""
     out = list(plain)
@@ -354,8 +395,10 @@ def uses_file(path: str, in_prefix: str, out_prefix: str) -> bool:
     for prefix in (in_prefix, out_prefix):
         folder, base = os.path.split(os.path.abspath(prefix))
         there, name = os.path.split(os.path.abspath(path))
-        if same_file(folder, there) and name.startswith(f"{base}.") and (
-            name.endswith(".et") or name.endswith(commgroups.COMM_GROUP_SUFFIX)
+        if (
+            same_file(folder, there)
+            and name.startswith(f"{base}.")
+            and (name.endswith(".et") or name.endswith(commgroups.COMM_GROUP_SUFFIX))
         ):
             return True
     return False

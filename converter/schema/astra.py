@@ -24,8 +24,12 @@ RISKY_NODE_TYPES = frozenset({NodeType.INVALID_NODE, NodeType.MEM_LOAD_NODE, Nod
 #: Collectives the network simulates, with ``comm_size`` in bytes (all-gather: per-rank input;
 #: reduce-scatter: the whole input; all-reduce and all-to-all: the buffer).
 SIMULATED_COLLECTIVES = frozenset(
-    {CollectiveCommType.ALL_REDUCE, CollectiveCommType.ALL_GATHER, CollectiveCommType.ALL_TO_ALL,
-     CollectiveCommType.REDUCE_SCATTER}
+    {
+        CollectiveCommType.ALL_REDUCE,
+        CollectiveCommType.ALL_GATHER,
+        CollectiveCommType.ALL_TO_ALL,
+        CollectiveCommType.REDUCE_SCATTER,
+    }
 )
 #: Collectives replayed for their ``duration_micros`` (``comm_size`` is ignored).
 REPLAYED_COLLECTIVES = frozenset({CollectiveCommType.BROADCAST})

@@ -78,10 +78,21 @@ GLOBAL_METADATA_FIELDS: dict[str, tuple[int, int]] = {
 #: one element: ``<kind>_val`` is field 3 + 2i, ``<kind>_list`` (a ``<Kind>List`` message whose
 #: field 1, ``values``, is packed for numbers) field 4 + 2i.
 ATTRIBUTE_VALUE_KINDS: dict[str, int] = {
-    "double": WIRE_FIXED64, "float": WIRE_FIXED32, "int32": WIRE_VARINT, "int64": WIRE_VARINT,
-    "uint32": WIRE_VARINT, "uint64": WIRE_VARINT, "sint32": WIRE_VARINT, "sint64": WIRE_VARINT,
-    "fixed32": WIRE_FIXED32, "fixed64": WIRE_FIXED64, "sfixed32": WIRE_FIXED32, "sfixed64": WIRE_FIXED64,
-    "bool": WIRE_VARINT, "string": WIRE_LEN, "bytes": WIRE_LEN,
+    "double": WIRE_FIXED64,
+    "float": WIRE_FIXED32,
+    "int32": WIRE_VARINT,
+    "int64": WIRE_VARINT,
+    "uint32": WIRE_VARINT,
+    "uint64": WIRE_VARINT,
+    "sint32": WIRE_VARINT,
+    "sint64": WIRE_VARINT,
+    "fixed32": WIRE_FIXED32,
+    "fixed64": WIRE_FIXED64,
+    "sfixed32": WIRE_FIXED32,
+    "sfixed64": WIRE_FIXED64,
+    "bool": WIRE_VARINT,
+    "string": WIRE_LEN,
+    "bytes": WIRE_LEN,
 }
 
 #: ``AttributeProto`` fields: name, doc_string, and every member of the ``value`` oneof.

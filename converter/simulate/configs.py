@@ -41,12 +41,15 @@ class Network:
         def row(values: tuple[Any, ...]) -> str:
             return "[ " + ", ".join(map(str, values)) + " ]"
 
-        return (f"topology: {row(self.topology)}\nnpus_count: {row(self.npus)}\n"
-                f"bandwidth: {row(self.bandwidth)}  # GB/s\nlatency: {row(self.latency)}  # ns\n")
+        return (
+            f"topology: {row(self.topology)}\nnpus_count: {row(self.npus)}\n"
+            f"bandwidth: {row(self.bandwidth)}  # GB/s\nlatency: {row(self.latency)}  # ns\n"
+        )
 
 
-def network(topology: str, ranks: int, npus_per_dim: str | None = None, bandwidth: str | None = None,
-            latency: str | None = None) -> Network:
+def network(
+    topology: str, ranks: int, npus_per_dim: str | None = None, bandwidth: str | None = None, latency: str | None = None
+) -> Network:
     """The network of ``ranks`` NPUs named by ``topology`` ("Ring", "Ring,Switch", ...).
 
     ``npus_per_dim`` is a comma list, one size a dimension, whose product is ``ranks``; one ``*``
@@ -57,16 +60,23 @@ def network(topology: str, ranks: int, npus_per_dim: str | None = None, bandwidt
     for name in names:
         known = TOPOLOGIES.get(name.lower())
         if known is None:
-            raise ConverterError(f"--topology {topology}: unknown topology {name!r} (one of "
-                                 f"{', '.join(TOPOLOGIES.values())}, or several joined by commas: Ring,Switch)")
+            raise ConverterError(
+                f"--topology {topology}: unknown topology {name!r} (one of "
+                f"{', '.join(TOPOLOGIES.values())}, or several joined by commas: Ring,Switch)"
+            )
         dims.append(known)
     npus = _sizes(npus_per_dim, len(dims), ranks, topology)
     for kind, size in zip(dims, npus, strict=True):
         if size < 2:
-            raise ConverterError(f"--topology {topology} on {ranks} ranks: a {kind} of {size} NPU(s) "
-                                 "(every dimension needs at least 2)")
-    return Network(tuple(dims), npus, _per_dim(bandwidth, len(dims), DEFAULT_BANDWIDTH_GBPS, "--bandwidth"),
-                   _per_dim(latency, len(dims), DEFAULT_LATENCY_NS, "--latency"))
+            raise ConverterError(
+                f"--topology {topology} on {ranks} ranks: a {kind} of {size} NPU(s) (every dimension needs at least 2)"
+            )
+    return Network(
+        tuple(dims),
+        npus,
+        _per_dim(bandwidth, len(dims), DEFAULT_BANDWIDTH_GBPS, "--bandwidth"),
+        _per_dim(latency, len(dims), DEFAULT_LATENCY_NS, "--latency"),
+    )
 
 
 def check_backend(network: Network, backend: str) -> None:
@@ -75,19 +85,24 @@ def check_backend(network: Network, backend: str) -> None:
     (each run here to its end), and aborts on a Ring of 2 NPUs (it connects the same two devices
     twice: ``Device::connect`` asserts ``!connected(id)``)."""
     if backend == "aware" and len(network.npus) > 1:
-        raise ConverterError(f"the congestion-aware backend simulates one dimension only, not {network.name}: "
-                             "use --backend unaware")
+        raise ConverterError(
+            f"the congestion-aware backend simulates one dimension only, not {network.name}: use --backend unaware"
+        )
     if backend == "aware" and any(t == "Ring" and n == 2 for t, n in zip(network.topology, network.npus, strict=True)):
-        raise ConverterError(f"the congestion-aware backend aborts on a Ring of 2 NPUs ({network.name}): use "
-                             "FullyConnected there (for 2 NPUs the same links: one each way), or --backend unaware")
+        raise ConverterError(
+            f"the congestion-aware backend aborts on a Ring of 2 NPUs ({network.name}): use "
+            "FullyConnected there (for 2 NPUs the same links: one each way), or --backend unaware"
+        )
 
 
 def _sizes(text: str | None, count: int, ranks: int, topology: str) -> tuple[int, ...]:
     if text is None:
         if count == 1:
             return (ranks,)
-        raise ConverterError(f"--topology {topology} has {count} dimensions: give their sizes with "
-                             f"--npus-per-dim (e.g. {','.join(['2'] * (count - 1))},*)")
+        raise ConverterError(
+            f"--topology {topology} has {count} dimensions: give their sizes with "
+            f"--npus-per-dim (e.g. {','.join(['2'] * (count - 1))},*)"
+        )
     parts = [p.strip() for p in text.split(",")]
     if len(parts) != count:
         raise ConverterError(f"--npus-per-dim {text}: {len(parts)} size(s) for the {count} dimension(s) of {topology}")
@@ -137,17 +152,22 @@ class Accelerator:
 
 #: Dense BF16 tensor-core peak (no sparsity) and HBM bandwidth, from the vendors' datasheets.
 ACCELERATORS = {
-    a.name.lower(): a for a in (
-        Accelerator("V100", 125.0, 900.0,
-                    "NVIDIA V100 SXM2 datasheet: 125 TFLOPS FP16 tensor (no BF16), 900 GB/s HBM2"),
-        Accelerator("A100", 312.0, 2039.0,
-                    "NVIDIA A100 80GB SXM datasheet: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e"),
-        Accelerator("H100", 989.0, 3350.0,
-                    "NVIDIA H100 SXM datasheet: 989 TFLOPS BF16 dense (1,979 with sparsity), 3.35 TB/s HBM3"),
-        Accelerator("H200", 989.0, 4800.0,
-                    "NVIDIA H200 SXM datasheet: 989 TFLOPS BF16 dense, 4.8 TB/s HBM3e"),
-        Accelerator("MI300X", 1307.4, 5300.0,
-                    "AMD Instinct MI300X datasheet: 1,307.4 TFLOPS BF16 dense, 5.3 TB/s HBM3"),
+    a.name.lower(): a
+    for a in (
+        Accelerator(
+            "V100", 125.0, 900.0, "NVIDIA V100 SXM2 datasheet: 125 TFLOPS FP16 tensor (no BF16), 900 GB/s HBM2"
+        ),
+        Accelerator("A100", 312.0, 2039.0, "NVIDIA A100 80GB SXM datasheet: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e"),
+        Accelerator(
+            "H100",
+            989.0,
+            3350.0,
+            "NVIDIA H100 SXM datasheet: 989 TFLOPS BF16 dense (1,979 with sparsity), 3.35 TB/s HBM3",
+        ),
+        Accelerator("H200", 989.0, 4800.0, "NVIDIA H200 SXM datasheet: 989 TFLOPS BF16 dense, 4.8 TB/s HBM3e"),
+        Accelerator(
+            "MI300X", 1307.4, 5300.0, "AMD Instinct MI300X datasheet: 1,307.4 TFLOPS BF16 dense, 5.3 TB/s HBM3"
+        ),
     )
 }
 
@@ -160,8 +180,9 @@ def accelerator(name: str | None, peak_tflops: float | None, mem_bandwidth: floa
         preset = ACCELERATORS.get(name.lower())
         if preset is None:
             known = ", ".join(a.name for a in ACCELERATORS.values())
-            raise ConverterError(f"--accelerator {name}: unknown (one of {known}; "
-                                 "or give --peak-tflops and --mem-bandwidth)")
+            raise ConverterError(
+                f"--accelerator {name}: unknown (one of {known}; or give --peak-tflops and --mem-bandwidth)"
+            )
     if preset is None and peak_tflops is None and mem_bandwidth is None:
         return None
     if preset is None and (peak_tflops is None or mem_bandwidth is None):
@@ -201,8 +222,9 @@ def system_config(dimensions: int, roofline: Accelerator | None, replay: bool = 
     if replay:
         config["replay-only"] = 1
     if roofline is not None:
-        config.update({"roofline-enabled": 1, "peak-perf": roofline.peak_tflops,
-                       "local-mem-bw": roofline.mem_bandwidth_gbps})
+        config.update(
+            {"roofline-enabled": 1, "peak-perf": roofline.peak_tflops, "local-mem-bw": roofline.mem_bandwidth_gbps}
+        )
     return config
 
 

@@ -111,13 +111,17 @@ def _nothing_matches(prefix: str, directory: str, base: str, names: list[str]) -
     if rank_file is not None:
         return f"{said}: name the job, not a rank's file (PREFIX of PREFIX.<rank>.et: {rank_file.group(1)})"
     if os.path.isfile(prefix):
-        hint = (" (a trace to convert first: convert --astra-sim, or convert-all --astra-sim)"
-                if prefix.endswith((".json", ".json.gz")) else "")
+        hint = (
+            " (a trace to convert first: convert --astra-sim, or convert-all --astra-sim)"
+            if prefix.endswith((".json", ".json.gz"))
+            else ""
+        )
         return f"{said}: {prefix} is one file{hint}, not a job prefix"
     found = prefixes(names)
     if found:
-        return f"{said}; the jobs there: " + _listed([os.path.join(directory, p) if directory != "." else p
-                                                      for p in found])
+        return f"{said}; the jobs there: " + _listed(
+            [os.path.join(directory, p) if directory != "." else p for p in found]
+        )
     return f"{said}, nor any other job's"
 
 
@@ -128,13 +132,19 @@ def read_groups(path: str, ranks: int, option: str = "communicator group file") 
     for key, members in data.items():
         if not (isinstance(key, str) and key.isdigit() and int(key) > 0):
             raise TraceFormatError(path, f"group id {key!r}: ASTRA-sim needs whole numbers > 0")
-        if not (isinstance(members, list) and members
-                and all(isinstance(m, int) and not isinstance(m, bool) for m in members)):
+        if not (
+            isinstance(members, list)
+            and members
+            and all(isinstance(m, int) and not isinstance(m, bool) for m in members)
+        ):
             raise TraceFormatError(path, f"group {key}: expected a non-empty list of ranks")
         outside = [m for m in members if not 0 <= m < ranks]
         if outside:
-            raise TraceFormatError(path, f"group {key} names rank {outside[0]}, but the job has ranks 0..{ranks - 1} "
-                                         "(a group file of another job?)")
+            raise TraceFormatError(
+                path,
+                f"group {key} names rank {outside[0]}, but the job has ranks 0..{ranks - 1} "
+                "(a group file of another job?)",
+            )
         if len(set(members)) != len(members):
             raise TraceFormatError(path, f"group {key} lists a rank twice")
         groups[key] = list(members)

@@ -29,8 +29,16 @@ BENIGN = "Only GPU and COMM types are supported for overlap extraction"
 COMMUNICATION = {5: "send", 6: "recv", 7: "collective"}
 WORK = {2, 3, 4}  # memory load/store, compute
 _COLLECTIVE = 7
-KIND = {0: "invalid", 1: "metadata", 2: "memory", 3: "memory", 4: "compute", 5: "communication",
-        6: "communication", 7: "communication"}
+KIND = {
+    0: "invalid",
+    1: "metadata",
+    2: "memory",
+    3: "memory",
+    4: "compute",
+    5: "communication",
+    6: "communication",
+    7: "communication",
+}
 
 
 @dataclass(frozen=True)
@@ -190,8 +198,10 @@ class LogReader:
             key = (tick, order, node, name, node_type)
             if rank not in first or key < first[rank]:
                 first[rank] = key
-        return [Dropped(rank, node, name, node_type, tick)
-                for rank, (tick, _, node, name, node_type) in sorted(first.items())]
+        return [
+            Dropped(rank, node, name, node_type, tick)
+            for rank, (tick, _, node, name, node_type) in sorted(first.items())
+        ]
 
 
 def read_lines(ranks: int, lines: Iterable[str], on_span: Callable[[Span], None] | None = None) -> LogReader:

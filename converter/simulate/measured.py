@@ -24,7 +24,12 @@ def measured_steps(job: Job) -> dict[int, int]:
         except (ConverterError, OSError):
             continue
         schema, start, finish = metadata.get("schema"), metadata.get("start_ts"), metadata.get("finish_ts")
-        if (isinstance(schema, str) and schema.startswith(KINETO_SCHEMA_PREFIX) and type(start) is int
-                and type(finish) is int and finish >= start):
+        if (
+            isinstance(schema, str)
+            and schema.startswith(KINETO_SCHEMA_PREFIX)
+            and type(start) is int
+            and type(finish) is int
+            and finish >= start
+        ):
             found[rank] = (finish - start) * 1000
     return found

@@ -35,8 +35,13 @@ def step_axis_label(low: float, high: float) -> str:
     return f"simulated step (ms)\naxis {low:,.5g} to {high:,.5g} ms" + (", not from 0" if low > 0 else "")
 
 
-def sweep_png(lines: Mapping[str, Sequence[tuple[float, float, float]]], title: str, x_label: str = "ranks",
-              log_x: bool = True, tick_labels: Sequence[str] | None = None) -> bytes:
+def sweep_png(
+    lines: Mapping[str, Sequence[tuple[float, float, float]]],
+    title: str,
+    x_label: str = "ranks",
+    log_x: bool = True,
+    tick_labels: Sequence[str] | None = None,
+) -> bytes:
     """A PNG of ``lines``: per line name, (x, step in ms, communication share 0..1) points (x at
     1, 2, ... with ``tick_labels`` for values that are names). The step axis states its range,
     and that it does not start at 0 where it does not."""

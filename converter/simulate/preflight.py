@@ -32,8 +32,10 @@ WHOLE_JOB = 8  # ranks checked together, with the checks across ranks
 SAMPLE = 4  # ranks checked, each alone, in a larger job
 
 #: The usual cause of each fatal problem ``check`` finds in a file, and its fix.
-_ASTRA_SIM = ("converted without --astra-sim? convert again with it (convert/convert-all --astra-sim; "
-              "chakra-profile --convert writes it)")
+_ASTRA_SIM = (
+    "converted without --astra-sim? convert again with it (convert/convert-all --astra-sim; "
+    "chakra-profile --convert writes it)"
+)
 _FIXES = (
     ("METADATA", _ASTRA_SIM),
     ("dependencies name no node", _ASTRA_SIM),
@@ -48,7 +50,8 @@ def one_rank(job: Job) -> None:
         raise JobCheckError(
             f"{job.prefix}: a job of 1 rank ({job.rank_file(0)}): ASTRA-sim's network needs 2 NPUs or more; make "
             f"the job of N ranks it stands for with `chakra-convert-fast scale {job.prefix} OUT --ranks N` and "
-            "simulate OUT (or --sweep ranks=2,4,... here)")
+            "simulate OUT (or --sweep ranks=2,4,... here)"
+        )
 
 
 def sampled_ranks(ranks: int) -> list[int]:
@@ -64,8 +67,9 @@ def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "--
     picks = sampled_ranks(job.ranks)
     traces = [read_et(job.rank_file(r)) for r in picks]
     if len(picks) == job.ranks:
-        report = check(traces, None if job.comm_groups is None else commgroups.read(job.comm_groups,
-                                                                                       "communicator group file"))
+        report = check(
+            traces, None if job.comm_groups is None else commgroups.read(job.comm_groups, "communicator group file")
+        )
         problems = report.problems
     else:
         problems = [p for trace, rank in zip(traces, picks, strict=True) for p in check_file(trace, rank)[1]]
@@ -78,12 +82,14 @@ def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "--
             f"{roofline_option}: {job.prefix} has no accelerator (non-CPU) compute node in {checked} ranks: every "
             "compute node is a CPU op, replayed for its traced duration, so the roofline would change nothing; "
             "convert with --roofline --target accelerator (chakra-profile --convert --roofline --target "
-            "accelerator), or simulate without it")
+            "accelerator), or simulate without it"
+        )
 
 
 def _accelerator_nodes(trace: EtTrace) -> int:
-    return sum(1 for t, cpu in zip(trace.types, trace.cpu_ops, strict=True)
-               if t == NodeType.COMP_NODE and cpu == CPU_OP_FALSE)
+    return sum(
+        1 for t, cpu in zip(trace.types, trace.cpu_ops, strict=True) if t == NodeType.COMP_NODE and cpu == CPU_OP_FALSE
+    )
 
 
 def _message(job: Job, fatal: list[Problem]) -> str:
@@ -93,5 +99,7 @@ def _message(job: Job, fatal: list[Problem]) -> str:
     where = os.path.basename(first.path) if first.path else job.prefix
     more = f" (and {len(fatal) - 1} more problem(s))" if len(fatal) > 1 else ""
     tail = f"; {fix}" if fix else ""
-    return (f"{where}: {text}{more}; ASTRA-sim would not run it{tail}; "
-            f"`chakra-convert-fast check {job.prefix}.*.et` lists every problem")
+    return (
+        f"{where}: {text}{more}; ASTRA-sim would not run it{tail}; "
+        f"`chakra-convert-fast check {job.prefix}.*.et` lists every problem"
+    )

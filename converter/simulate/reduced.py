@@ -88,19 +88,32 @@ class Plan:
     def describe(self) -> str:
         if self.network is None:
             return f"the full job of {self.ranks:,} ranks ({self.reason})"
-        links = ", ".join(f"{b:.6g} GB/s {lat:.6g} ns" for b, lat in
-                          zip(self.network.bandwidth, self.network.latency, strict=True))
-        return (f"{self.simulated_ranks:,} ranks on {self.network.name} ({links}), equivalent to "
-                f"{self.ranks:,} on {self.full.name} ({self.reason})")
+        links = ", ".join(
+            f"{b:.6g} GB/s {lat:.6g} ns" for b, lat in zip(self.network.bandwidth, self.network.latency, strict=True)
+        )
+        return (
+            f"{self.simulated_ranks:,} ranks on {self.network.name} ({links}), equivalent to "
+            f"{self.ranks:,} on {self.full.name} ({self.reason})"
+        )
 
     def as_json(self) -> dict[str, Any]:
         net = self.network
-        return {"ranks": self.ranks, "simulated_ranks": self.simulated_ranks, "reduced": self.reduced,
-                "reason": self.reason, "resized_collectives": [list(p) for p in self.resize],
-                "model_error": self.worst_error,
-                "network": None if net is None else {
-                    "topology": list(net.topology), "npus_per_dim": list(net.npus),
-                    "bandwidth_gbps": list(net.bandwidth), "latency_ns": list(net.latency)}}
+        return {
+            "ranks": self.ranks,
+            "simulated_ranks": self.simulated_ranks,
+            "reduced": self.reduced,
+            "reason": self.reason,
+            "resized_collectives": [list(p) for p in self.resize],
+            "model_error": self.worst_error,
+            "network": None
+            if net is None
+            else {
+                "topology": list(net.topology),
+                "npus_per_dim": list(net.npus),
+                "bandwidth_gbps": list(net.bandwidth),
+                "latency_ns": list(net.latency),
+            },
+        }
 
 
 def full(ranks: int, captured: int, network: Network, reason: str) -> Plan:
@@ -125,8 +138,9 @@ def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend
     width = 2 if classes == 1 else -(-STEPS_PER_EXTRA_CLASS * (classes - 1) // classes) * classes
     n = network.npus[last]
     if width >= n:
-        return full(ranks, captured, network, f"its last dimension ({n:,} NPUs) is no wider than a reduced one "
-                                              f"({width:,})")
+        return full(
+            ranks, captured, network, f"its last dimension ({n:,} NPUs) is no wider than a reduced one ({width:,})"
+        )
     splits = int(system["preferred-dataset-splits"])
     resize = tuple(sorted({(s, splits * ranks) for s in sizes if s // splits < ranks}))
     bumped = dict(resize)
@@ -139,11 +153,17 @@ def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend
     if fitted is None:
         return full(ranks, captured, network, "no positive latency and bandwidth reproduce its collectives")
     latency, bandwidth, error = fitted
-    npus = (*network.npus[:last], width, *network.npus[last + 1:])
-    reduced = Network(network.topology, npus, (*network.bandwidth[:last], bandwidth, *network.bandwidth[last + 1:]),
-                      (*network.latency[:last], latency, *network.latency[last + 1:]))
-    how = (f"ring all-reduce over the last dimension: {n:,} -> {width} NPUs, "
-           f"{'one captured rank a ring: exact' if classes == 1 else f'{classes} captured ranks a ring'}")
+    npus = (*network.npus[:last], width, *network.npus[last + 1 :])
+    reduced = Network(
+        network.topology,
+        npus,
+        (*network.bandwidth[:last], bandwidth, *network.bandwidth[last + 1 :]),
+        (*network.latency[:last], latency, *network.latency[last + 1 :]),
+    )
+    how = (
+        f"ring all-reduce over the last dimension: {n:,} -> {width} NPUs, "
+        f"{'one captured rank a ring: exact' if classes == 1 else f'{classes} captured ranks a ring'}"
+    )
     return Plan(ranks, captured, network, reduced, how, resize, error)
 
 
@@ -207,8 +227,9 @@ def _last_chunk(chunk: int, before: tuple[int, ...]) -> int:
     return chunk
 
 
-def ring_all_reduce_ns(n: int, hops: int, latency: float, bandwidth_gbps: float, chunk: int, endpoint: int,
-                       mem_gbps: float) -> int:
+def ring_all_reduce_ns(
+    n: int, hops: int, latency: float, bandwidth_gbps: float, chunk: int, endpoint: int, mem_gbps: float
+) -> int:
     """ASTRA-sim's time for one chunk's ring all-reduce over n NPUs (ns), as it computes it."""
     message = chunk // n
     bpns = bandwidth_gbps * _BYTES_PER_GB / 1e9
@@ -217,8 +238,9 @@ def ring_all_reduce_ns(n: int, hops: int, latency: float, bandwidth_gbps: float,
     return endpoint + 2 * (n - 1) * (net + endpoint) + (n - 1) * reduce
 
 
-def _fit(n: int, k: int, hops: int, latency: float, bandwidth: float, chunks: list[int], endpoint: int,
-         mem: float) -> tuple[float, float, float] | None:
+def _fit(
+    n: int, k: int, hops: int, latency: float, bandwidth: float, chunks: list[int], endpoint: int, mem: float
+) -> tuple[float, float, float] | None:
     """(latency ns, bandwidth GB/s, worst relative error) of a ring of k NPUs that times each chunk as
     a ring of n does, or None if none is positive."""
     bpns = bandwidth * _BYTES_PER_GB / 1e9
@@ -239,14 +261,20 @@ def _fit(n: int, k: int, hops: int, latency: float, bandwidth: float, chunks: li
         sw = sum(w * w for _, _, w in points)
         mean_m = sum(w * w * m for m, _, w in points) / sw
         mean_t = sum(w * w * t for _, t, w in points) / sw
-        slope = (sum(w * w * (m - mean_m) * (t - mean_t) for m, t, w in points)
-                 / sum(w * w * (m - mean_m) ** 2 for m, _, w in points))
+        slope = sum(w * w * (m - mean_m) * (t - mean_t) for m, t, w in points) / sum(
+            w * w * (m - mean_m) ** 2 for m, _, w in points
+        )
         if abs(slope / inverse - 1) <= 0.05 and mean_t - slope * mean_m >= 0:  # else rounding noise: keep B'
             inverse, link = slope, mean_t - slope * mean_m
     if link < 0:
         return None
     new_latency, new_bandwidth = link / hops, 1 / inverse * 1e9 / _BYTES_PER_GB
-    error = max(abs(ring_all_reduce_ns(k, hops, new_latency, new_bandwidth, c, endpoint, mem)
-                    - ring_all_reduce_ns(n, hops, latency, bandwidth, c, endpoint, mem))
-                / ring_all_reduce_ns(n, hops, latency, bandwidth, c, endpoint, mem) for c in chunks)
+    error = max(
+        abs(
+            ring_all_reduce_ns(k, hops, new_latency, new_bandwidth, c, endpoint, mem)
+            - ring_all_reduce_ns(n, hops, latency, bandwidth, c, endpoint, mem)
+        )
+        / ring_all_reduce_ns(n, hops, latency, bandwidth, c, endpoint, mem)
+        for c in chunks
+    )
     return new_latency, new_bandwidth, error

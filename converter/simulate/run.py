@@ -42,8 +42,10 @@ from .waiting import waiting_for_peers
 
 ENV = "ASTRA_SIM_HOME"
 BINARIES = {"unaware": "AstraSim_Analytical_Congestion_Unaware", "aware": "AstraSim_Analytical_Congestion_Aware"}
-HOW_TO_GET = ("build it with astra-sim/build.sh DEST (docs/getting-astra-sim.md) and set ASTRA_SIM_HOME=DEST, "
-              "or pass --astra-sim-bin")
+HOW_TO_GET = (
+    "build it with astra-sim/build.sh DEST (docs/getting-astra-sim.md) and set ASTRA_SIM_HOME=DEST, "
+    "or pass --astra-sim-bin"
+)
 _POLL_SECONDS = 0.25
 
 
@@ -119,16 +121,30 @@ class SimulationResult:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "prefix": self.prefix, "ranks": self.modelled_ranks, "step_ns": self.step_ns,
-            "slowest_rank": self.slowest.rank, "simulated_ranks": len(self.ranks),
+            "prefix": self.prefix,
+            "ranks": self.modelled_ranks,
+            "step_ns": self.step_ns,
+            "slowest_rank": self.slowest.rank,
+            "simulated_ranks": len(self.ranks),
             "simulated_as": None if self.plan is None else self.plan.as_json(),
-            "network": {"topology": list(self.network.topology), "npus_per_dim": list(self.network.npus),
-                        "bandwidth_gbps": list(self.network.bandwidth), "latency_ns": list(self.network.latency)},
+            "network": {
+                "topology": list(self.network.topology),
+                "npus_per_dim": list(self.network.npus),
+                "bandwidth_gbps": list(self.network.bandwidth),
+                "latency_ns": list(self.network.latency),
+            },
             "backend": self.backend,
-            "roofline": None if self.roofline is None else {
-                "accelerator": self.roofline.name, "peak_tflops": self.roofline.peak_tflops,
-                "mem_bandwidth_gbps": self.roofline.mem_bandwidth_gbps, "source": self.roofline.source},
-            "comm_groups": self.comm_groups, "simulator": self.simulator, "wall_seconds": round(self.seconds, 3),
+            "roofline": None
+            if self.roofline is None
+            else {
+                "accelerator": self.roofline.name,
+                "peak_tflops": self.roofline.peak_tflops,
+                "mem_bandwidth_gbps": self.roofline.mem_bandwidth_gbps,
+                "source": self.roofline.source,
+            },
+            "comm_groups": self.comm_groups,
+            "simulator": self.simulator,
+            "wall_seconds": round(self.seconds, 3),
             "timeline": self.timeline,
             "configs": None if self.setup is None else self.setup.as_json(),
             "replay": self.replay,
@@ -143,8 +159,10 @@ def find_simulator(backend: str, given: str | None = None) -> str:
     if given:
         found = _in(given, name)
         if found is None:
-            raise SimulatorError(f"--astra-sim-bin {given}: no ASTRA-sim there (an executable, or a folder with "
-                                 f"bin/{name}); {HOW_TO_GET}")
+            raise SimulatorError(
+                f"--astra-sim-bin {given}: no ASTRA-sim there (an executable, or a folder with "
+                f"bin/{name}); {HOW_TO_GET}"
+            )
         return found
     home = os.environ.get(ENV)
     if home:
@@ -164,9 +182,16 @@ def _in(place: str, name: str) -> str | None:
 
 
 def simulate(
-    job: Job, network: Network, *, backend: str = "unaware", roofline: Accelerator | None = None,
-    simulator: str, timeline: str | None = None, timeout: float | None = None,
-    progress: Callable[[Progress], None] | None = None, setup: Setup | None = None,
+    job: Job,
+    network: Network,
+    *,
+    backend: str = "unaware",
+    roofline: Accelerator | None = None,
+    simulator: str,
+    timeline: str | None = None,
+    timeout: float | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    setup: Setup | None = None,
 ) -> SimulationResult:
     """Run ``job`` on ``network`` and read the result; the timeline (if asked for) is written
     atomically: it exists only if the run succeeded. ``setup``: the system and remote-memory
@@ -183,19 +208,44 @@ def simulate(
             out = stack.enter_context(atomic_text_output(target))
             writer = TimelineWriter(out, job.ranks, f"{job.prefix} on {network.name}, {backend}")
         reader = LogReader(job.ranks, writer.span if writer else None)
-        returncode, stderr = _run(job, network, backend, setup, simulator, workdir, reader, timeout, started,
-                                  progress, total)
+        returncode, stderr = _run(
+            job, network, backend, setup, simulator, workdir, reader, timeout, started, progress, total
+        )
         warnings = _check(returncode, stderr, reader, job, simulator, timeout)
         if writer is not None:
             writer.close()
     waited = waiting_for_peers(reader.ranks, _collective_groups(job) if job.groups else None)
-    ranks = [RankResult(r.rank, r.cycles, r.comm_time, r.comm_busy, r.exposed_comm, r.astra_exposed, r.nodes_done,
-                        r.comm_done.get("collective", 0), r.comm_done.get("send", 0), r.comm_done.get("recv", 0),
-                        waited[r.rank])
-             for r in reader.ranks]
-    return SimulationResult(job.prefix, ranks, network, backend, roofline, job.comm_groups, simulator,
-                            time.monotonic() - started, timeline, writer.events if writer else 0, warnings, setup,
-                            measured_ns=measured_steps(job))
+    ranks = [
+        RankResult(
+            r.rank,
+            r.cycles,
+            r.comm_time,
+            r.comm_busy,
+            r.exposed_comm,
+            r.astra_exposed,
+            r.nodes_done,
+            r.comm_done.get("collective", 0),
+            r.comm_done.get("send", 0),
+            r.comm_done.get("recv", 0),
+            waited[r.rank],
+        )
+        for r in reader.ranks
+    ]
+    return SimulationResult(
+        job.prefix,
+        ranks,
+        network,
+        backend,
+        roofline,
+        job.comm_groups,
+        simulator,
+        time.monotonic() - started,
+        timeline,
+        writer.events if writer else 0,
+        warnings,
+        setup,
+        measured_ns=measured_steps(job),
+    )
 
 
 def _collective_groups(job: Job) -> dict[tuple[int, int], str]:
@@ -209,12 +259,26 @@ def _collective_groups(job: Job) -> dict[tuple[int, int], str]:
     return found
 
 
-def _run(job: Job, network: Network, backend: str, setup: Setup, simulator: str, workdir: str,
-         reader: LogReader, timeout: float | None, started: float, progress: Callable[[Progress], None] | None,
-         total: int) -> tuple[int, str]:
+def _run(
+    job: Job,
+    network: Network,
+    backend: str,
+    setup: Setup,
+    simulator: str,
+    workdir: str,
+    reader: LogReader,
+    timeout: float | None,
+    started: float,
+    progress: Callable[[Progress], None] | None,
+    total: int,
+) -> tuple[int, str]:
     events = os.path.join(workdir, "events.log")
-    files = {"network.yml": network.yaml(), "system.json": json.dumps(setup.system),
-             "remote_memory.json": json.dumps(setup.remote_memory), "logging.toml": logging_config(events)}
+    files = {
+        "network.yml": network.yaml(),
+        "system.json": json.dumps(setup.system),
+        "remote_memory.json": json.dumps(setup.remote_memory),
+        "logging.toml": logging_config(events),
+    }
     network_file = os.path.abspath(setup.network_file) if setup.network_file else f"{workdir}/network.yml"
     try:
         os.mkfifo(events, 0o600)
@@ -223,19 +287,32 @@ def _run(job: Job, network: Network, backend: str, setup: Setup, simulator: str,
                 fh.write(text)
     except OSError as exc:
         raise SimulatorError(f"{workdir}: cannot write ASTRA-sim's configs: {exc.strerror or exc}") from None
-    command = [simulator, f"--workload-configuration={os.path.abspath(job.prefix)}",
-               f"--system-configuration={workdir}/system.json",
-               f"--remote-memory-configuration={workdir}/remote_memory.json",
-               f"--network-configuration={network_file}", f"--logging-folder={workdir}/log",
-               f"--logging-configuration={workdir}/logging.toml",
-               f"--comm-group-configuration={_groups_argument(job, workdir)}"]
+    command = [
+        simulator,
+        f"--workload-configuration={os.path.abspath(job.prefix)}",
+        f"--system-configuration={workdir}/system.json",
+        f"--remote-memory-configuration={workdir}/remote_memory.json",
+        f"--network-configuration={network_file}",
+        f"--logging-folder={workdir}/log",
+        f"--logging-configuration={workdir}/logging.toml",
+        f"--comm-group-configuration={_groups_argument(job, workdir)}",
+    ]
     fifo = os.open(events, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        with open(os.path.join(workdir, "stdout.txt"), "wb") as out, \
-                open(os.path.join(workdir, "stderr.txt"), "wb") as err:
+        with (
+            open(os.path.join(workdir, "stdout.txt"), "wb") as out,
+            open(os.path.join(workdir, "stderr.txt"), "wb") as err,
+        ):
             try:
-                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=workdir,
-                                           start_new_session=True, preexec_fn=_die_with_parent)
+                process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    cwd=workdir,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
             except OSError as exc:
                 raise SimulatorError(f"cannot run ASTRA-sim {simulator}: {exc.strerror or exc}") from None
             try:
@@ -258,8 +335,16 @@ def _run(job: Job, network: Network, backend: str, setup: Setup, simulator: str,
     return process.returncode, stderr
 
 
-def _follow(process: subprocess.Popen[bytes], fifo: int, reader: LogReader, timeout: float | None, started: float,
-            progress: Callable[[Progress], None] | None, total: int, ranks: int) -> None:
+def _follow(
+    process: subprocess.Popen[bytes],
+    fifo: int,
+    reader: LogReader,
+    timeout: float | None,
+    started: float,
+    progress: Callable[[Progress], None] | None,
+    total: int,
+    ranks: int,
+) -> None:
     """Read the log as it comes until the process has exited and the pipe is drained."""
     decoder_tail = b""
     last_report = 0.0
@@ -287,8 +372,11 @@ def _follow(process: subprocess.Popen[bytes], fifo: int, reader: LogReader, time
                 reader.feed(data[:cut].decode("utf-8", errors="replace"))
         if progress is not None and time.monotonic() - last_report > 0.5:
             last_report = time.monotonic()
-            progress(Progress(reader.nodes_done, max(total, reader.nodes_done), reader.ranks_finished, ranks,
-                              reader.last_tick))
+            progress(
+                Progress(
+                    reader.nodes_done, max(total, reader.nodes_done), reader.ranks_finished, ranks, reader.last_tick
+                )
+            )
         if not running and not got:
             break  # exited, and nothing more in the pipe (no writer left: EOF)
         if running and readable and not got:
@@ -296,8 +384,9 @@ def _follow(process: subprocess.Popen[bytes], fifo: int, reader: LogReader, time
     if decoder_tail:
         reader.feed(decoder_tail.decode("utf-8", errors="replace"))
     if progress is not None:
-        progress(Progress(reader.nodes_done, max(total, reader.nodes_done), reader.ranks_finished, ranks,
-                          reader.last_tick))
+        progress(
+            Progress(reader.nodes_done, max(total, reader.nodes_done), reader.ranks_finished, ranks, reader.last_tick)
+        )
 
 
 def make_workdir(prefix: str, parent: str | None = None) -> str:
@@ -305,8 +394,9 @@ def make_workdir(prefix: str, parent: str | None = None) -> str:
     try:
         return tempfile.mkdtemp(prefix=prefix, dir=parent)
     except OSError as exc:
-        raise SimulatorError(f"{parent or tempfile.gettempdir()}: cannot make a temporary folder: "
-                             f"{exc.strerror or exc}") from None
+        raise SimulatorError(
+            f"{parent or tempfile.gettempdir()}: cannot make a temporary folder: {exc.strerror or exc}"
+        ) from None
 
 
 def _groups_argument(job: Job, workdir: str) -> str:
@@ -333,25 +423,30 @@ def _die_with_parent() -> None:
 _CRASHES_AT_EXIT = (signal.SIGABRT, signal.SIGSEGV)
 
 
-def _check(returncode: int, stderr: str, reader: LogReader, job: Job, simulator: str,
-           timeout: float | None) -> list[str]:
+def _check(
+    returncode: int, stderr: str, reader: LogReader, job: Job, simulator: str, timeout: float | None
+) -> list[str]:
     """Raise ``SimulatorError`` unless every rank finished in a run that ended well; returns the
     warnings of a run whose result stands (a crash at exit once every rank had finished)."""
     name = os.path.basename(simulator)
     finished = not reader.unknown_ranks and all(r.finished for r in reader.ranks)
     if returncode in tuple(-s for s in _CRASHES_AT_EXIT) and finished:
-        return [f"ASTRA-sim ({name}) died of {_signal_name(-returncode)} after every rank had finished "
-                "(a known ASTRA-sim bug with communicator sub-groups); the steps are read from its log, whose last "
-                "per-node lines may be lost (node and communication counts can fall short)"]
+        return [
+            f"ASTRA-sim ({name}) died of {_signal_name(-returncode)} after every rank had finished "
+            "(a known ASTRA-sim bug with communicator sub-groups); the steps are read from its log, whose last "
+            "per-node lines may be lost (node and communication counts can fall short)"
+        ]
     if returncode < 0:
         said = _reason(stderr, reader, "")
-        raise SimulatorError(f"ASTRA-sim ({name}) was killed by {_signal_name(-returncode)}"
-                             f"{': ' + said if said else ''}; no result")
+        raise SimulatorError(
+            f"ASTRA-sim ({name}) was killed by {_signal_name(-returncode)}{': ' + said if said else ''}; no result"
+        )
     if returncode != 0:
         raise SimulatorError(f"ASTRA-sim ({name}) failed with exit status {returncode}: {_reason(stderr, reader)}")
     if reader.unknown_ranks:
-        raise SimulatorError(f"ASTRA-sim's log names rank {min(reader.unknown_ranks)}, but {job.prefix} has "
-                             f"{job.ranks} ranks")
+        raise SimulatorError(
+            f"ASTRA-sim's log names rank {min(reader.unknown_ranks)}, but {job.prefix} has {job.ranks} ranks"
+        )
     unfinished = [r.rank for r in reader.ranks if not r.finished]
     if not unfinished:
         return []
@@ -359,8 +454,10 @@ def _check(returncode: int, stderr: str, reader: LogReader, job: Job, simulator:
     first = next((dropped[r] for r in unfinished if r in dropped), None)
     where = f"rank {unfinished[0]} did not finish ({len(unfinished)} of {job.ranks} ranks unfinished)"
     if first is not None:
-        where += (f"; the first node ASTRA-sim dropped: rank {first.rank} node {first.node_id} '{first.name}' "
-                  f"({KIND.get(first.node_type, 'other')}, issued at {first.issued_at / 1e6:.3f} ms, never completed)")
+        where += (
+            f"; the first node ASTRA-sim dropped: rank {first.rank} node {first.node_id} '{first.name}' "
+            f"({KIND.get(first.node_type, 'other')}, issued at {first.issued_at / 1e6:.3f} ms, never completed)"
+        )
     if reader.problems:
         where += f"; ASTRA-sim said: {reader.problems[0]}"
     raise SimulatorError(where)
@@ -384,7 +481,6 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
-
 
 
 @dataclass(frozen=True)
@@ -418,8 +514,13 @@ def roofline_option(options: SimulateOptions) -> str:
     return "--peak-tflops" if options.peak_tflops is not None else "--mem-bandwidth"
 
 
-def simulate_prefix(prefix: str, options: SimulateOptions, *, timeline: str | None = None,
-                    progress: Callable[[Progress], None] | None = None) -> SimulationResult:
+def simulate_prefix(
+    prefix: str,
+    options: SimulateOptions,
+    *,
+    timeline: str | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> SimulationResult:
     """Everything checked first (the job, its groups, the network, the roofline, the simulator),
     then the run."""
     if options.backend not in BINARIES:
@@ -433,8 +534,17 @@ def simulate_prefix(prefix: str, options: SimulateOptions, *, timeline: str | No
     if options.check:
         preflight.check_job(job, roofline, roofline_option(options))
     simulator = find_simulator(options.backend, options.astra_sim_bin)
-    return simulate(job, network, backend=options.backend, roofline=roofline, simulator=simulator, timeline=timeline,
-                    timeout=options.timeout, progress=progress, setup=setup)
+    return simulate(
+        job,
+        network,
+        backend=options.backend,
+        roofline=roofline,
+        simulator=simulator,
+        timeline=timeline,
+        timeout=options.timeout,
+        progress=progress,
+        setup=setup,
+    )
 
 
 def network_of(options: SimulateOptions, ranks: int, topology: str | None = None) -> Network:
@@ -442,14 +552,21 @@ def network_of(options: SimulateOptions, ranks: int, topology: str | None = None
     replacing theirs: a sweep's line)."""
     if options.network_config is not None:
         return read_network(options.network_config, ranks)
-    return configs.network(topology or options.topology, ranks, options.npus_per_dim, options.bandwidth,
-                           options.latency)
+    return configs.network(
+        topology or options.topology, ranks, options.npus_per_dim, options.bandwidth, options.latency
+    )
 
 
 def setup_of(options: SimulateOptions, network: Network, roofline: Accelerator | None) -> Setup:
-    setup = make_setup(len(network.npus), roofline, system_file=options.system_config,
-                       network_file=options.network_config, remote_memory_file=options.remote_memory_config,
-                       collective=options.collective, active_chunks=options.active_chunks)
+    setup = make_setup(
+        len(network.npus),
+        roofline,
+        system_file=options.system_config,
+        network_file=options.network_config,
+        remote_memory_file=options.remote_memory_config,
+        collective=options.collective,
+        active_chunks=options.active_chunks,
+    )
     if options.replay:  # every node its traced duration, communication included (Workload::issue)
         setup.system["replay-only"] = 1
     return setup

@@ -33,10 +33,16 @@ from ..errors import ConverterError
 from .configs import REMOTE_MEMORY, TOPOLOGIES, Accelerator, Network, system_config
 
 #: ASTRA-sim's names of its native collective algorithms, by the lower-case name users type.
-ALGORITHMS = {a.lower(): a for a in ("ring", "oneRing", "direct", "oneDirect", "halvingDoubling",
-                                     "oneHalvingDoubling", "doubleBinaryTree")}
-IMPLEMENTATIONS = ("all-reduce-implementation", "all-gather-implementation", "reduce-scatter-implementation",
-                   "all-to-all-implementation")
+ALGORITHMS = {
+    a.lower(): a
+    for a in ("ring", "oneRing", "direct", "oneDirect", "halvingDoubling", "oneHalvingDoubling", "doubleBinaryTree")
+}
+IMPLEMENTATIONS = (
+    "all-reduce-implementation",
+    "all-gather-implementation",
+    "reduce-scatter-implementation",
+    "all-to-all-implementation",
+)
 ALL_REDUCE_ONLY = {"doubleBinaryTree"}
 _ROOFLINE_KEYS = ("roofline-enabled", "peak-perf", "local-mem-bw")
 _DIRECT_WINDOW = re.compile(r"(one)?direct(\d+)?", re.IGNORECASE)
@@ -73,9 +79,13 @@ class Setup:
         return "; ".join(parts)
 
     def as_json(self) -> dict[str, Any]:
-        return {"system_config": self.system_file, "network_config": self.network_file,
-                "remote_memory_config": self.remote_memory_file, "overridden": list(self.overridden),
-                "system": self.system}
+        return {
+            "system_config": self.system_file,
+            "network_config": self.network_file,
+            "remote_memory_config": self.remote_memory_file,
+            "overridden": list(self.overridden),
+            "system": self.system,
+        }
 
 
 def collectives(text: str, dimensions: int) -> list[str]:
@@ -85,8 +95,10 @@ def collectives(text: str, dimensions: int) -> list[str]:
     for name in names:
         found = ALGORITHMS.get(name.lower())
         if found is None:
-            raise ConverterError(f"--collective {text}: unknown algorithm {name!r} (one of "
-                                 f"{', '.join(ALGORITHMS.values())}; one for every dimension, or one a dimension)")
+            raise ConverterError(
+                f"--collective {text}: unknown algorithm {name!r} (one of "
+                f"{', '.join(ALGORITHMS.values())}; one for every dimension, or one a dimension)"
+            )
         known.append(found)
     if len(known) == 1:
         return known * dimensions
@@ -95,9 +107,16 @@ def collectives(text: str, dimensions: int) -> list[str]:
     return known
 
 
-def make_setup(dimensions: int, roofline: Accelerator | None, *, system_file: str | None = None,
-               network_file: str | None = None, remote_memory_file: str | None = None,
-               collective: str | None = None, active_chunks: int | None = None) -> Setup:
+def make_setup(
+    dimensions: int,
+    roofline: Accelerator | None,
+    *,
+    system_file: str | None = None,
+    network_file: str | None = None,
+    remote_memory_file: str | None = None,
+    collective: str | None = None,
+    active_chunks: int | None = None,
+) -> Setup:
     """The system config (ours, or the user's with our keys set over it) and the remote memory's."""
     if active_chunks is not None and active_chunks < 1:
         raise ConverterError(f"--active-chunks {active_chunks}: at least 1")
@@ -114,8 +133,7 @@ def make_setup(dimensions: int, roofline: Accelerator | None, *, system_file: st
     if collective is not None:
         per_dim = collectives(collective, dimensions)
         for key in IMPLEMENTATIONS:
-            value = per_dim if key == IMPLEMENTATIONS[0] else [
-                "ring" if a in ALL_REDUCE_ONLY else a for a in per_dim]
+            value = per_dim if key == IMPLEMENTATIONS[0] else ["ring" if a in ALL_REDUCE_ONLY else a for a in per_dim]
             if system_file is not None and system.get(key) != value:
                 overridden.append(key)
             system[key] = value
@@ -139,22 +157,28 @@ def _check_system(system: dict[str, Any], dimensions: int, path: str) -> None:
         for name in value:
             direct = _DIRECT_WINDOW.fullmatch(name)
             if name not in ALGORITHMS.values() and not (direct and name.startswith(("direct", "oneDirect"))):
-                raise ConverterError(f"--system-config {path}: {key} names {name!r}, not an algorithm ASTRA-sim knows "
-                                     f"({', '.join(ALGORITHMS.values())})")
+                raise ConverterError(
+                    f"--system-config {path}: {key} names {name!r}, not an algorithm ASTRA-sim knows "
+                    f"({', '.join(ALGORITHMS.values())})"
+                )
         if len(value) != dimensions:
-            raise ConverterError(f"--system-config {path}: {key} has {len(value)} entr(ies) for a network of "
-                                 f"{dimensions} dimension(s) (one a dimension; or set them with --collective)")
+            raise ConverterError(
+                f"--system-config {path}: {key} has {len(value)} entr(ies) for a network of "
+                f"{dimensions} dimension(s) (one a dimension; or set them with --collective)"
+            )
     chunks = system.get("active-chunks-per-dimension")
     if chunks is not None and not (type(chunks) is int and chunks >= 1):
-        raise ConverterError(f"--system-config {path}: active-chunks-per-dimension {chunks!r} is not a whole number "
-                             ">= 1")
+        raise ConverterError(
+            f"--system-config {path}: active-chunks-per-dimension {chunks!r} is not a whole number >= 1"
+        )
 
 
 def _remote_memory(path: str) -> dict[str, Any]:
     data = _json_object(path, "--remote-memory-config")
     if not isinstance(data.get("memory-type"), str):
-        raise ConverterError(f"--remote-memory-config {path}: no \"memory-type\" (e.g. \"NO_MEMORY_EXPANSION\", "
-                             "as ASTRA-sim's examples)")
+        raise ConverterError(
+            f'--remote-memory-config {path}: no "memory-type" (e.g. "NO_MEMORY_EXPANSION", as ASTRA-sim\'s examples)'
+        )
     return data
 
 
@@ -185,13 +209,16 @@ def read_network(path: str, ranks: int | None) -> Network:
     fields = _yaml_lists(_read(path, "--network-config"), path)
     missing = [k for k in ("topology", "npus_count", "bandwidth", "latency") if k not in fields]
     if missing:
-        raise ConverterError(f"--network-config {path}: no {', '.join(missing)} (ASTRA-sim's analytical network: "
-                             "topology, npus_count, bandwidth, latency, one value a dimension)")
+        raise ConverterError(
+            f"--network-config {path}: no {', '.join(missing)} (ASTRA-sim's analytical network: "
+            "topology, npus_count, bandwidth, latency, one value a dimension)"
+        )
     topology = []
     for name in fields["topology"]:
         if name not in TOPOLOGIES.values():
-            raise ConverterError(f"--network-config {path}: topology {name!r} is not one of "
-                                 f"{', '.join(TOPOLOGIES.values())}")
+            raise ConverterError(
+                f"--network-config {path}: topology {name!r} is not one of {', '.join(TOPOLOGIES.values())}"
+            )
         topology.append(name)
     dims = len(topology)
     try:
@@ -206,8 +233,9 @@ def read_network(path: str, ranks: int | None) -> Network:
     if any(n < 2 for n in npus) or any(not 0 < v < float("inf") for v in (*bandwidth, *latency)):
         raise ConverterError(f"--network-config {path}: every dimension needs 2 NPUs or more and positive links")
     if ranks is not None and prod(npus) != ranks:
-        raise ConverterError(f"--network-config {path}: {'x'.join(map(str, npus))} = {prod(npus)} NPUs, but the job "
-                             f"has {ranks} ranks")
+        raise ConverterError(
+            f"--network-config {path}: {'x'.join(map(str, npus))} = {prod(npus)} NPUs, but the job has {ranks} ranks"
+        )
     return Network(tuple(topology), npus, bandwidth, latency)
 
 

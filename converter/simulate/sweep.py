@@ -91,20 +91,29 @@ class SweepResult:
 
     def table(self) -> str:
         first = KEYS[self.key]
-        rows = [f"| {first} | network | links | simulated step (ms) | communication (ms) | communication share | "
-                "exposed communication (ms) | waiting for peers (ms) | nodes per rank | ASTRA-sim wall time (s) | "
-                "scale time (s) | simulated ranks |",
-                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        rows = [
+            f"| {first} | network | links | simulated step (ms) | communication (ms) | communication share | "
+            "exposed communication (ms) | waiting for peers (ms) | nodes per rank | ASTRA-sim wall time (s) | "
+            "scale time (s) | simulated ranks |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for p in self.points:
-            rows.append(f"| {p.value or f'{p.ranks:,}'} | {p.network} | {p.links} | {p.step_ns / 1e6:,.2f} | "
-                        f"{p.comm_busy_ns / 1e6:,.2f} | {p.comm_share:.1%} | {p.exposed_comm_ns / 1e6:,.2f} | "
-                        f"{p.waiting_ns / 1e6:,.2f} | {p.nodes_per_rank:,.0f} | {p.seconds:.1f} | "
-                        f"{p.scale_seconds:.1f} | {p.simulated_ranks or p.ranks:,}{_reduced_mark(p)} |")
+            rows.append(
+                f"| {p.value or f'{p.ranks:,}'} | {p.network} | {p.links} | {p.step_ns / 1e6:,.2f} | "
+                f"{p.comm_busy_ns / 1e6:,.2f} | {p.comm_share:.1%} | {p.exposed_comm_ns / 1e6:,.2f} | "
+                f"{p.waiting_ns / 1e6:,.2f} | {p.nodes_per_rank:,.0f} | {p.seconds:.1f} | "
+                f"{p.scale_seconds:.1f} | {p.simulated_ranks or p.ranks:,}{_reduced_mark(p)} |"
+            )
         return "\n".join(rows) + "\n"
 
     def as_json(self) -> dict[str, Any]:
-        return {"prefix": self.prefix, "captured_ranks": self.captured_ranks, "backend": self.backend, "key": self.key,
-                "points": [{**p.__dict__, "comm_share": p.comm_share} for p in self.points]}
+        return {
+            "prefix": self.prefix,
+            "captured_ranks": self.captured_ranks,
+            "backend": self.backend,
+            "key": self.key,
+            "points": [{**p.__dict__, "comm_share": p.comm_share} for p in self.points],
+        }
 
 
 def _reduced_mark(point: SweepPoint) -> str:
@@ -141,8 +150,10 @@ def parse(text: str) -> tuple[str, list[str]]:
     key = key.strip().lower()
     items = [v.strip() for v in values.split(",")] if values.strip() else []
     if key not in KEYS or not items or any(not v for v in items):
-        raise ConverterError(f"--sweep {text}: expected KEY=V1,V2,... with KEY one of {', '.join(KEYS)} "
-                             "(e.g. ranks=2,8,64; bandwidth=25,50,100; accelerator=A100,H100)")
+        raise ConverterError(
+            f"--sweep {text}: expected KEY=V1,V2,... with KEY one of {', '.join(KEYS)} "
+            "(e.g. ranks=2,8,64; bandwidth=25,50,100; accelerator=A100,H100)"
+        )
     if key == "ranks" and not all(v.isdigit() and int(v) >= 1 for v in items):
         raise ConverterError(f"--sweep {text}: rank counts are whole numbers, at least 1")
     if key == "bandwidth":
@@ -160,11 +171,23 @@ def parse(text: str) -> tuple[str, list[str]]:
     return key, items
 
 
-def sweep(prefix: str, points: Sequence[int | float | str], topologies: Sequence[str], options: SimulateOptions, *,
-          scale: Scale, out_prefix: str | None = None, work_dir: str | None = None,
-          on_point: Callable[[SweepPoint], None] | None = None,
-          progress: Callable[[Progress], None] | None = None, scale_capture: bool = False, key: str = "ranks",
-          jobs: int = 1, ray: str | None = None, exact: bool = False) -> SweepResult:
+def sweep(
+    prefix: str,
+    points: Sequence[int | float | str],
+    topologies: Sequence[str],
+    options: SimulateOptions,
+    *,
+    scale: Scale,
+    out_prefix: str | None = None,
+    work_dir: str | None = None,
+    on_point: Callable[[SweepPoint], None] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    scale_capture: bool = False,
+    key: str = "ranks",
+    jobs: int = 1,
+    ray: str | None = None,
+    exact: bool = False,
+) -> SweepResult:
     """Simulate ``prefix`` at each of ``points`` (the values of ``key``) on each topology. With
     ``jobs`` > 1 the values run in that many local processes, with ``ray`` (an address, or "auto")
     as tasks on that Ray cluster; ``progress`` is heard only when they run here one by one. A
@@ -195,17 +218,31 @@ def sweep(prefix: str, points: Sequence[int | float | str], topologies: Sequence
         for topology in topologies:
             network = network_of(point_options, count, topology)
             configs.check_backend(network, options.backend)
-            roofline = configs.accelerator(point_options.accelerator, point_options.peak_tflops,
-                                           point_options.mem_bandwidth)
+            roofline = configs.accelerator(
+                point_options.accelerator, point_options.peak_tflops, point_options.mem_bandwidth
+            )
             setup_of(point_options, network, roofline)
         scaled = key == "ranks" and (count != job.ranks or scale_capture)
-        tasks.append(_Task(index, key, value, prefix, tuple(topologies), point_options, work_dir,
-                           scale if scaled else None, count, exact))
+        tasks.append(
+            _Task(
+                index,
+                key,
+                value,
+                prefix,
+                tuple(topologies),
+                point_options,
+                work_dir,
+                scale if scaled else None,
+                count,
+                exact,
+            )
+        )
     first = tasks[0].options
     if options.check:
         roofline = configs.accelerator(first.accelerator, first.peak_tflops, first.mem_bandwidth)
-        preflight.check_job(job, roofline, f"--sweep accelerator={values[0]}" if key == "accelerator"
-                            else roofline_option(first))
+        preflight.check_job(
+            job, roofline, f"--sweep accelerator={values[0]}" if key == "accelerator" else roofline_option(first)
+        )
     find_simulator(options.backend, options.astra_sim_bin)
     pyplot()
     out = out_prefix or f"{prefix}.sweep"
@@ -224,8 +261,9 @@ def sweep(prefix: str, points: Sequence[int | float | str], topologies: Sequence
             for point in outcome.points:
                 on_point(point)
     done = [p for index in range(len(tasks)) for p in outcomes[index]]
-    result = SweepResult(prefix, job.ranks, options.backend, done, targets["md"].path, targets["png"].path,
-                         targets["json"].path, key)
+    result = SweepResult(
+        prefix, job.ranks, options.backend, done, targets["md"].path, targets["png"].path, targets["json"].path, key
+    )
     _write(result, targets, topologies, options)
     return result
 
@@ -238,8 +276,9 @@ def _options_at(options: SimulateOptions, key: str, value: str) -> SimulateOptio
     return options
 
 
-def _outcomes(tasks: list[_Task], jobs: int, ray: str | None,
-              progress: Callable[[Progress], None] | None) -> Iterator[_Outcome]:
+def _outcomes(
+    tasks: list[_Task], jobs: int, ray: str | None, progress: Callable[[Progress], None] | None
+) -> Iterator[_Outcome]:
     if ray is not None:
         yield from run_on_ray(ray, run_task, tasks, (), _lost)
         return
@@ -281,8 +320,17 @@ def _simulate_task(task: _Task, progress: Callable[[Progress], None] | None) -> 
             chosen = plan_for(captured, network, task.ranks, options.backend, setup, task.exact or task.key != "ranks")
             if chosen.reduced:
                 started = time.monotonic()
-                result = run_plan(captured, chosen, options, roofline, setup, simulator, compact=False,
-                                  work_dir=task.work_dir, progress=progress)
+                result = run_plan(
+                    captured,
+                    chosen,
+                    options,
+                    roofline,
+                    setup,
+                    simulator,
+                    compact=False,
+                    work_dir=task.work_dir,
+                    progress=progress,
+                )
                 points.append(_point(task, topology, result, time.monotonic() - started - result.seconds))
                 continue
             if point_job is None and task.scale is not None:
@@ -291,24 +339,46 @@ def _simulate_task(task: _Task, progress: Callable[[Progress], None] | None) -> 
                 task.scale(task.prefix, scaled_prefix, task.ranks)
                 point_job, scaled = find_job(scaled_prefix), time.monotonic() - started
             assert point_job is not None
-            result = simulate(point_job, network, backend=options.backend, roofline=roofline, simulator=simulator,
-                              timeout=options.timeout, progress=progress, setup=setup)
+            result = simulate(
+                point_job,
+                network,
+                backend=options.backend,
+                roofline=roofline,
+                simulator=simulator,
+                timeout=options.timeout,
+                progress=progress,
+                setup=setup,
+            )
             points.append(_point(task, topology, result, scaled, chosen))
         return points
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _point(task: _Task, topology: str, result: SimulationResult, scaled: float,
-           chosen: Plan | None = None) -> SweepPoint:
+def _point(
+    task: _Task, topology: str, result: SimulationResult, scaled: float, chosen: Plan | None = None
+) -> SweepPoint:
     slowest = result.slowest
     chosen = result.plan or chosen
     nodes = sum(r.nodes for r in result.ranks) / len(result.ranks)
     net = result.network
     links = ", ".join(f"{b:g} GB/s {lat:g} ns" for b, lat in zip(net.bandwidth, net.latency, strict=True))
-    return SweepPoint(task.ranks, topology, net.name, result.step_ns, slowest.comm_busy_ns, slowest.exposed_comm_ns,
-                      nodes, result.seconds, scaled, task.value, links, slowest.waiting_ns, len(result.ranks),
-                      chosen.describe() if chosen is not None and task.key == "ranks" else "")
+    return SweepPoint(
+        task.ranks,
+        topology,
+        net.name,
+        result.step_ns,
+        slowest.comm_busy_ns,
+        slowest.exposed_comm_ns,
+        nodes,
+        result.seconds,
+        scaled,
+        task.value,
+        links,
+        slowest.waiting_ns,
+        len(result.ranks),
+        chosen.describe() if chosen is not None and task.key == "ranks" else "",
+    )
 
 
 def plot_title(outcome: SweepResult, options: SimulateOptions) -> str:
@@ -321,19 +391,29 @@ def plot_title(outcome: SweepResult, options: SimulateOptions) -> str:
         network = f"links {links[0]}" if len(links) == 1 else "links: " + "; ".join(links)
     what = {"ranks": "scaled", "bandwidth": "at each link bandwidth", "accelerator": "on each accelerator"}[outcome.key]
     compute = f", roofline {options.accelerator}" if options.accelerator and outcome.key != "accelerator" else ""
-    return (f"{os.path.basename(outcome.prefix)} ({outcome.captured_ranks} captured ranks) {what}, ASTRA-sim "
-            f"congestion-{outcome.backend}{compute}\n{network}")
+    return (
+        f"{os.path.basename(outcome.prefix)} ({outcome.captured_ranks} captured ranks) {what}, ASTRA-sim "
+        f"congestion-{outcome.backend}{compute}\n{network}"
+    )
 
 
-def _write(outcome: SweepResult, targets: dict[str, OutputTarget], topologies: Sequence[str],
-           options: SimulateOptions) -> None:
+def _write(
+    outcome: SweepResult, targets: dict[str, OutputTarget], topologies: Sequence[str], options: SimulateOptions
+) -> None:
     values = list(dict.fromkeys(p.value for p in outcome.points))
     numeric = outcome.key != "accelerator"
     position = {v: (float(v) if numeric else float(i + 1)) for i, v in enumerate(values)}
-    lines = {t: [(position[p.value], p.step_ns / 1e6, p.comm_share) for p in outcome.points if p.topology == t]
-             for t in topologies}
-    png = sweep_png(lines, plot_title(outcome, options), x_label=KEYS[outcome.key], log_x=numeric,
-                    tick_labels=None if numeric else values)
+    lines = {
+        t: [(position[p.value], p.step_ns / 1e6, p.comm_share) for p in outcome.points if p.topology == t]
+        for t in topologies
+    }
+    png = sweep_png(
+        lines,
+        plot_title(outcome, options),
+        x_label=KEYS[outcome.key],
+        log_x=numeric,
+        tick_labels=None if numeric else values,
+    )
     with atomic_text_output(targets["md"]) as fh:
         fh.write(outcome.table())
     with atomic_output(targets["png"]) as fh:

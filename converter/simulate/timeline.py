@@ -36,9 +36,16 @@ class TimelineWriter:
             kinds.append(kind)
             ends.append(span.end)
             tid = len(kinds)
-        event = {"name": span.name, "cat": kind, "ph": "X", "ts": span.start / 1000,
-                 "dur": (span.end - span.start) / 1000, "pid": span.rank, "tid": tid,
-                 "args": {"node": span.node_id, "type": span.node_type}}
+        event = {
+            "name": span.name,
+            "cat": kind,
+            "ph": "X",
+            "ts": span.start / 1000,
+            "dur": (span.end - span.start) / 1000,
+            "pid": span.rank,
+            "tid": tid,
+            "args": {"node": span.node_id, "type": span.node_type},
+        }
         self._write(event)
         self.events += 1
 

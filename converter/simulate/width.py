@@ -51,13 +51,22 @@ def plan_for(job: Job, network: Network, ranks: int, backend: str, setup: Setup,
 
 def check_width(job: Job, ranks: int) -> None:
     if ranks < 1 or ranks % job.ranks:
-        raise ConverterError(f"--ranks {ranks}: a data-parallel job of {job.ranks} captured rank(s) scales to a "
-                             f"multiple of {job.ranks}")
+        raise ConverterError(
+            f"--ranks {ranks}: a data-parallel job of {job.ranks} captured rank(s) scales to a multiple of {job.ranks}"
+        )
 
 
-def simulate_width(prefix: str, ranks: int, options: SimulateOptions, *, exact: bool = False, compact: bool = False,
-                   work_dir: str | None = None, timeline: str | None = None,
-                   progress: Callable[[Progress], None] | None = None) -> SimulationResult:
+def simulate_width(
+    prefix: str,
+    ranks: int,
+    options: SimulateOptions,
+    *,
+    exact: bool = False,
+    compact: bool = False,
+    work_dir: str | None = None,
+    timeline: str | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> SimulationResult:
     """Everything checked first (the job, the network at N ranks, the roofline, the configs, the
     simulator), then the reduced or the full job written and run."""
     if options.backend not in BINARIES:
@@ -74,13 +83,33 @@ def simulate_width(prefix: str, ranks: int, options: SimulateOptions, *, exact: 
     if work_dir is not None and not os.path.isdir(work_dir):
         raise ConverterError(f"--work-dir {work_dir}: no such directory")
     chosen = plan_for(job, network, ranks, options.backend, setup, exact)
-    return run_plan(job, chosen, options, roofline, setup, simulator, compact=compact, work_dir=work_dir,
-                    timeline=timeline, progress=progress)
+    return run_plan(
+        job,
+        chosen,
+        options,
+        roofline,
+        setup,
+        simulator,
+        compact=compact,
+        work_dir=work_dir,
+        timeline=timeline,
+        progress=progress,
+    )
 
 
-def run_plan(job: Job, chosen: Plan, options: SimulateOptions, roofline: Accelerator | None, setup: Setup,
-             simulator: str, *, compact: bool, work_dir: str | None, timeline: str | None = None,
-             progress: Callable[[Progress], None] | None = None) -> SimulationResult:
+def run_plan(
+    job: Job,
+    chosen: Plan,
+    options: SimulateOptions,
+    roofline: Accelerator | None,
+    setup: Setup,
+    simulator: str,
+    *,
+    compact: bool,
+    work_dir: str | None,
+    timeline: str | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> SimulationResult:
     """Write the job ``chosen`` names (in a temporary folder) and run it. A reduced job is always
     written compacted (``compact/``: the same simulated time with far fewer nodes), the full one
     only with ``compact``; a reduced job runs on its own network (never the user's network file,
@@ -89,8 +118,17 @@ def run_plan(job: Job, chosen: Plan, options: SimulateOptions, roofline: Acceler
     if chosen.reduced:
         compact, setup = True, replace(setup, network_file=None)
     if chosen.simulated_ranks == job.ranks and not compact and not chosen.resize:
-        result = simulate(job, network, backend=options.backend, roofline=roofline, simulator=simulator,
-                          timeline=timeline, timeout=options.timeout, progress=progress, setup=setup)
+        result = simulate(
+            job,
+            network,
+            backend=options.backend,
+            roofline=roofline,
+            simulator=simulator,
+            timeline=timeline,
+            timeout=options.timeout,
+            progress=progress,
+            setup=setup,
+        )
         return _labelled(result, chosen, job.prefix)
     scratch = make_workdir("chakra-ranks-", work_dir)
     try:
@@ -98,9 +136,17 @@ def run_plan(job: Job, chosen: Plan, options: SimulateOptions, roofline: Acceler
         scale(job.prefix, written, chosen.simulated_ranks, compact=compact)
         if chosen.resize:
             _resize(written, chosen.simulated_ranks, dict(chosen.resize))
-        result = simulate(find_job(written), network, backend=options.backend, roofline=roofline,
-                          simulator=simulator, timeline=timeline, timeout=options.timeout, progress=progress,
-                          setup=setup)
+        result = simulate(
+            find_job(written),
+            network,
+            backend=options.backend,
+            roofline=roofline,
+            simulator=simulator,
+            timeline=timeline,
+            timeout=options.timeout,
+            progress=progress,
+            setup=setup,
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return _labelled(result, chosen, job.prefix)

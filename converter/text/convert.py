@@ -47,8 +47,15 @@ class TextResult:
         return self.kind in REFERENCE_TYPES
 
 
-def convert_text(input_path: str, prefix: str, npus: int, passes: int, *, first_dim: int | None = None,
-                 progress: Progress | None = None) -> TextResult:
+def convert_text(
+    input_path: str,
+    prefix: str,
+    npus: int,
+    passes: int,
+    *,
+    first_dim: int | None = None,
+    progress: Progress | None = None,
+) -> TextResult:
     """Write ``prefix.<npu>.et`` for ``npus`` NPUs and ``passes`` training passes of the workload."""
     started = time.perf_counter()
     if not 1 <= npus <= MAX_NPUS:
@@ -92,8 +99,18 @@ def convert_text(input_path: str, prefix: str, npus: int, passes: int, *, first_
             with files.open(found[-1]) as out:
                 out.write(json.dumps(members).encode())
         files.commit()
-    return TextResult(input_path, workload.kind, len(workload.layers), npus, passes, outputs,
-                      group_path if members else None, per_npu, written, time.perf_counter() - started)
+    return TextResult(
+        input_path,
+        workload.kind,
+        len(workload.layers),
+        npus,
+        passes,
+        outputs,
+        group_path if members else None,
+        per_npu,
+        written,
+        time.perf_counter() - started,
+    )
 
 
 def targets(paths: list[str], *inputs: str) -> list[OutputTarget]:
@@ -127,8 +144,10 @@ def _groups(workload: Workload, npus: int, first_dim: int | None) -> Groups:
         return Groups(npus, block)
     except ValueError:
         if transformer:
-            raise TraceContentError(workload.path, f"line 1: model_parallel_NPU_group {block} does not divide "
-                                                   f"the {npus} NPUs into equal groups") from None
+            raise TraceContentError(
+                workload.path,
+                f"line 1: model_parallel_NPU_group {block} does not divide the {npus} NPUs into equal groups",
+            ) from None
         raise ConverterError(f"--first-dim {block} does not divide the {npus} NPUs into equal groups") from None
 
 
@@ -138,5 +157,5 @@ def uses_file(path: str, prefix: str, npus: int) -> bool:
     base_folder, base = os.path.split(os.path.abspath(prefix))
     if folder != base_folder or not name.startswith(f"{base}."):
         return False
-    rest = name[len(base) + 1:]
+    rest = name[len(base) + 1 :]
     return rest == "comm_group.json" or (rest.endswith(".et") and rest[:-3].isdigit() and int(rest[:-3]) < npus)

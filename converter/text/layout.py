@@ -23,15 +23,25 @@ from .replay import RECORDED_PASSES, Recorded
 from .workload import Workload
 
 #: The reference's ``get_comm_type``: anything else (NONE) is 0, ALL_REDUCE.
-_COMM_TYPE = {"ALLREDUCE": int(CollectiveCommType.ALL_REDUCE), "ALLTOALL": int(CollectiveCommType.ALL_TO_ALL),
-              "ALLGATHER": int(CollectiveCommType.ALL_GATHER), "REDUCESCATTER": int(CollectiveCommType.REDUCE_SCATTER)}
+_COMM_TYPE = {
+    "ALLREDUCE": int(CollectiveCommType.ALL_REDUCE),
+    "ALLTOALL": int(CollectiveCommType.ALL_TO_ALL),
+    "ALLGATHER": int(CollectiveCommType.ALL_GATHER),
+    "REDUCESCATTER": int(CollectiveCommType.REDUCE_SCATTER),
+}
 
 
 class Emitter:
     """Encodes one NPU's nodes as they are made; ids run on from ``first_id``."""
 
-    def __init__(self, write: Callable[[bytes], object], first_id: int, rank: int, groups: Groups,
-                 record: list[Recorded] | None = None) -> None:
+    def __init__(
+        self,
+        write: Callable[[bytes], object],
+        first_id: int,
+        rank: int,
+        groups: Groups,
+        record: list[Recorded] | None = None,
+    ) -> None:
         self.next_id = first_id
         #: Each node's parts and dependencies (positions in the file) of the first ``RECORDED_PASSES``
         #: passes, and where each pass starts: what ``replay.py`` makes the later files from.
@@ -54,8 +64,10 @@ class Emitter:
         key = ("comp", layer, phase, duration)
         parts = self._parts.get(key)
         if parts is None:
-            parts = self._parts[key] = (encode.name_and_type(f"COMP_NODE_{layer}_{phase}", NodeType.COMP_NODE),
-                                        encode.duration(duration))
+            parts = self._parts[key] = (
+                encode.name_and_type(f"COMP_NODE_{layer}_{phase}", NodeType.COMP_NODE),
+                encode.duration(duration),
+            )
         return self._node(parts, deps)
 
     def comm(self, layer: str, collective: str, size: int, deps: Sequence[int], pg_name: str = "") -> int:
@@ -82,7 +94,7 @@ class Emitter:
     def _slide(self, start: int) -> None:
         """Forget the ids of the nodes before ``start``."""
         if start > self._window:
-            del self._ids[:start - self._window]
+            del self._ids[: start - self._window]
             self._window = start
 
     def collective(self, layer: str, collective: str, size: int, deps: Sequence[int], span: Span) -> int | None:
@@ -107,8 +119,11 @@ class Emitter:
                 listed = ids[deps[0] - window] if len(deps) == 1 else b"".join([ids[d - window] for d in deps])
             else:  # a node older than the pass before: encoded again
                 listed = b"".join([ids[d - window] if d >= window else varint(d) for d in deps])
-            body = b"".join((_TAG_ID, own, parts[0], _TAG_DATA, SMALL[len(listed)], listed, parts[1]) if node_id
-                            else (parts[0], _TAG_DATA, SMALL[len(listed)], listed, parts[1]))
+            body = b"".join(
+                (_TAG_ID, own, parts[0], _TAG_DATA, SMALL[len(listed)], listed, parts[1])
+                if node_id
+                else (parts[0], _TAG_DATA, SMALL[len(listed)], listed, parts[1])
+            )
         size = len(body)
         self._batch.append((SMALL[size] if size < 16384 else varint(size)) + body)
         if self.record is not None:
@@ -209,14 +224,23 @@ def check_dlrm(w: Workload) -> None:
     """The last bottom layers on which ``chakra_converter`` dies (a dependency on a node it never made)."""
     n, last = len(w.layers), w.last_bottom_layer
     if last == 0 and n:
-        raise TraceContentError(w.path, "line 1: the last bottom layer cannot be 0: its forward pass would wait "
-                                        "for layer 0's all-to-all before issuing it (chakra_converter dies here)")
+        raise TraceContentError(
+            w.path,
+            "line 1: the last bottom layer cannot be 0: its forward pass would wait "
+            "for layer 0's all-to-all before issuing it (chakra_converter dies here)",
+        )
     if 0 < last < n and w.layers[0].fwd_comm != "ALLTOALL":
-        raise TraceContentError(w.path, f"line {w.layers[0].line}: layer 0's forward collective must be ALLTOALL: "
-                                        f"the last bottom layer ({last}) waits for it (chakra_converter dies here)")
+        raise TraceContentError(
+            w.path,
+            f"line {w.layers[0].line}: layer 0's forward collective must be ALLTOALL: "
+            f"the last bottom layer ({last}) waits for it (chakra_converter dies here)",
+        )
     if last == -1 and n:
-        raise TraceContentError(w.path, "line 1: the last bottom layer cannot be -1: layer 0 has no input-gradient "
-                                        "compute to issue the all-to-all after (chakra_converter dies here)")
+        raise TraceContentError(
+            w.path,
+            "line 1: the last bottom layer cannot be -1: layer 0 has no input-gradient "
+            "compute to issue the all-to-all after (chakra_converter dies here)",
+        )
 
 
 def dlrm(w: Workload, e: Emitter, passes: int) -> None:
@@ -286,9 +310,12 @@ def transformer(w: Workload, e: Emitter, passes: int) -> None:
 #: ``decode_involved_dimensions`` of a HYBRID_CUSTOMIZED layer's parallelism: the span of its
 #: forward, input-gradient and weight-gradient collectives (None: no dimension, no collective).
 _LAYER_SPANS: dict[str, tuple[Span | None, Span | None, Span | None]] = {
-    "DATA": (None, None, Span.ALL), "HYBRID_DLRM": (None, None, Span.ALL),
-    "HYBRID_DLRM_ENHANCED": (None, None, Span.ALL), "MICRO": (None, None, Span.ALL),
-    "MODEL": (Span.ALL, Span.ALL, None), "DISTRIBUTED_INFERENCE": (Span.ALL, Span.ALL, None),
+    "DATA": (None, None, Span.ALL),
+    "HYBRID_DLRM": (None, None, Span.ALL),
+    "HYBRID_DLRM_ENHANCED": (None, None, Span.ALL),
+    "MICRO": (None, None, Span.ALL),
+    "MODEL": (Span.ALL, Span.ALL, None),
+    "DISTRIBUTED_INFERENCE": (Span.ALL, Span.ALL, None),
     "HYBRID_MODEL_DATA": (Span.REST, Span.REST, Span.FIRST),
     "HYBRID_DATA_MODEL": (Span.FIRST, Span.FIRST, Span.REST),
 }
@@ -309,8 +336,9 @@ def customized(w: Workload, e: Emitter, passes: int) -> None:
             waited = wg_comm[i]
             deps = chain[-1:] + ([] if waited is None else [waited])
             comp = e.comp(layer.name, "FWD", layer.fwd_time, deps)
-            comm = None if fwd_span is None else e.collective(layer.name, layer.fwd_comm, layer.fwd_size, [comp],
-                                                              fwd_span)
+            comm = (
+                None if fwd_span is None else e.collective(layer.name, layer.fwd_comm, layer.fwd_size, [comp], fwd_span)
+            )
             chain[:] = [comp if comm is None else comm]
         for k in range(n - 1, -1, -1):
             layer = layers[k]
@@ -321,8 +349,9 @@ def customized(w: Workload, e: Emitter, passes: int) -> None:
                 comm = e.collective(layer.name, layer.ig_comm, layer.ig_size, [ig], ig_span)
             waits = [] if comm is None else [comm]
             wg = e.comp(layer.name, "BWD_WG", layer.wg_time, [ig])
-            wg_comm[k] = None if wg_span is None else e.collective(layer.name, layer.wg_comm, layer.wg_size, [wg],
-                                                                   wg_span)
+            wg_comm[k] = (
+                None if wg_span is None else e.collective(layer.name, layer.wg_comm, layer.wg_size, [wg], wg_span)
+            )
             chain[:] = [wg]
 
 
@@ -362,8 +391,16 @@ def inference(w: Workload, e: Emitter, passes: int) -> None:
 
 
 LAYOUTS: dict[str, Layout] = {
-    "MICRO": micro, "DATA": data, "MODEL": model, "HYBRID_DATA_MODEL": hybrid_data_model,
-    "HYBRID_MODEL_DATA": hybrid_model_data, "HYBRID_DLRM": dlrm, "HYBRID_DLRM_ENHANCED": dlrm,
-    "HYBRID_TRANSFORMER": transformer, "HYBRID_TRANSFORMER_FWD_IN_BCKWD": transformer,
-    "HYBRID_CUSTOMIZED": customized, "DISTRIBUTED_INFERENCE": inference, "DATA_REORDER": data_reorder,
+    "MICRO": micro,
+    "DATA": data,
+    "MODEL": model,
+    "HYBRID_DATA_MODEL": hybrid_data_model,
+    "HYBRID_MODEL_DATA": hybrid_model_data,
+    "HYBRID_DLRM": dlrm,
+    "HYBRID_DLRM_ENHANCED": dlrm,
+    "HYBRID_TRANSFORMER": transformer,
+    "HYBRID_TRANSFORMER_FWD_IN_BCKWD": transformer,
+    "HYBRID_CUSTOMIZED": customized,
+    "DISTRIBUTED_INFERENCE": inference,
+    "DATA_REORDER": data_reorder,
 }

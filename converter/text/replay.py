@@ -78,9 +78,9 @@ def _patterns(nodes: list[Recorded], starts: list[int], passes: int) -> list[_Pa
     if starts[0] != 0 or len(nodes) != recorded * size or starts[:recorded] != [k * size for k in range(recorded)]:
         return None
     first = nodes[:size]
-    second = [(parts, deps) for parts, deps in nodes[size:2 * size]]
+    second = [(parts, deps) for parts, deps in nodes[size : 2 * size]]
     if passes >= RECORDED_PASSES:  # the third pass must be the second, shifted by one pass
-        for (parts, deps), (later_parts, later_deps) in zip(second, nodes[2 * size:3 * size], strict=True):
+        for (parts, deps), (later_parts, later_deps) in zip(second, nodes[2 * size : 3 * size], strict=True):
             if later_parts != parts or later_deps != tuple(d + size for d in deps):
                 return None
     if any(d < 0 for _, deps in second for d in deps):
@@ -95,7 +95,7 @@ def _templates(nodes: _Pass, width: int, offset: int) -> list[tuple[bytes, Pick]
     for start in range(0, len(nodes), _CHUNK):
         pieces: list[bytes] = []
         order: list[int] = []
-        for position, ((head, rest), deps) in enumerate(nodes[start:start + _CHUNK], offset + start):
+        for position, ((head, rest), deps) in enumerate(nodes[start : start + _CHUNK], offset + start):
             listed = width * len(deps)
             if listed >= 128:
                 return None

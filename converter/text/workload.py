@@ -21,22 +21,53 @@ from dataclasses import dataclass, field
 from ..errors import TraceFormatError
 
 #: The types ``chakra_converter Text`` converts (mlc-chakra 1.0.0's ``TextConverter.convert``).
-REFERENCE_TYPES = ("MICRO", "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM",
-                   "HYBRID_DLRM_ENHANCED")
+REFERENCE_TYPES = (
+    "MICRO",
+    "DATA",
+    "MODEL",
+    "HYBRID_DATA_MODEL",
+    "HYBRID_MODEL_DATA",
+    "HYBRID_DLRM",
+    "HYBRID_DLRM_ENHANCED",
+)
 #: The types ASTRA-sim 1.0 ran that it refuses (``Workload::decode_parallelsim``; DATA_REORDER is
 #: the tutorials' exercise 4, asplos2022/isca2022/mlsys2022, which adds it to their ASTRA-sim 1.0).
-ASTRA_SIM_1_TYPES = ("HYBRID_TRANSFORMER", "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "HYBRID_CUSTOMIZED",
-                     "DISTRIBUTED_INFERENCE", "DATA_REORDER")
+ASTRA_SIM_1_TYPES = (
+    "HYBRID_TRANSFORMER",
+    "HYBRID_TRANSFORMER_FWD_IN_BCKWD",
+    "HYBRID_CUSTOMIZED",
+    "DISTRIBUTED_INFERENCE",
+    "DATA_REORDER",
+)
 TYPES = REFERENCE_TYPES + ASTRA_SIM_1_TYPES
 #: The collectives of the format; ALLREDUCEALLTOALL is parsed by ASTRA-sim 1.0 but panics there.
 COLLECTIVES = ("ALLREDUCE", "ALLGATHER", "REDUCESCATTER", "ALLTOALL", "NONE")
 #: Per-layer parallelisms a HYBRID_CUSTOMIZED layer may name (those with a dimension rule in 1.0).
-LAYER_POLICIES = ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM", "HYBRID_DLRM_ENHANCED",
-                  "MICRO", "DISTRIBUTED_INFERENCE")
-_COLUMNS = ("name", "reserved", "forward compute time", "forward collective", "forward collective size",
-            "input-gradient compute time", "input-gradient collective", "input-gradient collective size",
-            "weight-gradient compute time", "weight-gradient collective", "weight-gradient collective size",
-            "update delay", "layer parallelism")
+LAYER_POLICIES = (
+    "DATA",
+    "MODEL",
+    "HYBRID_DATA_MODEL",
+    "HYBRID_MODEL_DATA",
+    "HYBRID_DLRM",
+    "HYBRID_DLRM_ENHANCED",
+    "MICRO",
+    "DISTRIBUTED_INFERENCE",
+)
+_COLUMNS = (
+    "name",
+    "reserved",
+    "forward compute time",
+    "forward collective",
+    "forward collective size",
+    "input-gradient compute time",
+    "input-gradient collective",
+    "input-gradient collective size",
+    "weight-gradient compute time",
+    "weight-gradient collective",
+    "weight-gradient collective size",
+    "update delay",
+    "layer parallelism",
+)
 _U64, _I64 = 1 << 64, 1 << 63
 
 
@@ -95,8 +126,9 @@ def parse_workload(path: str, text: str) -> Workload:
         raise TraceFormatError(path, "line 1: empty; expected the parallelism type (e.g. DATA)")
     kind, params = header[0][1][0], header[0][1][1:]
     if kind not in TYPES:
-        raise TraceFormatError(path, f"line 1: unsupported parallelism type {kind!r}; "
-                                     f"expected one of {', '.join(TYPES)}")
+        raise TraceFormatError(
+            path, f"line 1: unsupported parallelism type {kind!r}; expected one of {', '.join(TYPES)}"
+        )
     if len(header) < 2 or len(header[1][1]) != 1:
         raise TraceFormatError(path, "line 2: expected the number of layers, alone on its line")
     count = _int(path, 2, "the number of layers", header[1][1][0])
@@ -112,31 +144,39 @@ def parse_workload(path: str, text: str) -> Workload:
 
 def _layer(path: str, line: int, cols: list[str], columns: int) -> Layer:
     if len(cols) != columns:
-        raise TraceFormatError(path, f"line {line}: {len(cols)} columns, expected {columns} "
-                                     f"({', '.join(_COLUMNS[:columns])})")
+        raise TraceFormatError(
+            path, f"line {line}: {len(cols)} columns, expected {columns} ({', '.join(_COLUMNS[:columns])})"
+        )
     values: list[int] = []
     for k in (2, 4, 5, 7, 8, 10):
         what = _COLUMNS[k]
         value = _int(path, line, f"column {k + 1} ({what})", cols[k])
         if what.endswith("time") and not 0 <= value < _U64:
-            raise TraceFormatError(path, f"line {line}: column {k + 1} ({what}) {value} is not a duration "
-                                         "(0 to 2^64-1)")
+            raise TraceFormatError(
+                path, f"line {line}: column {k + 1} ({what}) {value} is not a duration (0 to 2^64-1)"
+            )
         if what.endswith("size") and not -_I64 <= value < _I64:
             raise TraceFormatError(path, f"line {line}: column {k + 1} ({what}) {value} is out of the int64 range")
         values.append(value)
     for k in (3, 6, 9):
         if cols[k] not in COLLECTIVES:
-            raise TraceFormatError(path, f"line {line}: column {k + 1} ({_COLUMNS[k]}): unknown collective "
-                                         f"{cols[k]!r}; expected one of {', '.join(COLLECTIVES)}")
+            raise TraceFormatError(
+                path,
+                f"line {line}: column {k + 1} ({_COLUMNS[k]}): unknown collective "
+                f"{cols[k]!r}; expected one of {', '.join(COLLECTIVES)}",
+            )
     policy = ""
     if columns == 13:
         policy = cols[12]
         if policy not in LAYER_POLICIES:
-            raise TraceFormatError(path, f"line {line}: column 13 (layer parallelism) {policy!r}: expected one of "
-                                         f"{', '.join(LAYER_POLICIES)}")
+            raise TraceFormatError(
+                path,
+                f"line {line}: column 13 (layer parallelism) {policy!r}: expected one of {', '.join(LAYER_POLICIES)}",
+            )
     fwd_time, fwd_size, ig_time, ig_size, wg_time, wg_size = values
-    return Layer(line, cols[0], fwd_time, cols[3], fwd_size, ig_time, cols[6], ig_size, wg_time, cols[9], wg_size,
-                 policy)
+    return Layer(
+        line, cols[0], fwd_time, cols[3], fwd_size, ig_time, cols[6], ig_size, wg_time, cols[9], wg_size, policy
+    )
 
 
 def _int(path: str, line: int, what: str, token: str) -> int:
@@ -165,15 +205,22 @@ def _header(path: str, kind: str, params: list[str], layers: int) -> dict[str, o
         for layer in sorted(initiates):
             below = [c for c in checkpoints if c <= layer]
             if not below:
-                raise TraceFormatError(path, f"line 1: layer {layer} initiates re-computation but no checkpoint "
-                                             "is at or below it")
+                raise TraceFormatError(
+                    path, f"line 1: layer {layer} initiates re-computation but no checkpoint is at or below it"
+                )
             if max(below) == layer:
-                raise TraceFormatError(path, f"line 1: layer {layer} initiates re-computation from itself "
-                                             "(it is a checkpoint): nothing to re-compute")
+                raise TraceFormatError(
+                    path,
+                    f"line 1: layer {layer} initiates re-computation from itself "
+                    "(it is a checkpoint): nothing to re-compute",
+                )
             between = [other for other in initiates if max(below) < other < layer]
             if between:  # ASTRA-sim 1.0 stops re-computing there and goes on backward from that layer
-                raise TraceFormatError(path, f"line 1: layer {layer} re-computes from checkpoint {max(below)} "
-                                             f"across layer {between[0]}, which initiates re-computation too")
+                raise TraceFormatError(
+                    path,
+                    f"line 1: layer {layer} re-computes from checkpoint {max(below)} "
+                    f"across layer {between[0]}, which initiates re-computation too",
+                )
         extra.update(checkpoints=frozenset(checkpoints), checkpoint_initiates=frozenset(initiates))
     if tokens:
         raise TraceFormatError(path, f"line 1: unexpected {' '.join(tokens)!r} after the parameters of {kind}")
@@ -197,6 +244,7 @@ def _layer_list(path: str, tokens: list[str], label: str, layers: int) -> list[i
     del tokens[:count]
     for value in values:
         if not 0 <= value < layers:
-            raise TraceFormatError(path, f"line 1: {label.rstrip(':')} names layer {value}; "
-                                         f"the layers are 0-{layers - 1}")
+            raise TraceFormatError(
+                path, f"line 1: {label.rstrip(':')} names layer {value}; the layers are 0-{layers - 1}"
+            )
     return values

@@ -25,9 +25,20 @@ from ..schema.chakra import GLOBAL_METADATA_FIELDS, CollectiveCommType, NodeType
 
 #: The microbenchmarks, in the order the reference writes them.
 BENCHMARKS = (
-    "one_metadata_node_all_types", "one_remote_mem_load_node", "one_remote_mem_store_node", "one_comp_node",
-    "two_comp_nodes_independent", "two_comp_nodes_dependent", "ALL_REDUCE", "ALL_TO_ALL", "ALL_GATHER",
-    "REDUCE_SCATTER", "BROADCAST", "BARRIER", "one_comm_send_node", "one_comm_recv_node",
+    "one_metadata_node_all_types",
+    "one_remote_mem_load_node",
+    "one_remote_mem_store_node",
+    "one_comp_node",
+    "two_comp_nodes_independent",
+    "two_comp_nodes_dependent",
+    "ALL_REDUCE",
+    "ALL_TO_ALL",
+    "ALL_GATHER",
+    "REDUCE_SCATTER",
+    "BROADCAST",
+    "BARRIER",
+    "one_comm_send_node",
+    "one_comm_recv_node",
 )
 #: The most NPUs ``generate`` writes traces for (14 files each: 917,504 files at most).
 MAX_NPUS = 1 << 16
@@ -69,19 +80,32 @@ def _all_types() -> list[bytes]:
     """The attributes of ``one_metadata_node_all_types``: every value kind, scalar and list."""
     big, small = 9876543210, 1234567890
     return [
-        _attr("double", "double_val", 1.2345, "double"), _attr("double_list", "double_list", [1.2345, 2.3456]),
-        _attr("float", "float_val", 1.2345, "float"), _attr("float_list", "float_list", [1.2345, 2.3456]),
-        _attr("int32", "int32_val", 12345, "int32"), _attr("int32_list", "int32_list", [12345, 23456]),
-        _attr("int64", "int64_val", big, "int64"), _attr("int64_list", "int64_list", [big, small]),
-        _attr("uint32", "uint32_val", 12345, "uint32"), _attr("uint32_list", "uint32_list", [12345, 23456]),
-        _attr("uint64", "uint64_val", big, "uint64"), _attr("uint64_list", "uint64_list", [big, small]),
-        _attr("sint32", "sint32_val", -12345, "sint32"), _attr("sint32_list", "sint32_list", [12345, -23456]),
-        _attr("sint64", "sint64_val", -big, "sint64"), _attr("sint64_list", "sint64_list", [big, -small]),
-        _attr("fixed32", "fixed32_val", 12345), _attr("fixed32_list", "fixed32_list", [12345, 23456]),
-        _attr("fixed64", "fixed64_val", big), _attr("fixed64_list", "fixed64_list", [big, small]),
-        _attr("sfixed32", "sfixed32_val", -12345), _attr("sfixed32_list", "sfixed32_list", [12345, -23456]),
-        _attr("sfixed64", "sfixed64_val", -big), _attr("sfixed64_list", "sfixed64_list", [big, -small]),
-        _attr("bool", "bool_val", True, "bool"), _attr("bool_list", "bool_list", [i % 2 == 0 for i in range(10)]),
+        _attr("double", "double_val", 1.2345, "double"),
+        _attr("double_list", "double_list", [1.2345, 2.3456]),
+        _attr("float", "float_val", 1.2345, "float"),
+        _attr("float_list", "float_list", [1.2345, 2.3456]),
+        _attr("int32", "int32_val", 12345, "int32"),
+        _attr("int32_list", "int32_list", [12345, 23456]),
+        _attr("int64", "int64_val", big, "int64"),
+        _attr("int64_list", "int64_list", [big, small]),
+        _attr("uint32", "uint32_val", 12345, "uint32"),
+        _attr("uint32_list", "uint32_list", [12345, 23456]),
+        _attr("uint64", "uint64_val", big, "uint64"),
+        _attr("uint64_list", "uint64_list", [big, small]),
+        _attr("sint32", "sint32_val", -12345, "sint32"),
+        _attr("sint32_list", "sint32_list", [12345, -23456]),
+        _attr("sint64", "sint64_val", -big, "sint64"),
+        _attr("sint64_list", "sint64_list", [big, -small]),
+        _attr("fixed32", "fixed32_val", 12345),
+        _attr("fixed32_list", "fixed32_list", [12345, 23456]),
+        _attr("fixed64", "fixed64_val", big),
+        _attr("fixed64_list", "fixed64_list", [big, small]),
+        _attr("sfixed32", "sfixed32_val", -12345),
+        _attr("sfixed32_list", "sfixed32_list", [12345, -23456]),
+        _attr("sfixed64", "sfixed64_val", -big),
+        _attr("sfixed64_list", "sfixed64_list", [big, -small]),
+        _attr("bool", "bool_val", True, "bool"),
+        _attr("bool_list", "bool_list", [i % 2 == 0 for i in range(10)]),
         _attr("string", "string_val", "12345", "string"),
         _attr("string_list", "string_list", [str(12345 + i) for i in range(10)]),
         _attr("bytes", "bytes_val", b"12345"),
@@ -111,8 +135,11 @@ def _nodes(benchmark: str, options: GenerateOptions) -> list[_Node]:
     if benchmark == "one_comm_recv_node":
         return [_Node("COMM_RECV_NODE", NodeType.COMM_RECV_NODE, tensor)]
     comm_size = 0 if benchmark == "BARRIER" else options.default_comm_size
-    attrs = [_GPU, _attr("comm_type", "int64_val", CollectiveCommType[benchmark].value),
-             _attr("comm_size", "int64_val", comm_size)]
+    attrs = [
+        _GPU,
+        _attr("comm_type", "int64_val", CollectiveCommType[benchmark].value),
+        _attr("comm_size", "int64_val", comm_size),
+    ]
     return [_Node(benchmark, NodeType.COMM_COLL_NODE, attrs)]
 
 
@@ -125,16 +152,19 @@ def traces(options: GenerateOptions) -> Iterator[tuple[str, bytes]]:
             nodes = _nodes(benchmark, options)
             for position, node in enumerate(nodes):
                 deps = [next_id - 1] if benchmark == "two_comp_nodes_dependent" and position == 1 else []
-                message = (encode.head(next_id, encode.name_field(node.name, "name"), node.type, [], deps)
-                           + encode.duration(node.duration)
-                           + b"".join(wire.attribute(a, b"") for a in node.attrs))
+                message = (
+                    encode.head(next_id, encode.name_field(node.name, "name"), node.type, [], deps)
+                    + encode.duration(node.duration)
+                    + b"".join(wire.attribute(a, b"") for a in node.attrs)
+                )
                 records.append(wire.delimited_message(message))
                 next_id += 1
             yield f"{benchmark}.{npu}.et", b"".join(records)
 
 
-def generate(output_dir: str, options: GenerateOptions | None = None,
-             progress: Progress | None = None) -> GenerateResult:
+def generate(
+    output_dir: str, options: GenerateOptions | None = None, progress: Progress | None = None
+) -> GenerateResult:
     """Write every microbenchmark trace of ``chakra_generator`` in ``output_dir`` (created if
     missing, and removed again if the command fails), all or nothing (``io.OutputSet``: a failure,
     a full disk or a signal leaves every old file as it was and no new one)."""
@@ -154,18 +184,20 @@ def check_options(options: GenerateOptions) -> None:
     """Refuse options no trace can hold (``ConverterError`` naming the option), and more NPUs
     than ``MAX_NPUS``."""
     if not 1 <= options.num_npus <= MAX_NPUS:
-        raise ConverterError(f"--num-npus {options.num_npus}: must be from 1 to {MAX_NPUS:,} "
-                             f"({len(BENCHMARKS)} files per NPU)")
-    for name, value in (("default_runtime", options.default_runtime),
-                        ("default_tensor_size", options.default_tensor_size)):
+        raise ConverterError(
+            f"--num-npus {options.num_npus}: must be from 1 to {MAX_NPUS:,} ({len(BENCHMARKS)} files per NPU)"
+        )
+    for name, value in (
+        ("default_runtime", options.default_runtime),
+        ("default_tensor_size", options.default_tensor_size),
+    ):
         if not 0 <= value <= UINT64_MAX:  # uint64 fields: the reference fails on a negative value too
             raise ConverterError(f"--{name} must be from 0 to {UINT64_MAX:,}, got {value}")
     if not INT64_MIN <= options.default_comm_size <= INT64_MAX:
         raise ConverterError(f"--default_comm_size is out of the int64 range: {options.default_comm_size}")
 
 
-def _write_all(output_dir: str, options: GenerateOptions,
-               progress: Progress | None) -> GenerateResult:
+def _write_all(output_dir: str, options: GenerateOptions, progress: Progress | None) -> GenerateResult:
     names = [f"{benchmark}.{npu}.et" for benchmark in BENCHMARKS for npu in range(options.num_npus)]
     targets = _targets(output_dir, names)  # every output checked before any work
     result = GenerateResult(output_dir)
@@ -184,5 +216,9 @@ def _targets(output_dir: str, names: Sequence[str]) -> list[OutputTarget]:
     read-only file there is refused), a new one in the folder ``output_directory`` checked."""
     real_folder = os.path.realpath(output_dir)
     existing = set(os.listdir(output_dir))
-    return [check_output(os.path.join(output_dir, name)) if name in existing else
-            OutputTarget(os.path.join(output_dir, name), os.path.join(real_folder, name), False) for name in names]
+    return [
+        check_output(os.path.join(output_dir, name))
+        if name in existing
+        else OutputTarget(os.path.join(output_dir, name), os.path.join(real_folder, name), False)
+        for name in names
+    ]

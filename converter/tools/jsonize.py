@@ -262,8 +262,13 @@ class Printer:
         return self.layout.obj(items, 0)
 
 
-def jsonize(input_path: str, output_path: str, layout: str = "document",
-            progress: Progress | None = None, jobs: int | None = None) -> JsonizeResult:
+def jsonize(
+    input_path: str,
+    output_path: str,
+    layout: str = "document",
+    progress: Progress | None = None,
+    jobs: int | None = None,
+) -> JsonizeResult:
     """Write ``input_path`` (a ``.et``, plain or gzipped) as JSON in ``layout`` (see the module);
     a large plain file is printed by ``jobs`` processes (default: the CPUs), a byte range each."""
     if layout not in LAYOUTS:
@@ -292,8 +297,12 @@ class _Frame:
     def __init__(self, layout: str, head: str) -> None:
         self.layout = layout
         if layout == "document":
-            self.head, self.separator, self.first, self.tail = ('{"globalMetadata": ' + head + ',\n"nodes": [',
-                                                                ",\n", "\n", "\n]}\n")
+            self.head, self.separator, self.first, self.tail = (
+                '{"globalMetadata": ' + head + ',\n"nodes": [',
+                ",\n",
+                "\n",
+                "\n]}\n",
+            )
         elif layout == "lines":
             self.head, self.separator, self.first, self.tail = head + "\n", "\n", "", "\n"
         else:
@@ -303,20 +312,30 @@ class _Frame:
         return "]}\n" if count == 0 and self.layout == "document" else self.tail
 
 
-def _write(records: EtRecords, printer: Printer, frame: _Frame, out: IO[bytes],
-           progress: Progress | None) -> int:
+def _write(records: EtRecords, printer: Printer, frame: _Frame, out: IO[bytes], progress: Progress | None) -> int:
     out.write(frame.head.encode("ascii"))
-    count = _print_nodes(records.raw_nodes(), printer, frame, out.write, records.malformed,
-                         lambda: progress("read", records.position, records.size) if progress else None)[0]
+    count = _print_nodes(
+        records.raw_nodes(),
+        printer,
+        frame,
+        out.write,
+        records.malformed,
+        lambda: progress("read", records.position, records.size) if progress else None,
+    )[0]
     out.write(frame.end(count).encode("ascii"))
     if progress is not None:
         progress("read", records.size, records.size)
     return count
 
 
-def _print_nodes(raw: Iterator[tuple[int, int, bytes]], printer: Printer, frame: _Frame,
-                 write: Callable[[bytes], object], malformed: Callable[[int, int, Exception], Exception],
-                 tick: Callable[[], object]) -> tuple[int, bool]:
+def _print_nodes(
+    raw: Iterator[tuple[int, int, bytes]],
+    printer: Printer,
+    frame: _Frame,
+    write: Callable[[bytes], object],
+    malformed: Callable[[int, int, Exception], Exception],
+    tick: Callable[[], object],
+) -> tuple[int, bool]:
     """Print every node of ``raw``, the first preceded by ``frame.first``, the others by the
     separator; returns (nodes, whether a 0-byte record ended the trace in the chakra layout)."""
     node_text, stop_at_empty = printer.node, frame.layout == "chakra"
@@ -416,8 +435,10 @@ def _work(task: tuple[str, Part, str, SpillFile]) -> tuple[int, bool, str | None
     frame.first = ""  # the parent writes what goes before the part
     try:
         with open_trace(path, (part.start, part.end)) as fh:
-            raw = ((part.first + i, part.start + offset, message)
-                   for i, (offset, message) in enumerate(delimited_records(cast(IO[bytes], fh), path)))
+            raw = (
+                (part.first + i, part.start + offset, message)
+                for i, (offset, message) in enumerate(delimited_records(cast(IO[bytes], fh), path))
+            )
 
             def malformed(number: int, offset: int, exc: Exception) -> Exception:
                 return TraceFormatError(path, f"record {number} at byte {offset} is not a Node: {exc}")
@@ -429,8 +450,9 @@ def _work(task: tuple[str, Part, str, SpillFile]) -> tuple[int, bool, str | None
         return 0, False, str(exc)
 
 
-def _write_parts(path: str, parts: list[Part], frame: _Frame, out: IO[bytes], work_dir: str,
-                 progress: Progress | None) -> int:
+def _write_parts(
+    path: str, parts: list[Part], frame: _Frame, out: IO[bytes], work_dir: str, progress: Progress | None
+) -> int:
     spills = [SpillFile(work_dir) for _ in parts]
     try:
         results: dict[int, tuple[int, bool, str | None]] = {}

@@ -75,7 +75,7 @@ def dot_quote(identifier: str) -> str:
     if _DOT_HTML.match(identifier):
         return identifier
     if not _DOT_ID.match(identifier) or identifier.lower() in _DOT_KEYWORDS:
-        return '"' + _UNESCAPED_QUOTE.sub(r'\g<backslashes>\\\g<quote>', identifier) + '"'
+        return '"' + _UNESCAPED_QUOTE.sub(r"\g<backslashes>\\\g<quote>", identifier) + '"'
     return identifier
 
 
@@ -108,8 +108,10 @@ def _xml_text(text: str) -> str:
 
 def _graphml_node(node: NodeRecord, edges: dict[int, str]) -> str:
     parts = [f'    <node id="{node.id}">\n      <data key="d0">{_xml_text(node.name)}</data>\n    </node>\n']
-    parts.extend(f'    <edge source="{dep}" target="{node.id}">\n      <data key="d1">{kind}</data>\n    </edge>\n'
-                 for dep, kind in edges.items())
+    parts.extend(
+        f'    <edge source="{dep}" target="{node.id}">\n      <data key="d1">{kind}</data>\n    </edge>\n'
+        for dep, kind in edges.items()
+    )
     return "".join(parts)
 
 
@@ -144,15 +146,16 @@ def _selection(path: str, cut: Cut, progress: Progress | None) -> set[int] | Non
     return _expand(ids, starts, deps, seeds, cut.collectives or 0, upstream=False)
 
 
-def _expand(ids: array[int], starts: array[int], deps: array[int], seeds: set[int], depth: int,
-            upstream: bool) -> set[int]:
+def _expand(
+    ids: array[int], starts: array[int], deps: array[int], seeds: set[int], depth: int, upstream: bool
+) -> set[int]:
     """``seeds`` and the nodes within ``depth`` hops: downstream (nodes that depend on a selected
     one) always, upstream (the dependencies of a selected one) with ``upstream``."""
     selected = set(seeds)
     for _ in range(depth):
         added: set[int] = set()
         for row, node_id in enumerate(ids):
-            parents = deps[starts[row]:starts[row + 1]]
+            parents = deps[starts[row] : starts[row + 1]]
             if node_id in selected:
                 if upstream:
                     added.update(p for p in parents if p not in selected)
@@ -178,8 +181,9 @@ def _keep(node: NodeRecord, cut: Cut, selected: set[int] | None) -> Callable[[in
     return selected.__contains__
 
 
-def _drawn(path: str, cut: Cut, selected: set[int] | None, counts: list[int],
-           progress: Progress | None) -> Iterator[NodeRecord]:
+def _drawn(
+    path: str, cut: Cut, selected: set[int] | None, counts: list[int], progress: Progress | None
+) -> Iterator[NodeRecord]:
     """The nodes to draw, each with only the dependencies to draw; ``counts`` = [drawn, total]."""
     with EtRecords(path) as records:
         for node in records.nodes():
@@ -199,13 +203,20 @@ def _drawn(path: str, cut: Cut, selected: set[int] | None, counts: list[int],
 def output_format(path: str) -> str:
     ext = os.path.splitext(path)[1].lower().lstrip(".")
     if ext not in FORMATS:
-        raise OutputError(path, f"unknown graph format {ext or '(no extension)'!r}: name a .dot, .graphml, "
-                                ".pdf or .svg file")
+        raise OutputError(
+            path, f"unknown graph format {ext or '(no extension)'!r}: name a .dot, .graphml, .pdf or .svg file"
+        )
     return ext
 
 
-def visualize(input_path: str, output_path: str, cut: Cut | None = None, progress: Progress | None = None,
-              fmt: str | None = None, laid_out: bool = False) -> VisualizeResult:
+def visualize(
+    input_path: str,
+    output_path: str,
+    cut: Cut | None = None,
+    progress: Progress | None = None,
+    fmt: str | None = None,
+    laid_out: bool = False,
+) -> VisualizeResult:
     """Draw ``input_path`` (a ``.et``) as ``fmt`` (by default the output's extension); ``laid_out``:
     a ``.dot`` laid out by graphviz's ``dot -Tdot``, which is what ``chakra_visualizer`` writes."""
     cut = cut or Cut()
@@ -213,15 +224,18 @@ def visualize(input_path: str, output_path: str, cut: Cut | None = None, progres
     if fmt not in FORMATS:
         raise OutputError(output_path, f"unknown graph format {fmt!r}: one of {', '.join(FORMATS)}")
     if laid_out and fmt != "dot":
-        raise ConverterError(f"laying out is for .dot outputs (.{fmt} is {'always' if fmt != 'graphml' else 'never'} "
-                             "laid out)")
+        raise ConverterError(
+            f"laying out is for .dot outputs (.{fmt} is {'always' if fmt != 'graphml' else 'never'} laid out)"
+        )
     dot = None
     if fmt in ("pdf", "svg") or laid_out:
         dot = shutil.which("dot")
         if dot is None:
             what = "a laid-out .dot" if laid_out else f".{fmt}"
-            raise ConverterError(f"writing {what} needs graphviz's dot, which is not installed (apt install "
-                                 "graphviz, or conda install graphviz); .dot and .graphml need nothing")
+            raise ConverterError(
+                f"writing {what} needs graphviz's dot, which is not installed (apt install "
+                "graphviz, or conda install graphviz); .dot and .graphml need nothing"
+            )
     check_input(input_path)
     target = check_output(output_path, input_path)
     selected = _selection(input_path, cut, progress)
@@ -270,8 +284,9 @@ def _write_dot(write: Callable[[bytes], object], nodes: Iterator[NodeRecord], co
     _write_batched(write, "digraph {\n", texts(), "}\n")
 
 
-def _render(dot: str, fmt: str, target: OutputTarget, out: IO[bytes], nodes: Iterator[NodeRecord],
-            counts: list[int]) -> None:
+def _render(
+    dot: str, fmt: str, target: OutputTarget, out: IO[bytes], nodes: Iterator[NodeRecord], counts: list[int]
+) -> None:
     """The DOT text, in a spill file (freed on any exit), laid out by ``dot -T<fmt>`` into ``out``."""
     spill = SpillFile(target.work_dir)
     try:
@@ -284,8 +299,9 @@ def _render(dot: str, fmt: str, target: OutputTarget, out: IO[bytes], nodes: Ite
             raise ConverterError(f"cannot run {dot}: {exc.strerror or exc}") from None
         if done.returncode != 0:
             message = done.stderr.decode(errors="replace").strip().splitlines()
-            raise ConverterError(f"dot -T{fmt} failed (status {done.returncode}): "
-                                 f"{message[-1] if message else 'no message'}")
+            raise ConverterError(
+                f"dot -T{fmt} failed (status {done.returncode}): {message[-1] if message else 'no message'}"
+            )
         out.write(done.stdout)
     finally:
         spill.close()
