@@ -18,6 +18,7 @@ from chakra_convert_fast.profiler.layouts import DP_MODES, SCHEDULES, Layout, ma
 from chakra_convert_fast.profiler.models import MODELS, SIZE_CHOICES, check_size, resolve_shape, resolve_size
 
 BACKENDS = ("auto", "gloo", "nccl")
+PRECISIONS = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -112,6 +113,13 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
         "--threads", type=_positive, default=None, help="CPU threads per rank (default: $OMP_NUM_THREADS, else 1)"
     )
 
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="fp32 (default) or bf16: the forward pass and loss under torch.autocast(bfloat16), as mixed-"
+        "precision training runs on tensor cores (not with --pp)",
+    )
     p.add_argument("--steps", type=_positive, default=8, help="training steps (default 8)")
     p.add_argument(
         "--enable-tracing",
@@ -166,6 +174,10 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "chakra-profile") 
         parser.error(str(e))
     if args.backend == "nccl" and args.device == "cpu":
         parser.error("--backend nccl needs --device cuda")
+    if args.precision != "fp32" and args.pp > 1:
+        parser.error(
+            f"--precision {args.precision} is not supported with --pp (the pipeline schedule runs its own forward)"
+        )
     try:
         layout_of(args, None if prog == "chakra-profile" else world_size())
     except ValueError as e:

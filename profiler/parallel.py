@@ -47,10 +47,13 @@ class Trainer:
         self.module, self.optimizer, self.schedule = module, optimizer, schedule
         self.first, self.last = first, last
         self.grad_group = grad_group  # a pipeline stage's data-parallel group under ddp
+        self.autocast: torch.dtype | None = None  # mixed precision: the forward pass and loss under autocast
 
     def step(self, batch: dict[str, torch.Tensor]) -> float:
         if self.schedule is None:
-            loss = self.module(**batch).loss
+            device_type = next(iter(batch.values())).device.type
+            with torch.autocast(device_type, dtype=self.autocast or torch.float32, enabled=self.autocast is not None):
+                loss = self.module(**batch).loss
             loss.backward()
             value = float(loss.item())
         else:

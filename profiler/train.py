@@ -236,6 +236,7 @@ def build_meta(
         "device": where.device.type,
         "threads": torch.get_num_threads(),
         "batch_size": args.batch_size,
+        "precision": args.precision,
         "steps": args.steps,
         "tracing": args.enable_tracing,
         "schedule": {"wait": args.wait, "warmup": args.warmup, "active": args.active},
@@ -243,7 +244,22 @@ def build_meta(
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "malloc": malloc_in_use(),
+        **accelerator_facts(where),
     }
+
+
+def accelerator_facts(where: Placement) -> dict[str, Any]:
+    """What the step times were measured on: the GPU's name, CUDA's and NCCL's versions (None on
+    CPU; a number nobody can place is worth little next to a table of GPU results)."""
+    facts: dict[str, Any] = {"gpu": None, "gpu_count": 0, "cuda": torch.version.cuda, "nccl": None}
+    if where.device.type == "cuda":
+        facts["gpu"] = torch.cuda.get_device_name(where.device)
+        facts["gpu_count"] = torch.cuda.device_count()
+        facts["gpu_memory_bytes"] = torch.cuda.get_device_properties(where.device).total_memory
+    if where.backend == "nccl":
+        version = torch.cuda.nccl.version()  # a tuple on recent torch, an int (2.18.1 -> 21801) before
+        facts["nccl"] = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+    return facts
 
 
 #: Allocators that replace glibc's malloc when preloaded (``LD_PRELOAD``), as their libraries are named.
@@ -375,6 +391,7 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
             layout.pp,
         )
         trainer, mesh_groups = parallel.build(args.model, model, layout, where.rank, where.device, args.lr)
+        trainer.autocast = torch.bfloat16 if args.precision == "bf16" else None
         schedule = tracing.Schedule(args.wait, args.warmup, args.active)
         paths = tracing.TracePaths.for_rank(Path(args.outdir), name, where.rank)
         record = train_steps(trainer, stream, args, where, paths, schedule)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import datasets  # noqa: F401 - a missing profiler extra fails here, loudly
 import pytest
-import torch  # noqa: F401 - a missing dependency fails, never skips
+import torch  # a missing dependency fails, never skips
 import transformers  # noqa: F401
 
 from chakra_convert_fast.converter import api
@@ -65,6 +65,9 @@ def test_summary_reports_steps_and_sizes(done: Done) -> None:
     assert summary["model"] == done.run.model
     assert (summary["world_size"], summary["threads"]) == (done.run.nproc, 1)
     assert summary["malloc"] == train.malloc_in_use()  # the ranks inherit this process's allocator
+    # on CPU (gloo) no GPU or NCCL is named; CUDA's version is torch's build (None on a CPU wheel)
+    assert (summary["gpu"], summary["gpu_count"], summary["nccl"]) == (None, 0, None)
+    assert summary["cuda"] == torch.version.cuda
     assert [r["rank"] for r in summary["ranks"]] == list(range(done.run.nproc))
     for rank in summary["ranks"]:
         assert rank["phases"].count("active") == done.run.active
@@ -171,3 +174,27 @@ def test_convert_rank_writes_accelerator_nodes_with_roofline_target(done: Done, 
     assert info["roofline"] and info["target"] == "accelerator"
     assert accelerator_nodes(plain) == 0
     assert accelerator_nodes(roofline) > 0
+
+
+def test_accelerator_facts_name_the_gpu_and_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU run's summary names the GPU, CUDA and NCCL (read through torch; faked here, no GPU)."""
+
+    class Props:
+        total_memory = 150_000_000_000
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: Props())
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 27, 7))
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    where = train.Placement(0, 1, 0, 1, torch.device("cuda", 0), "nccl")
+    facts = train.accelerator_facts(where)
+    assert facts == {
+        "gpu": "NVIDIA H200",
+        "gpu_count": 1,
+        "cuda": "13.0",
+        "nccl": "2.27.7",
+        "gpu_memory_bytes": 150_000_000_000,
+    }
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: 21801)  # torch before 2.x gave an int
+    assert train.accelerator_facts(where)["nccl"] == "21801"
