@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Issue 27's one prepared run on a GPU machine (one H100/H200, its own python3 with torch + CUDA,
+# no network): install this project and its missing dependencies from carried wheels (never
+# torch), record the machine, capture GPT-2 and BERT (base shapes) on one GPU over NCCL with
+# chakra-profile, and pack each capture (host + Kineto trace + summary) as OUT/NAME.tar.gz.
+# Conversion and simulation happen afterwards on the CPU machine (bench/gpu/analyze.py).
+#
+#   # on the CPU machine, once: the wheels the GPU machine lacks, and this project's own
+#   bash bench/gpu/wheels.sh                 # -> .whl/ (git-ignored; carried to the GPU machine)
+#   # on the GPU machine (OUT: where the results go):
+#   OUT=/tmp/out bash bench/gpu/capture.sh
+#   # a smoke run on CPU (tiny shapes, 3 steps), with an interpreter that has torch:
+#   SMOKE=1 PY=.venv/bin/python OUT=/tmp/out bash bench/gpu/capture.sh
+set -uo pipefail
+OUT=${OUT:?OUT: the folder the results go to}
+PY=${PY:-python3}
+WORK=$(mktemp -d)
+mkdir -p "$OUT"
+exec > >(tee "$OUT/run.log") 2>&1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+
+if [ "${SMOKE:-0}" = 1 ]; then
+    SIZE=tiny STEPS=(--steps 3 --wait 1 --warmup 0 --active 1) LIMIT=300
+else
+    SIZE=base STEPS=(--steps 30 --wait 10 --warmup 2 --active 1) LIMIT=110
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site
+fi
+
+echo "== machine"
+{
+    date -u
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv 2>/dev/null
+    "$PY" - <<'PY'
+import sys
+import torch
+print("python", sys.version.split()[0])
+print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())
+if torch.cuda.is_available():
+    print("gpu", torch.cuda.get_device_name(0), "nccl", torch.cuda.nccl.version())
+    p = torch.cuda.get_device_properties(0)
+    print("sms", p.multi_processor_count, "memory", p.total_memory)
+PY
+    "$PY" -m pip show transformers tokenizers datasets pyarrow fsspec msgspec 2>/dev/null | grep -E '^(Name|Version)'
+} | tee "$OUT/machine.txt"
+"$PY" -c "import datasets, msgspec, chakra_convert_fast.profiler.train" || { echo "== the profiler does not import"; exit 1; }
+
+capture() {  # NAME ARGS...: one capture, packed whatever its outcome
+    local name=$1
+    shift
+    if [ "$SECONDS" -gt "${DEADLINE:-420}" ]; then  # the device call's limit is 600 s: leave room to pack
+        echo "== $name: skipped, $SECONDS s spent"
+        return
+    fi
+    echo "== $name: chakra-profile $* ${STEPS[*]}"
+    local start=$SECONDS
+    timeout -k 10 "$LIMIT" "$PY" -m chakra_convert_fast.profiler.cli "$@" "${STEPS[@]}" \
+        --outdir "$WORK/$name" --name "$name"
+    echo "== $name: exit $? after $((SECONDS - start)) s"
+    tar -C "$WORK" -czf "$OUT/$name.tar.gz" "$name" && ls -l "$OUT/$name.tar.gz"
+}
+
+# bf16 (autocast): the arithmetic the roofline's BF16 peak models, at a batch that leaves the GPU
+# waiting for the host (8) and one that keeps it busy (32); fp32: the profiler's default
+# (the most telling first, should time run short)
+capture gpt2_base_bf16_b32 --model gpt2 --size "$SIZE" --precision bf16 --batch-size 32
+capture bert_base_bf16_b32 --model bert --size "$SIZE" --precision bf16 --batch-size 32
+capture gpt2_base_bf16_b8 --model gpt2 --size "$SIZE" --precision bf16 --batch-size 8
+capture bert_base_bf16_b8 --model bert --size "$SIZE" --precision bf16 --batch-size 8
+capture gpt2_base_fp32_b4 --model gpt2 --size "$SIZE" --precision fp32 --batch-size 4
+rm -rf "$WORK"
+echo "== done"
