@@ -127,6 +127,19 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
         default=True,
         help="capture host and device traces (default on)",
     )
+    p.add_argument(
+        "--host-trace",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the host execution trace (ExecutionTraceObserver) beside the Kineto trace (default on); "
+        "--no-host-trace: the Kineto trace alone, the lighter capture (docs/kineto.md)",
+    )
+    p.add_argument(
+        "--record-shapes",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Kineto's record_shapes: input shapes and types on each op (default on)",
+    )
     p.add_argument("--wait", type=_non_negative, default=2, help="steps before profiling starts (default 2)")
     p.add_argument("--warmup", type=_non_negative, default=1, help="profiled but discarded steps (default 1)")
     p.add_argument("--active", type=_positive, default=1, help="traced steps (default 1)")
@@ -174,6 +187,11 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "chakra-profile") 
         parser.error(str(e))
     if args.backend == "nccl" and args.device == "cpu":
         parser.error("--backend nccl needs --device cuda")
+    if not args.host_trace and args.convert and (args.compact or args.roofline or args.converter != "fast"):
+        parser.error(
+            "--no-host-trace converts the Kineto trace alone (chakra-convert-fast's Kineto front end): "
+            "no --compact, --roofline or --converter reference with it"
+        )
     if args.precision != "fp32" and args.pp > 1:
         parser.error(
             f"--precision {args.precision} is not supported with --pp (the pipeline schedule runs its own forward)"

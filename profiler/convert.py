@@ -47,7 +47,7 @@ def comm_group_path(outdir: Path, name: str) -> Path:
 
 
 def convert_rank(
-    host: Path,
+    host: Path | None,
     device: Path,
     out: Path,
     rank: int,
@@ -61,8 +61,21 @@ def convert_rank(
     """Write ``out`` for one rank; returns the node count and the link's warnings. The fast
     converter writes ASTRA-sim's variant unless ``astra_sim`` is False (the reference's bytes),
     compacted with ``compact`` (docs/compact.md), with the roofline's fields with ``roofline``
-    and its compute nodes as accelerator ops with ``target="accelerator"`` (docs/roofline.md)."""
+    and its compute nodes as accelerator ops with ``target="accelerator"`` (docs/roofline.md).
+    Without a ``host`` trace the Kineto trace alone is converted (docs/kineto.md): ASTRA-sim's
+    variant, the last traced step."""
     ensure_available(converter)
+    if host is None:
+        kineto = api.convert_kineto(device, out, rank=rank)
+        return {
+            "nodes_written": kineto.nodes,
+            "comm_nodes": kineto.comm_nodes,
+            "astra_sim": True,
+            "kineto_only": True,
+            "step": kineto.step,
+            "measured_us": kineto.measured_us,
+            "warnings": list(kineto.warnings),
+        }
     if converter == "fast":
         options = api.ConvertOptions(astra_sim=astra_sim, rank=rank, compact=compact, roofline=roofline, target=target)
         pair = api.convert_pair(host, device, out, options, rank=rank)

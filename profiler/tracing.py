@@ -68,15 +68,21 @@ class _NoProfiler:
 
 
 @contextmanager
-def capture(paths: TracePaths, schedule: Schedule, cuda: bool) -> Iterator[Stepper]:
-    """Profile the enclosed steps; call ``.step()`` after each training step."""
+def capture(
+    paths: TracePaths, schedule: Schedule, cuda: bool, *, host: bool = True, shapes: bool = True
+) -> Iterator[Stepper]:
+    """Profile the enclosed steps; call ``.step()`` after each training step. ``host``: the host
+    execution trace too (the observer), else the Kineto trace alone; ``shapes``: Kineto's
+    ``record_shapes``. Each hook costs every op it records some microseconds, which the traced
+    step pays (bench/gpu/overhead.py measures it): the lightest capture is the closest to the
+    untraced step."""
     from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
     from torch.profiler import schedule as make_schedule
 
     paths.host.parent.mkdir(parents=True, exist_ok=True)
     for path in (paths.host, paths.device):
         path.unlink(missing_ok=True)  # a stale file from an earlier run must not pass for this one
-    observer = ExecutionTraceObserver().register_callback(str(paths.host))
+    observer = ExecutionTraceObserver().register_callback(str(paths.host)) if host else None
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
 
     def save_device_trace(prof: Any) -> None:
@@ -86,11 +92,11 @@ def capture(paths: TracePaths, schedule: Schedule, cuda: bool) -> Iterator[Stepp
         activities=activities,
         schedule=make_schedule(wait=schedule.wait, warmup=schedule.warmup, active=schedule.active, repeat=1),
         on_trace_ready=save_device_trace,
-        record_shapes=True,
+        record_shapes=shapes,
         execution_trace_observer=observer,
     ) as prof:
         yield prof
-    if observer.is_registered:
+    if observer is not None and observer.is_registered:
         raise RuntimeError("the execution trace observer is still registered after the profiler exited")
 
 

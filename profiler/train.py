@@ -133,7 +133,11 @@ def train_steps(
     """The training loop, profiled by ``schedule`` when tracing is on."""
     record = StepRecord(rank=where.rank)
     cuda = where.device.type == "cuda"
-    cm = tracing.capture(paths, schedule, cuda) if args.enable_tracing else tracing.no_capture()
+    cm = (
+        tracing.capture(paths, schedule, cuda, host=args.host_trace, shapes=args.record_shapes)
+        if args.enable_tracing
+        else tracing.no_capture()
+    )
     finalize = 0.0
     with cm as prof:
         for step in range(args.steps):
@@ -156,13 +160,13 @@ def train_steps(
 
 def inspect_and_convert(record: StepRecord, args: argparse.Namespace, paths: tracing.TracePaths, name: str) -> None:
     """Check this rank's finished traces and convert them when asked; the profiler has exited."""
-    record.host = tracing.inspect_host(paths.host)
+    record.host = tracing.inspect_host(paths.host) if args.host_trace else None
     record.device = tracing.inspect_device(paths.device)
     if args.convert:
         out = convert.et_path(Path(args.outdir), name, record.rank)
         tick = time.perf_counter()
         info = convert.convert_rank(
-            paths.host,
+            paths.host if args.host_trace else None,
             paths.device,
             out,
             record.rank,
@@ -239,6 +243,8 @@ def build_meta(
         "precision": args.precision,
         "steps": args.steps,
         "tracing": args.enable_tracing,
+        "host_trace": args.host_trace,
+        "record_shapes": args.record_shapes,
         "schedule": {"wait": args.wait, "warmup": args.warmup, "active": args.active},
         "data": args.data or data.SAMPLE,
         "torch": torch.__version__,

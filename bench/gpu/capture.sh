@@ -42,12 +42,14 @@ if torch.cuda.is_available():
     print("sms", p.multi_processor_count, "memory", p.total_memory)
 PY
     "$PY" -m pip show transformers tokenizers datasets pyarrow fsspec msgspec 2>/dev/null | grep -E '^(Name|Version)'
-} | tee "$OUT/machine.txt"
+}  # (in run.log)
 "$PY" -c "import datasets, msgspec, chakra_convert_fast.profiler.train" || { echo "== the profiler does not import"; exit 1; }
 
 capture() {  # NAME ARGS...: one capture, packed whatever its outcome
     local name=$1
     shift
+    if [ "${LIGHT_ONLY:-0}" = 1 ] && [[ $name != kineto_* ]]; then return; fi
+    case $name in ${ONLY:-*}*) ;; *) return ;; esac  # ONLY=gpt2: the captures whose names start so
     if [ "$SECONDS" -gt "${DEADLINE:-420}" ]; then  # the device call's limit is 600 s: leave room to pack
         echo "== $name: skipped, $SECONDS s spent"
         return
@@ -68,5 +70,19 @@ capture bert_base_bf16_b32 --model bert --size "$SIZE" --precision bf16 --batch-
 capture gpt2_base_bf16_b8 --model gpt2 --size "$SIZE" --precision bf16 --batch-size 8
 capture bert_base_bf16_b8 --model bert --size "$SIZE" --precision bf16 --batch-size 8
 capture gpt2_base_fp32_b4 --model gpt2 --size "$SIZE" --precision fp32 --batch-size 4
+# the Kineto trace alone, without shapes: the lightest capture (bench/gpu/overhead.py: what each
+# hook costs an op), converted by the Kineto front end; LIGHT_ONLY=1 runs these alone
+for cfg in "gpt2 bf16 32" "bert bf16 32" "gpt2 bf16 8" "bert bf16 8" "gpt2 fp32 4"; do
+    read -r model precision batch <<<"$cfg"
+    capture "kineto_${model}_base_${precision}_b${batch}" --model "$model" --size "$SIZE" --precision "$precision" \
+        --batch-size "$batch" --no-host-trace --no-record-shapes --convert
+done
+# the Kineto trace alone with shapes (what a roofline of a Kineto trace reads)
+capture kineto_gpt2_base_bf16_b32_shapes --model gpt2 --size "$SIZE" --precision bf16 --batch-size 32 \
+    --no-host-trace --convert
+if [ "${OVERHEAD:-1}" = 1 ] && [ "$SECONDS" -lt "${DEADLINE:-420}" ]; then
+    echo "== tracing overhead per op"
+    timeout -k 10 120 "$PY" -m bench.gpu.overhead --json "$OUT/overhead.json"
+fi
 rm -rf "$WORK"
 echo "== done"
