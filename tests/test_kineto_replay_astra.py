@@ -13,6 +13,7 @@ import pytest
 from chakra_convert_fast.converter import api
 
 from .clirun import run_cli
+from .test_compact_astra_sim import assert_same_simulation
 from .traces import REAL_TRACES_DIR
 
 PUBLIC = REAL_TRACES_DIR / "kineto_public"
@@ -67,3 +68,15 @@ def test_one_rank_replays_within_target(simulator: Path, name: str, tmp_path: Pa
     measured = conversion.measured_us * 1000
     assert result.measured_ns[0] == round(conversion.measured_us) * 1000
     assert abs(result.step_ns - measured) / measured < 0.05
+
+
+@pytest.mark.parametrize("name", ["hta_sampled_rank0of128", "hta_a100_nccl_rank0of2"])
+def test_compacted_kineto_output_simulates_the_same(simulator: Path, name: str, tmp_path: Path) -> None:
+    """``compact`` merges the host timeline's runs between launches (a launch has two children:
+    the next host node and its kernel) and the simulated job is the same to the cycle, on the
+    network model, with the same collectives completed."""
+    api.convert_kineto(PUBLIC / f"{name}.json.gz", tmp_path / "one.0.et", rank=0)
+    api.scale(tmp_path / "one", tmp_path / "two", 2)
+    assert_same_simulation(tmp_path / "two", 2, None, tmp_path, fewer_nodes=False)
+    results = api.compact_ranks(tmp_path / "two", tmp_path / "again")
+    assert all(r.nodes_written * 2 < r.nodes_read for r in results), [(r.nodes_written, r.nodes_read) for r in results]

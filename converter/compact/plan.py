@@ -176,15 +176,25 @@ def _reduce(trace: EtTrace, parents: array[int], order: array[int]) -> tuple[byt
     waiting = array("q", bytes(8 * size))  # dependency slots not yet visited, per parent: reach freed at 0
     for slot in range(len(parents)):
         waiting[parents[slot]] += 1
+    fanout = array("q", waiting)  # dependency slots naming each row (its children, counted by edge)
     keep = bytearray(b"\x01") * len(parents)
     empty = array("i", [-1]) * MAX_CHAINS
     for row in order:
         start, end = trace.dep_start[row], trace.dep_start[row + 1]
         distinct = {parents[slot] for slot in range(start, end)}
-        best = -1  # join the chain of the latest parent (in topological order) that still ends its chain
+        # join the chain of the latest parent (in topological order) that still ends its chain,
+        # preferring one on the row's own slot or with no other child: a launch's kernel would
+        # otherwise take the host chain and leave the next host op a new chain per launch
+        best = fallback = -1
+        own = resource(trace, row)
         for p in distinct:
-            if chain[p] >= 0 and chain_tail[chain[p]] == p and (best < 0 or rank[p] > rank[best]):
-                best = p
+            if chain[p] >= 0 and chain_tail[chain[p]] == p:
+                if (resource(trace, p) == own or fanout[p] == 1) and (best < 0 or rank[p] > rank[best]):
+                    best = p
+                if fallback < 0 or rank[p] > rank[fallback]:
+                    fallback = p
+        if best < 0 and len(chain_tail) >= MAX_CHAINS:
+            best = fallback
         if waiting[row] == 0:  # a leaf is on no path between two nodes: it takes no chain
             leaves.append(row)
         elif best >= 0:
