@@ -287,3 +287,35 @@ def test_kineto_options_refused_for_host_traces(tmp_path: Path) -> None:
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert text in done.stderr.splitlines()[-1]
     assert listing(tmp_path) == []
+
+
+def test_kept_events_are_compact_records() -> None:
+    """The kept events until the step is chosen: a few hundred bytes each (was 660-860 with each
+    event's decoded args and its own name string; bench/results/kineto_memory.md), equal names
+    and args one object."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        events = read_events(NCCL)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    kept = events.host + events.gpu
+    assert held / len(kept) < 450, held / len(kept)
+    by_name: dict[str, Any] = {}
+    for event in kept:
+        assert by_name.setdefault(event.name, event.name) is event.name
+    nccl = [e for e in events.gpu if e.name.startswith("ncclKernel")]
+    assert nccl and len({id(e.args) for e in nccl}) < len(nccl)
+
+
+def test_one_owner_of_the_kineto_format() -> None:
+    """The linker's Kineto reader and the front end's share one module for the format (D7)."""
+    from chakra_convert_fast.converter.kineto import events
+    from chakra_convert_fast.converter.link import kineto as link_kineto
+    from chakra_convert_fast.converter.schema import kineto as schema
+
+    assert link_kineto.CPU_CATEGORIES is schema.CPU_CATEGORIES
+    assert link_kineto.LAUNCH_NAMES is schema.LAUNCH_NAMES
+    assert events.STEP_PREFIX is schema.STEP_PREFIX and link_kineto.stream_trace is events.stream_trace

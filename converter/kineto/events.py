@@ -1,7 +1,10 @@
 """Stream a Kineto (Chrome JSON) trace and keep, compactly, the events a replay graph needs.
 
-The ``traceEvents`` array is streamed (``jsonstream``; runs of events decoded by msgspec, exact or
-refused, as ``link/kineto.py`` does) and only these are kept, as slotted ``Event`` records:
+The ``traceEvents`` array is streamed (``schema/kineto.py``'s loop, shared with the linker's reader
+``link/kineto.py``: runs of events decoded by msgspec, exact or refused) and only these are kept,
+as compact ``Event`` records (names, pids, tids and ``args`` shared between equal ones; of the
+``args``, only the correlation, the stream, the collective args, the recorded shapes and FLOPs and a
+copy's bytes):
 
 - host events (``cpu_op``, ``user_annotation``, ``cuda_runtime``, ``cuda_driver``) and
   ``ProfilerStep#N`` markers: the CPU timeline;
@@ -15,30 +18,37 @@ skipped as it streams by; the time it covers is kept as the gaps between the kep
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+from msgspec.structs import astuple
 
 from ..errors import TraceFormatError
 from ..fastjson import ExactDecoder
-from ..jsonstream import EVENT_BOUNDARY, DecodedRun, JsonObjectStream
+from ..schema.kineto import (
+    CPU_CATEGORIES,
+    FLOW_CATEGORY,
+    GPU_MEMCPY,
+    GPU_MEMSET,
+    KERNEL,
+    RUNTIME_CATEGORIES,
+    STEP_PREFIX,
+    event_name,
+    stream_trace,
+)
 
-HOST_CATEGORIES = frozenset({"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"})
-RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
-GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-FLOW_CATEGORIES = frozenset({"ac2g"})
-STEP_CATEGORIES = frozenset({"cpu_op", "user_annotation"})  # not gpu_user_annotation (its GPU-side copy)
-STEP_PREFIX = "ProfilerStep#"
+HOST_CATEGORIES = CPU_CATEGORIES | RUNTIME_CATEGORIES
+GPU_CATEGORIES = frozenset({KERNEL, GPU_MEMCPY, GPU_MEMSET})
+STEP_CATEGORIES = CPU_CATEGORIES  # not gpu_user_annotation (its GPU-side copy)
+
+__all__ = ["GPU", "HOST", "RUNTIME", "STEP", "STEP_PREFIX", "Event", "KinetoEvents", "read_events"]
 
 
-class _Args(msgspec.Struct, gc=False):
-    """The ``args`` fields read (absent: None)."""
+class _Args(msgspec.Struct, gc=False, omit_defaults=True):
+    """The ``args`` an event keeps beyond its correlation and stream (absent: None): collective
+    args, recorded shapes and FLOPs, a copy's bytes. Equal ones are shared between events."""
 
-    correlation: Any = None
-    external_id: Any = msgspec.field(default=None, name="External id")
-    stream: Any = None
     collective: Any = msgspec.field(default=None, name="Collective name")
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
@@ -50,6 +60,15 @@ class _Args(msgspec.Struct, gc=False):
     dst_rank: Any = msgspec.field(default=None, name="Dst Rank")
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
     input_type: Any = msgspec.field(default=None, name="Input type")
+    flops: Any = None
+    bytes: Any = None
+
+
+class _RawArgs(_Args, gc=False):
+    """An event's ``args`` as decoded: the kept ones, and the correlation and stream."""
+
+    correlation: Any = None
+    stream: Any = None
 
 
 class _Raw(msgspec.Struct, gc=False):
@@ -61,38 +80,46 @@ class _Raw(msgspec.Struct, gc=False):
     pid: Any = None
     tid: Any = None
     id: Any = None
-    args: _Args | None = None
+    args: _RawArgs | None = None
 
 
 _NO_ARGS = _Args()
+_KEPT = len(_Args.__struct_fields__)
+_NONE = (None,) * _KEPT
 _RUNS = ExactDecoder(msgspec.json.Decoder(list[_Raw]))
+_ENCODE = msgspec.json.Encoder().encode
 
 #: Event kinds.
 HOST, RUNTIME, GPU, STEP = 0, 1, 2, 3
 
 
 class Event:
-    """A kept event: times in microseconds (floats), ``args`` as read."""
+    """A kept event, compactly: times in microseconds (floats); names, pids, tids and ``args``
+    shared between the events that have equal ones (``_Args``; ``_NO_ARGS`` for none)."""
 
-    __slots__ = ("args", "cat", "corr", "dur", "index", "kind", "name", "pid", "stream", "tid", "ts")
+    __slots__ = ("args", "corr", "dur", "index", "kind", "name", "pid", "stream", "tid", "ts")
 
-    def __init__(self, kind: int, raw: _Raw, index: int) -> None:
-        args = raw.args or _NO_ARGS
+    def __init__(self, kind: int, raw: _Raw, index: int, args: _Args, shared: dict[Any, Any]) -> None:
+        raw_args = raw.args
         self.kind = kind
         self.index = index
-        self.name: str = raw.name
-        self.cat: str = raw.cat
+        self.name: str = shared.setdefault(raw.name, raw.name)
         self.ts: float = raw.ts
         self.dur: float = raw.dur
-        self.pid: Any = raw.pid
-        self.tid: Any = raw.tid
-        self.corr: Any = args.correlation
-        self.stream: Any = args.stream if args.stream is not None else raw.tid
+        self.pid: Any = shared.setdefault(raw.pid, raw.pid) if _hashable(raw.pid) else raw.pid
+        self.tid: Any = shared.setdefault(raw.tid, raw.tid) if _hashable(raw.tid) else raw.tid
+        self.corr: Any = raw_args.correlation if raw_args is not None else None
+        stream = raw_args.stream if raw_args is not None else None
+        self.stream: Any = stream if stream is not None else self.tid
         self.args: _Args = args
 
     @property
     def end(self) -> float:
         return self.ts + self.dur
+
+
+def _hashable(value: Any) -> bool:
+    return type(value) in (int, str)  # not float: 1.0 would become 1
 
 
 @dataclass
@@ -109,29 +136,34 @@ class KinetoEvents:
     distributed_info: dict[str, Any] | None = None
     device_name: str | None = None
     events: int = 0
+    #: names, pids, tids and args (by their JSON) shared between the kept events
+    shared: dict[Any, Any] = field(default_factory=dict, repr=False)
 
 
 def read_events(path: str | os.PathLike[str]) -> KinetoEvents:
     """Stream ``path`` (``.json`` or ``.json.gz``) and return the kept events, each list in time
     order. Raises ``TraceFormatError`` for a file that is no Kineto trace or a malformed event."""
     trace = KinetoEvents(os.fspath(path))
-    seen = False
-    with JsonObjectStream(path, stream_keys={"traceEvents"}, batch=_RUNS, boundary=EVENT_BOUNDARY) as stream:
-        for key, value in stream.items():
-            if key == "traceEvents":
-                seen = True
-                _read(trace, value)
-            elif key == "distributedInfo" and isinstance(value, dict):
-                trace.distributed_info = value
-            elif key == "deviceProperties" and isinstance(value, list) and value and isinstance(value[0], dict):
-                name = value[0].get("name")
-                trace.device_name = name if isinstance(name, str) else None
-            elif key in ("nodes", "schema") and not seen:
-                raise TraceFormatError(
-                    trace.path, "a Chakra host or merged trace, not a Kineto trace (convert it without --kineto)"
-                )
-    if not seen:
-        raise TraceFormatError(trace.path, "no 'traceEvents' array: not a Kineto trace")
+
+    def top_level(key: str, value: Any, seen: bool) -> None:
+        if key == "distributedInfo" and isinstance(value, dict):
+            trace.distributed_info = value
+        elif key == "deviceProperties" and isinstance(value, list) and value and isinstance(value[0], dict):
+            name = value[0].get("name")
+            trace.device_name = name if isinstance(name, str) else None
+        elif key in ("nodes", "schema") and not seen:
+            raise TraceFormatError(
+                trace.path, "a Chakra host or merged trace, not a Kineto trace (convert it without --kineto)"
+            )
+
+    count = 0
+    for index, raw in stream_trace(trace.path, _RUNS, top_level):
+        if type(raw) is not _Raw:
+            raw = _from_json(trace.path, index, raw)
+        _keep(trace, raw, index)
+        count = index + 1
+    trace.events = count
+    trace.shared.clear()
     for events in (trace.host, trace.gpu, trace.steps):
         events.sort(key=_order)
     return trace
@@ -139,17 +171,6 @@ def read_events(path: str | os.PathLike[str]) -> KinetoEvents:
 
 def _order(event: Event) -> tuple[float, float, int]:
     return (event.ts, -event.dur, event.index)  # a parent before the children it starts with
-
-
-def _read(trace: KinetoEvents, elements: Iterable[Any]) -> None:
-    index = 0
-    for element in elements:
-        for raw in element if type(element) is DecodedRun else (element,):
-            if type(raw) is not _Raw:
-                raw = _from_json(trace.path, index, raw)
-            _keep(trace, raw, index)
-            index += 1
-    trace.events = index
 
 
 def _from_json(path: str, index: int, value: Any) -> _Raw:
@@ -162,9 +183,22 @@ def _from_json(path: str, index: int, value: Any) -> _Raw:
         raise TraceFormatError(path, f"traceEvents[{index}]: {exc}") from None
 
 
+def _kept_args(raw: _Raw, shared: dict[Any, Any]) -> _Args:
+    """The event's kept ``args``, one object for equal ones."""
+    args = raw.args
+    if args is None:
+        return _NO_ARGS
+    values = astuple(args)[:_KEPT]  # a subclass's fields come after its base's
+    if values == _NONE:
+        return _NO_ARGS
+    kept = _Args(*values)
+    key = _ENCODE(kept)
+    return shared.setdefault(key, kept)  # type: ignore[no-any-return]
+
+
 def _keep(trace: KinetoEvents, raw: _Raw, index: int) -> None:
     cat = raw.cat
-    if cat in FLOW_CATEGORIES:
+    if cat == FLOW_CATEGORY:
         if raw.ph == "s":
             trace.flow_starts[raw.id] = (raw.tid, raw.ts)
         elif raw.ph == "f":
@@ -182,7 +216,7 @@ def _keep(trace: KinetoEvents, raw: _Raw, index: int) -> None:
     else:
         return
     _check(trace.path, index, raw)
-    event = Event(kind, raw, index)
+    event = Event(kind, raw, index, _kept_args(raw, trace.shared), trace.shared)
     if kind == GPU:
         trace.gpu.append(event)
     elif kind == STEP:
@@ -193,7 +227,7 @@ def _keep(trace: KinetoEvents, raw: _Raw, index: int) -> None:
 
 
 def _check(path: str, index: int, raw: _Raw) -> None:
-    where = f"traceEvents[{index}]" + (f" ({raw.name[:60]!r})" if isinstance(raw.name, str) else "")
+    where = event_name(index, raw.name)
     if not isinstance(raw.name, str):
         raise TraceFormatError(path, f"{where}: no 'name' string")
     for key in ("ts", "dur"):

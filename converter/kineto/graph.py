@@ -35,8 +35,9 @@ from typing import Any
 
 from ..errors import TraceContentError
 from ..schema.chakra import NodeType
+from ..schema.kineto import step_number as schema_step_number
 from . import comm
-from .events import HOST, RUNTIME, STEP, STEP_PREFIX, Event, KinetoEvents
+from .events import HOST, RUNTIME, STEP, Event, KinetoEvents
 
 #: Runtime calls that return only when GPU work is done.
 SYNC_CALLS = frozenset(
@@ -104,8 +105,7 @@ class KinetoGraph:
 
 
 def step_number(event: Event) -> int | None:
-    text = event.name[len(STEP_PREFIX) :]
-    return int(text) if text.isdecimal() else None
+    return schema_step_number(event.name)
 
 
 def pick_step(trace: KinetoEvents, step: int | None, gpu_by_corr: dict[Any, list[Event]]) -> tuple[Event, int]:

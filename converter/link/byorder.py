@@ -34,8 +34,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
+from ..schema.kineto import PROFILER_STEP
 from .hostindex import HostIndex
-from .kineto import PROFILER_STEP, KinetoEvent, KinetoTrace
+from .kineto import KinetoEvent, KinetoTrace
 from .linker import (
     OBSERVER_RECORDS,
     LinkedOp,

@@ -1,9 +1,10 @@
 """Streaming Kineto (chrome trace) reader: keep only the events the linker needs, compactly.
 
 ``chakra_trace_link`` loads the whole Kineto document and wraps every event in an object. Here the
-``traceEvents`` array is streamed (runs of events decoded by msgspec into ``_Event``\\ s that skip
-what the linker never reads; ``fastjson``: exact or refused) and only CPU ops, kernel launches and
-GPU ops are kept, as slotted records. Field defaults follow the reference's ``KinetoOperator``
+``traceEvents`` array is streamed (``schema/kineto.py``'s loop and names, shared with the Kineto
+front end's reader ``kineto/events.py``; runs of events decoded by msgspec into ``_Event``\\ s that
+skip what the linker never reads; ``fastjson``: exact or refused) and only CPU ops, kernel launches
+and GPU ops are kept, as slotted records. Field defaults follow the reference's ``KinetoOperator``
 (``ts``/``dur`` 0, ``tid`` 0, ``External id`` -1) so the linker can reproduce its results exactly.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -19,32 +20,22 @@ import msgspec
 
 from ..errors import TraceFormatError
 from ..fastjson import ExactDecoder
-from ..jsonstream import EVENT_BOUNDARY, DecodedRun, JsonObjectStream
-
-CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation"})
-GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy"})
-LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
-LAUNCH_NAMES = frozenset(
-    {
-        "cuLaunchKernel",
-        "cuLaunchKernelEx",
-        "cudaLaunchKernel",
-        "cudaLaunchKernelExC",
-        "cudaMemcpy",
-        "cudaMemcpyAsync",
-        "cudaMemcpyFromSymbol",
-        "cudaMemcpyToSymbol",
-        "cudaLaunchCooperativeKernel",
-        "hipLaunchKernel",
-        "hipExtLaunchKernel",
-        "hipExtModuleLaunchKernel",
-        "hipModuleLaunchKernel",
-        "hipMemcpyWithStream",
-        "hipMemcpyAsync",
-    }
+from ..schema.kineto import (
+    CPU_CATEGORIES,
+    GPU_MEMCPY,
+    KERNEL,
+    LAUNCH_NAMES,
+    PROFILER_STEP,
+    RUNTIME_CATEGORIES,
+    STEP_PREFIX,
+    stream_trace,
 )
-PROFILER_STEP = "ProfilerStep"
-_STEP_PREFIX = "ProfilerStep#"
+from ..schema.kineto import event_name as _event_name
+from ..schema.kineto import shown as _shown
+
+GPU_CATEGORIES = frozenset({KERNEL, GPU_MEMCPY})  # the reference's (no memset)
+LAUNCH_CATEGORIES = RUNTIME_CATEGORIES
+_STEP_PREFIX = STEP_PREFIX
 
 
 class KinetoEvent:
@@ -184,16 +175,12 @@ class KinetoTrace:
 def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
     """Stream ``path`` and return the kept events, sorted by start time (stable, as the reference)."""
     trace = KinetoTrace(os.fspath(path))
-    seen_events = False
-    with JsonObjectStream(path, stream_keys={"traceEvents"}, batch=_EVENT_RUNS, boundary=EVENT_BOUNDARY) as stream:
-        for key, value in stream.items():
-            if key == "traceEvents":
-                seen_events = True
-                _read_events(trace, value)
-            elif key == "distributedInfo" and isinstance(value, dict):
-                trace.distributed_info = value
-    if not seen_events:
-        raise TraceFormatError(trace.path, "no 'traceEvents' array: not a Kineto device trace")
+
+    def top_level(key: str, value: Any, seen: bool) -> None:
+        if key == "distributedInfo" and isinstance(value, dict):
+            trace.distributed_info = value
+
+    _read_events(trace, stream_trace(trace.path, _EVENT_RUNS, top_level))
     trace.cpu_ops.sort(key=_ts)
     trace.gpu_ops.sort(key=_ts)
     return trace
@@ -228,31 +215,27 @@ _ARGS: _Check = (
     ("Record function id", _is_key, "a number or a string"),
     ("correlation", _is_key, "a number or a string"),
 )
-_SHOWN = 60  # characters of a bad value shown in an error
 
 
-def _read_events(trace: KinetoTrace, elements: Any) -> None:
-    index = 0
-    for element in elements:
-        for event in element if type(element) is DecodedRun else (element,):
-            if type(event) is not _Event:
-                event = _checked(trace.path, index, event)
-                trace.exact = False
-            _track_time(trace, event, index)
-            cat = event.cat
-            if cat in CPU_CATEGORIES or cat in GPU_CATEGORIES or cat in LAUNCH_CATEGORIES:
-                if type(event.name) is not str:  # msgspec does not check the name: most events are not kept
-                    raise TraceFormatError(
-                        trace.path, f"traceEvents[{index}]: 'name' must be a string, got {_shown(event.name)}"
-                    )
-                try:
-                    kept = KinetoEvent(event, _args(event.args))
-                except (TypeError, ValueError) as exc:
-                    raise TraceFormatError(
-                        trace.path, f"{_event_name(index, event.name)}: bad 'External id': {exc}"
-                    ) from None
-                _classify(trace, kept, event)
-            index += 1
+def _read_events(trace: KinetoTrace, events: Iterator[tuple[int, Any]]) -> None:
+    for index, event in events:
+        if type(event) is not _Event:
+            event = _checked(trace.path, index, event)
+            trace.exact = False
+        _track_time(trace, event, index)
+        cat = event.cat
+        if cat in CPU_CATEGORIES or cat in GPU_CATEGORIES or cat in LAUNCH_CATEGORIES:
+            if type(event.name) is not str:  # msgspec does not check the name: most events are not kept
+                raise TraceFormatError(
+                    trace.path, f"traceEvents[{index}]: 'name' must be a string, got {_shown(event.name)}"
+                )
+            try:
+                kept = KinetoEvent(event, _args(event.args))
+            except (TypeError, ValueError) as exc:
+                raise TraceFormatError(
+                    trace.path, f"{_event_name(index, event.name)}: bad 'External id': {exc}"
+                ) from None
+            _classify(trace, kept, event)
 
 
 def _checked(path: str, index: int, event: Any) -> _Event:
@@ -278,15 +261,6 @@ def _check(path: str, index: int, event: dict[str, Any], values: dict[str, Any],
             raise TraceFormatError(
                 path, f"{_event_name(index, event.get('name'))}: '{key}' must be {expected}, got {_shown(values[key])}"
             )
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
-
-
-def _event_name(index: int, name: Any) -> str:
-    return f"traceEvents[{index}] ({_shown(name)})" if isinstance(name, str) else f"traceEvents[{index}]"
 
 
 def _classify(trace: KinetoTrace, kept: KinetoEvent, event: _Event) -> None:

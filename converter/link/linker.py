@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..schema.kineto import PROFILER_STEP
 from .hostindex import HostIndex
-from .kineto import PROFILER_STEP, KinetoEvent, KinetoTrace
+from .kineto import KinetoEvent, KinetoTrace
 
 INTER_THREAD_GAP = 1000  # microseconds; a larger gap on a thread starts a new group
 PROCESS_ANNOTATION = "[pytorch|profiler|execution_trace|process]"
