@@ -160,8 +160,45 @@ def test_dlrm_worker(dlrm_worker0: Path, tmp_path: Path) -> None:
 
 
 def test_cpu_trace_of_chakra_profile(tmp_path: Path) -> None:
+    """The gloo all-reduces of a CPU DDP step (``gloo:all_reduce`` on the worker threads) are
+    communication nodes: type from the name, bytes from the first input, every rank's group."""
     result = api.convert_kineto(CPU_GPT2, tmp_path / "c.0.et")
     assert result.gpu_ops == 0 and result.rank == 0 and result.nodes > 1000
+    assert result.comm_nodes == 2 and not result.warnings
+    trace = _et(tmp_path / "c.0.et")
+    rows = [r for r, t in enumerate(trace.types) if t == NodeType.COMM_COLL_NODE]
+    assert [trace.names[r] for r in rows] == ["gloo:all_reduce"] * 2
+    assert {trace.comm[r]["comm_type"] for r in rows} == {CollectiveCommType.ALL_REDUCE}
+    assert trace.comm[rows[0]]["comm_size"] == 264192 * 4  # Input Dims [[264192]], float
+    assert all(trace.comm[r]["pg_name"] == "0" and not trace.comm[r]["is_cpu_op"] for r in rows)
+    durations = sorted(trace.durations[r] for r in rows)  # their traced 4,428.899 and 23,135.750 us
+    assert abs(durations[0] - 4429) <= 1 and abs(durations[1] - 23136) <= 1
+
+
+def test_gloo_collectives_without_shapes_or_peer(tmp_path: Path) -> None:
+    """gloo: a collective without recorded shapes is 0 bytes; a send (whose peer Kineto does not
+    record) stays a compute node with a warning; collectives with no group args in a job of several
+    groups are said to be put in the default group."""
+    worker = {"tid": 2}
+    document = {
+        "distributedInfo": {"rank": 0, "pg_config": [{"pg_name": "0"}, {"pg_name": "1"}]},
+        "traceEvents": [
+            _STEP,
+            _event("c10d::allgather_", 10, 5),
+            _event("gloo:all_gather", 12, 30, "user_annotation", **worker),
+            _event("c10d::send", 50, 5),
+            _event("gloo:send", 51, 3, "user_annotation"),
+        ],
+    }
+    source = _write(tmp_path / "g.json", document)
+    result = api.convert_kineto(source, tmp_path / "g.0.et")
+    trace = _et(tmp_path / "g.0.et")
+    rows = [r for r, t in enumerate(trace.types) if t == NodeType.COMM_COLL_NODE]
+    assert result.comm_nodes == len(rows) == 1
+    assert trace.comm[rows[0]]["comm_type"] == CollectiveCommType.ALL_GATHER
+    assert trace.comm[rows[0]]["comm_size"] == 0 and trace.durations[rows[0]] == 30
+    assert any("1 gloo collective(s) kept as compute nodes" in w and "peer" in w for w in result.warnings)
+    assert any("default group" in w and "2 groups" in w for w in result.warnings)
 
 
 @pytest.mark.parametrize("kind", ["cpu", "launch", "sync", "stream", "gaps"])

@@ -1,5 +1,8 @@
 """NCCL/RCCL kernels as communication nodes: type, bytes, group and peer.
 
+On CPU ranks (gloo), the ``gloo:all_reduce``-style annotation of the worker thread is the
+collective: typed by its name, sized by its first input.
+
 Read, in order of trust: the kernel's own args (``Collective name``, ``In msg nelems``, ``Out msg
 nelems``, ``dtype``, ``Process Group Name``, ``Process Group Ranks``; PyTorch 2.2+), then the
 ``record_param_comms`` op that launched it (the same args), then the names of the host ops around
@@ -85,6 +88,13 @@ _DTYPE_BYTES = {
 }
 
 
+#: The group of a collective with no process-group args: "0", every rank (ASTRA-sim reads "" and
+#: "0" as the whole job; the host-trace path writes the same, ``convert/astra.py``).
+DEFAULT_GROUP = "0"
+#: The record functions gloo's worker threads open around a collective's work (CPU ranks).
+GLOO_PREFIX = "gloo:"
+
+
 def is_nccl_kernel(name: str) -> bool:
     return name.startswith(("nccl", "rccl")) or "nccl" in name[:32].lower()
 
@@ -99,6 +109,7 @@ class CommInfo:
     pg_name: str
     peer: int | None = None
     problem: str | None = None
+    defaulted_group: bool = False  # no process-group args: the default group
 
 
 def _norm(name: Any) -> str:
@@ -160,8 +171,8 @@ def classify(kernel_name: str, kernel_args: Any, launch_ops: list[Any], rank: in
             size = _input_bytes(op.args.input_dims, op.args.input_type)
             if size is not None:
                 break
-    pg_name = pg if isinstance(pg, str) and group_id(pg) is not None else "0"
-    info = CommInfo("coll", None, size or 0, pg_name)
+    defaulted = not (isinstance(pg, str) and group_id(pg) is not None)
+    info = CommInfo("coll", None, size or 0, DEFAULT_GROUP if defaulted else pg, defaulted_group=defaulted)
     if found is None or found == "sendrecv":
         info.problem = "its collective is not in the trace (no 'Collective name', no nccl:/c10d:: op around its launch)"
     elif found in ("send", "recv"):

@@ -21,7 +21,8 @@ The nodes, in id order:
   it (the ``cudaEventRecord`` -> ``cudaStreamWaitEvent`` edge, read from the timing, since Kineto
   records neither the event nor the stream waited on).
 
-NCCL/RCCL kernels become communication nodes (``comm.py``). ``drop`` removes one kind of
+NCCL/RCCL kernels become communication nodes (``comm.py``), and so does the ``gloo:`` annotation
+of a collective on CPU ranks (a node after its slot of the host timeline). ``drop`` removes one kind of
 dependency (or the gap nodes) for the ablation.
 """
 
@@ -172,7 +173,8 @@ class _Builder:
         self.cursor = 0  # where the host timeline ends, rounded microseconds from the step's start
         #: stream -> ([ends], [nodes]) of its GPU ops so far, in launch order
         self.streams: dict[Any, tuple[list[float], list[Node]]] = {}
-        self.problems: Counter[str] = Counter()
+        self.problems: Counter[tuple[str, str]] = Counter()
+        self.default_group = 0  # collectives with no process-group args (put in group 0, every rank)
         self.sends: Counter[int] = Counter()
         self.recvs: Counter[int] = Counter()
         self.gpu_end = step.end
@@ -228,6 +230,8 @@ class _Builder:
             waited = self.waited(event) if sync else []
             blocking = sync and (waited or launched)
             node = self.host_node(event.name, self.cursor if blocking else end)
+            if event.kind == HOST and event.name.startswith(comm.GLOO_PREFIX):
+                self.host_collective(event, node, stack[::-1])
             waited += [self.gpu_node(gpu, node, event, stack[::-1]) for gpu in launched]
             if blocking:
                 latest = max((n.end for n in waited if n.end <= event.end + _SLACK), default=event.ts)
@@ -311,11 +315,27 @@ class _Builder:
                 best = (ends[at], nodes[at])
         return best[1] if best is not None else None
 
+    def host_collective(self, event: Event, slot: Node, around: list[Event]) -> None:
+        """A gloo collective (``gloo:all_reduce`` on the worker thread that did it): a communication
+        node after its slot of the host timeline (which keeps tiling the step), lasting its traced
+        duration; typed by its name, sized by its first input (``Input Dims`` x ``Input type``)."""
+        info = comm.classify(event.name, event.args, [event, *around], self.rank)
+        if info.problem is not None:
+            self.problems[("gloo collective(s)", info.problem)] += 1
+            return
+        node = self.add(event.name, self.rt(event.end) - self.rt(event.ts), [slot], cpu=False)
+        self._typed(node, info)
+
     def _communication(self, node: Node, gpu: Event, around: list[Event]) -> None:
         info = comm.classify(gpu.name, gpu.args, around, self.rank)
         if info.problem is not None:
-            self.problems[info.problem] += 1
+            self.problems[("NCCL kernel(s)", info.problem)] += 1
             return
+        self._typed(node, info)
+
+    def _typed(self, node: Node, info: comm.CommInfo) -> None:
+        if info.defaulted_group and info.kind == "coll":
+            self.default_group += 1
         node.comm = info
         self.comm_nodes += 1
         if info.kind == "coll":
@@ -360,6 +380,17 @@ def build(
             f"ProfilerStep#{number}: {missing} launch(es) have no GPU op in the trace "
             "(the profiler stopped before their work was recorded); that work is left out"
         )
-    for problem, count in builder.problems.items():
-        graph.warnings.append(f"{count} NCCL kernel(s) kept as compute nodes: {problem}")
+    for (what, problem), count in builder.problems.items():
+        graph.warnings.append(f"{count} {what} kept as compute nodes: {problem}")
+    groups = _listed_groups(trace)
+    if builder.default_group and groups > 1:
+        graph.warnings.append(
+            f"{builder.default_group} collective(s) name no process group (no 'Process Group Name'): put in "
+            f"the default group (every rank), though the job has {groups} groups (distributedInfo.pg_config)"
+        )
     return graph
+
+
+def _listed_groups(trace: KinetoEvents) -> int:
+    config = (trace.distributed_info or {}).get("pg_config")
+    return len(config) if isinstance(config, list) else 0
