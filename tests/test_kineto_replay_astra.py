@@ -89,8 +89,8 @@ def test_cpu_gloo_job_network_model(simulator: Path, tmp_path: Path) -> None:
     them (each rank completes its 2) and the replay still matches the measured step."""
     source = tmp_path / "in"
     source.mkdir()
-    for rank in (0, 1):
-        shutil.copy(REAL_TRACES_DIR / "cpu_gpt2_ddp2" / f"rank{rank}_device.json.gz", source)
+    for number in (0, 1):
+        shutil.copy(REAL_TRACES_DIR / "cpu_gpt2_ddp2" / f"rank{number}_device.json.gz", source)
     done = run_cli("convert-all", source, tmp_path / "out", "-j", "1")
     assert done.returncode == 0, done.stderr
     network = api.simulate(tmp_path / "out" / "trace")
