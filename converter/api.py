@@ -172,10 +172,18 @@ def convert_kineto(
     step: int | None = None,
     rank: int | None = None,
     drop: Sequence[str] = (),
+    roofline: bool = False,
+    accelerator: bool = False,
+    compact: bool = False,
 ) -> KinetoConversion:
     """Convert one ProfilerStep of a Kineto trace (alone, no host trace) into an ASTRA-sim-ready
     ``.et`` (``docs/kineto.md``): ``step`` (default: the last complete one), ``rank`` (default:
-    ``distributedInfo``'s), ``drop``: dependency kinds left out (``DEPENDENCY_KINDS``, the ablation)."""
+    ``distributedInfo``'s), ``drop``: dependency kinds left out (``DEPENDENCY_KINDS``, the ablation);
+    ``roofline``: ``num_ops``/``tensor_size`` on the GPU compute nodes from their launching ops'
+    recorded shapes (``accelerator``, which needs it: those left without are written as CPU ops);
+    ``compact``: the output compacted (``docs/compact.md``)."""
+    if accelerator and not roofline:
+        raise ValueError("accelerator needs roofline (a GPU node without num_ops stops ASTRA-sim's roofline)")
     if step is not None:
         _int("step", step)
     if rank is not None:
@@ -186,7 +194,14 @@ def convert_kineto(
             f"drop: unknown kinds {sorted(kinds - set(DEPENDENCY_KINDS))}; known: {', '.join(DEPENDENCY_KINDS)}"
         )
     return _convert_kineto(
-        _path("input_path", input_path), _path("output_path", output_path), step=step, rank=rank, drop=kinds
+        _path("input_path", input_path),
+        _path("output_path", output_path),
+        step=step,
+        rank=rank,
+        drop=kinds,
+        roofline=bool(roofline),
+        accelerator=bool(accelerator),
+        compact=bool(compact),
     )
 
 

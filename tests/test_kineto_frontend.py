@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from chakra_convert_fast.converter import api
-from chakra_convert_fast.converter.et.decode import read_et, read_metadata
+from chakra_convert_fast.converter.convert.roofline import MIN_BYTES
+from chakra_convert_fast.converter.et.decode import CPU_OP_FALSE, CPU_OP_TRUE, read_et, read_metadata
 from chakra_convert_fast.converter.kineto import comm
 from chakra_convert_fast.converter.kineto.events import read_events
 from chakra_convert_fast.converter.kineto.graph import GAP_NAME, build
@@ -358,3 +359,76 @@ def test_one_owner_of_the_kineto_format() -> None:
         assert vars(link_kineto)[name] is shared[name]
     for name in ("STEP_PREFIX", "stream_trace"):
         assert vars(events)[name] is shared[name]
+
+
+# -- --roofline: num_ops and tensor_size from the launching op -------------------------------------
+def _launch(corr: int, ts: float, **extra: Any) -> dict[str, Any]:
+    return _event("cudaLaunchKernel", ts, 2, "cuda_runtime", args={"correlation": corr}, **extra)
+
+
+def _kernel(name: str, corr: int, ts: float, dur: float, **args: Any) -> dict[str, Any]:
+    return _event(name, ts, dur, "kernel", tid=7, args={"correlation": corr, "stream": 7, **args})
+
+
+#: aten::addmm(bias [128], x [64, 256], w [256, 128], beta): 2 m k n FLOPs
+_ADDMM = {"Input Dims": [[128], [64, 256], [256, 128], []], "Input type": ["float", "float", "float", "Scalar"]}
+
+
+@pytest.mark.parametrize("accelerator", [False, True])
+def test_roofline_from_the_launching_op(tmp_path: Path, accelerator: bool) -> None:
+    """An aten::addmm's 2 m k n FLOPs and its inputs' bytes, split between its two kernels by their
+    traced durations (1:3); the profiler's ``flops`` where recorded; a memcpy its ``bytes``; a
+    kernel launched by no op with shapes gets none, counted in a warning (with --target
+    accelerator it is a CPU op, replayed)."""
+    document = {
+        "traceEvents": [
+            _STEP,
+            _event("aten::addmm", 1, 20, args=_ADDMM),
+            _launch(1, 2),
+            _launch(2, 6),
+            _event(
+                "aten::mm", 30, 10, args={"Input Dims": [[4, 8], [8, 2]], "Input type": ["float"] * 2, "flops": 999}
+            ),
+            _launch(3, 31),
+            _launch(4, 45),
+            _event("cudaMemcpyAsync", 60, 2, "cuda_runtime", args={"correlation": 5}),
+            _kernel("gemm_a", 1, 5, 10),
+            _kernel("gemm_b", 2, 15, 30),
+            _kernel("mm_kernel", 3, 50, 4),
+            _kernel("orphan_kernel", 4, 55, 3),
+            _event(
+                "Memcpy DtoH (Device -> Pinned)", 63, 5, "gpu_memcpy", tid=7, args={"correlation": 5, "bytes": 4096}
+            ),
+        ]
+    }
+    source = _write(tmp_path / "r.json", document)
+    result = api.convert_kineto(source, tmp_path / "r.0.et", roofline=True, accelerator=accelerator)
+    trace = read_et(tmp_path / "r.0.et", ("num_ops", "tensor_size"))
+    values = {
+        trace.names[r]: (trace.int_attrs["num_ops"][r], trace.int_attrs["tensor_size"][r])
+        for r in range(len(trace))
+        if r in trace.int_attrs.get("num_ops", {})
+    }
+    flops, moved = 2 * 64 * 256 * 128, 4 * (128 + 64 * 256 + 256 * 128)
+    assert values["gemm_a"] == (flops // 4, max(moved // 4, MIN_BYTES))
+    assert values["gemm_b"] == (flops * 3 // 4, max(moved * 3 // 4, MIN_BYTES))
+    assert values["mm_kernel"][0] == 999  # the profiler's own count
+    assert values["Memcpy DtoH (Device -> Pinned)"] == (1, MIN_BYTES)  # 4,096 bytes, floored
+    assert "orphan_kernel" not in values
+    assert result.roofline is not None and (result.roofline.costed, result.roofline.none) == (4, 1)
+    assert any("1 of 5 GPU compute node(s) got no num_ops/tensor_size" in w for w in result.warnings)
+    orphan = trace.names.index("orphan_kernel")
+    assert bool(trace.cpu_ops[orphan] == CPU_OP_TRUE) is accelerator
+
+
+def test_roofline_real_trace_cli(tmp_path: Path) -> None:
+    """HTA's MI250 trace (record_shapes on): every kernel gets values; the CLI takes --roofline
+    --target accelerator and --compact for a Kineto trace."""
+    done = run_cli("convert", "--roofline", "--target", "accelerator", "--compact", MI250, tmp_path / "m.0.et")
+    assert done.returncode == 0, done.stderr
+    assert "--roofline: 16 of 16 GPU compute node(s)" in done.stderr and "--compact: wrote" in done.stderr
+    trace = read_et(tmp_path / "m.0.et", ("num_ops", "tensor_size"))
+    gpu = [r for r in range(len(trace)) if trace.cpu_ops[r] == CPU_OP_FALSE and trace.types[r] == NodeType.COMP_NODE]
+    assert gpu and all(r in trace.int_attrs["num_ops"] for r in gpu)
+    done = run_cli("convert", "--target", "accelerator", MI250, tmp_path / "x.0.et")
+    assert done.returncode == 2 and "--target accelerator needs --roofline" in done.stderr

@@ -99,3 +99,21 @@ def test_cpu_gloo_job_network_model(simulator: Path, tmp_path: Path) -> None:
     for rank in replay.ranks:
         measured = replay.measured_ns[rank.rank]
         assert abs(rank.step_ns - measured) / measured < 0.01
+
+
+def test_roofline_what_if_on_kineto_output(simulator: Path, tmp_path: Path) -> None:
+    """``--roofline --target accelerator`` on a Kineto trace alone (HTA's sampled rank: record_shapes
+    on, 8 of 597 kernels launched by no op with shapes, written as CPU ops): ASTRA-sim's roofline
+    times the kernels (an A100's) and every rank finishes. This step is host-bound (its GPU work
+    ends inside its CPU span), so the step is the same; the GPU compute time ASTRA-sim counts is not
+    (its "exposed communication" is the step less that time)."""
+    conversion = api.convert_kineto(
+        PUBLIC / "hta_sampled_rank0of128.json.gz", tmp_path / "one.0.et", rank=0, roofline=True, accelerator=True
+    )
+    assert conversion.roofline is not None and conversion.roofline.none == 8
+    api.scale(tmp_path / "one", tmp_path / "two", 2)
+    roofline = api.simulate(tmp_path / "two", api.SimulateOptions(accelerator="A100"))
+    plain = api.simulate(tmp_path / "two")
+    assert len(roofline.ranks) == 2 and roofline.step_ns > 0
+    assert roofline.step_ns >= plain.ranks[0].step_ns * 0.99
+    assert [r.astra_exposed_ns for r in roofline.ranks] != [r.astra_exposed_ns for r in plain.ranks]

@@ -135,7 +135,6 @@ _NOT_FOR_KINETO = (
     ("simulate", "--simulate"),
     ("break_cycles", "--break-cycles"),
     ("allow_missing_parents", "--allow-missing-parents"),
-    ("roofline", "--roofline"),
     ("keep_merged", "--keep-merged"),
     ("read_jobs", "--jobs"),
     ("allow_mismatch", "--allow-mismatch"),
@@ -146,11 +145,22 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
     for attribute, option in _NOT_FOR_KINETO:
         if getattr(args, attribute, None):
             args.usage_error(f"{option} is not for a Kineto trace (its output is always ASTRA-sim ready)")
-    if args.compact:
-        args.usage_error("--compact is not for a Kineto trace: convert, then run `compact OUT.et COMPACT.et`")
-    if args.target != "captured" or args.host_time != "none":
-        args.usage_error("--target and --host-time are not for a Kineto trace")
-    result = api.convert_kineto(args.paths[0], args.paths[1], step=args.step, rank=args.rank, drop=args.drop_dependency)
+    if args.target == "accelerator" and not args.roofline:
+        args.usage_error(
+            "--target accelerator needs --roofline (a GPU node without num_ops stops ASTRA-sim's roofline)"
+        )
+    if args.host_time != "none":
+        args.usage_error("--host-time is not for a Kineto trace (its host timeline always keeps its traced time)")
+    result = api.convert_kineto(
+        args.paths[0],
+        args.paths[1],
+        step=args.step,
+        rank=args.rank,
+        drop=args.drop_dependency,
+        roofline=args.roofline,
+        accelerator=args.target == "accelerator",
+        compact=args.compact,
+    )
     reporter.kineto(result)
     return 0
 

@@ -232,6 +232,14 @@ class Reporter:
             f"({result.gpu_ops:,} GPU ops, {result.comm_nodes:,} communication) from {result.events:,} events "
             f"in {result.seconds:.2f} s ({result.events / max(result.seconds, 1e-9):,.0f} events/s)"
         )
+        if result.roofline is not None:
+            r = result.roofline
+            self.info(
+                f"--roofline: {r.costed:,} of {r.kernels:,} GPU compute node(s) given num_ops/tensor_size from their "
+                f"launching ops ({r.flops:,} FLOPs, {r.bytes:,} bytes; {r.from_profiler:,} from the profiler's flops)"
+            )
+        if result.compaction is not None:
+            self.compaction(result.compaction, "--compact: ")
         self.info(
             f"measured step {result.measured_us / 1000:,.3f} ms (the CPU span "
             f"{result.cpu_span_us / 1000:,.3f} ms to the end of its GPU work); replay it: "

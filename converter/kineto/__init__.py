@@ -12,17 +12,20 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from ..compact.rewrite import CompactResult
 from ..io.output import check_output
 from ..io.read import check_input
 from .events import KinetoEvents, read_events
 from .graph import DEPENDENCY_KINDS, KinetoGraph, build
-from .write import write
+from .roofline import KinetoRoofline
+from .write import write, write_compacted
 
 __all__ = [
     "DEPENDENCY_KINDS",
     "KinetoConversion",
     "KinetoEvents",
     "KinetoGraph",
+    "KinetoRoofline",
     "build",
     "convert_kineto",
     "read_events",
@@ -47,6 +50,8 @@ class KinetoConversion:
     device: str | None
     seconds: float
     warnings: list[str] = field(default_factory=list)
+    roofline: KinetoRoofline | None = None
+    compaction: CompactResult | None = None  # with ``compact``
 
 
 def trace_rank(events: KinetoEvents) -> int | None:
@@ -63,18 +68,26 @@ def convert_kineto(
     step: int | None = None,
     rank: int | None = None,
     drop: frozenset[str] = frozenset(),
+    roofline: bool = False,
+    accelerator: bool = False,
+    compact: bool = False,
 ) -> KinetoConversion:
     """Convert one ProfilerStep (``step``, else the last complete one) of a Kineto trace into an
-    ASTRA-sim-ready ``.et``. ``rank`` overrides ``distributedInfo``'s. Nothing is written on error."""
+    ASTRA-sim-ready ``.et``. ``rank`` overrides ``distributedInfo``'s; ``roofline``: the GPU compute
+    nodes' ``num_ops``/``tensor_size`` from their launching ops (``accelerator``: those without are
+    written as CPU ops); ``compact``: the output compacted (``docs/compact.md``). Nothing is written
+    on error."""
     started = time.perf_counter()
     source = os.fspath(input_path)
     check_input(source)
     target = check_output(output_path, source)
     events = read_events(source)
     own_rank = rank if rank is not None else trace_rank(events)
-    graph = build(events, step, own_rank, drop)
+    graph = build(events, step, own_rank, drop, roofline=roofline, accelerator=accelerator)
     pid = graph_pid(events)
-    write(graph, target, own_rank, pid)
+    compaction = write_compacted(graph, target, own_rank, pid) if compact else None
+    if compaction is None:
+        write(graph, target, own_rank, pid)
     return KinetoConversion(
         source,
         os.fspath(output_path),
@@ -89,6 +102,8 @@ def convert_kineto(
         events.device_name,
         time.perf_counter() - started,
         graph.warnings,
+        graph.roofline,
+        compaction,
     )
 
 

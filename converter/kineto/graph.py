@@ -39,6 +39,7 @@ from ..schema.chakra import NodeType
 from ..schema.kineto import step_number as schema_step_number
 from . import comm
 from .events import HOST, RUNTIME, STEP, Event, KinetoEvents
+from .roofline import Costs, KinetoRoofline
 
 #: Runtime calls that return only when GPU work is done.
 SYNC_CALLS = frozenset(
@@ -76,7 +77,7 @@ CARRY_IN_NAME = "[GPU work launched before the step]"
 
 
 class Node:
-    __slots__ = ("comm", "cpu", "deps", "dur", "end", "id", "name", "tag", "type")
+    __slots__ = ("comm", "cpu", "deps", "dur", "end", "id", "name", "roofline", "tag", "type")
 
     def __init__(self, node_id: int, name: str, dur: int, deps: list[int], cpu: bool = True) -> None:
         self.id = node_id
@@ -88,6 +89,7 @@ class Node:
         self.comm: comm.CommInfo | None = None
         self.tag: int | None = None
         self.end = 0.0  # a GPU op's traced end (microseconds)
+        self.roofline: tuple[int, int] | None = None  # (num_ops, tensor_size) with --roofline
 
 
 @dataclass
@@ -103,6 +105,7 @@ class KinetoGraph:
     comm_nodes: int = 0
     warnings: list[str] = field(default_factory=list)
     incomplete: int = 0
+    roofline: KinetoRoofline | None = None
 
 
 def step_number(event: Event) -> int | None:
@@ -163,7 +166,10 @@ def gpu_by_correlation(trace: KinetoEvents) -> dict[Any, list[Event]]:
 
 
 class _Builder:
-    def __init__(self, trace: KinetoEvents, step: Event, rank: int | None, drop: frozenset[str]) -> None:
+    def __init__(
+        self, trace: KinetoEvents, step: Event, rank: int | None, drop: frozenset[str], costs: Costs | None = None
+    ) -> None:
+        self.costs = costs
         self.trace = trace
         self.step = step
         self.rank = rank
@@ -261,6 +267,8 @@ class _Builder:
         if not ends or "stream" in self.drop:
             return
         node = self.add(CARRY_IN_NAME, self.rt(max(ends.values())), [], cpu=False)
+        if self.costs is not None:
+            self.costs.backlog(node)
         for key, end in ends.items():
             self.streams[key] = ([end], [node])
 
@@ -294,6 +302,8 @@ class _Builder:
         self.gpu_ops += 1
         if comm.is_nccl_kernel(gpu.name):
             self._communication(node, gpu, around)
+        if self.costs is not None and node.comm is None:
+            self.costs.kernel(node, gpu, around)
         ends.append(gpu.end)
         nodes.append(node)
         self.gpu_end = max(self.gpu_end, gpu.end)
@@ -353,15 +363,24 @@ class _Builder:
 
 
 def build(
-    trace: KinetoEvents, step: int | None = None, rank: int | None = None, drop: frozenset[str] = frozenset()
+    trace: KinetoEvents,
+    step: int | None = None,
+    rank: int | None = None,
+    drop: frozenset[str] = frozenset(),
+    *,
+    roofline: bool = False,
+    accelerator: bool = False,
 ) -> KinetoGraph:
-    """The graph of one step of ``trace`` (the last complete one by default)."""
+    """The graph of one step of ``trace`` (the last complete one by default); with ``roofline``,
+    the GPU compute nodes' ``num_ops``/``tensor_size`` from their launching ops (``roofline.py``;
+    ``accelerator``: those left without are CPU ops)."""
     unknown = drop - set(DEPENDENCY_KINDS)
     if unknown:
         raise ValueError(f"unknown dependency kinds {sorted(unknown)}; known: {', '.join(DEPENDENCY_KINDS)}")
     by_corr = gpu_by_correlation(trace)
     chosen, missing = pick_step(trace, step, by_corr)
-    builder = _Builder(trace, chosen, rank, drop)
+    costs = Costs(accelerator) if roofline else None
+    builder = _Builder(trace, chosen, rank, drop, costs)
     builder.build(by_corr)
     number = step_number(chosen)
     assert number is not None
@@ -382,6 +401,9 @@ def build(
         )
     for (what, problem), count in builder.problems.items():
         graph.warnings.append(f"{count} {what} kept as compute nodes: {problem}")
+    if costs is not None:
+        graph.roofline = costs.assign()
+        graph.warnings.extend(graph.roofline.warnings())
     groups = _listed_groups(trace)
     if builder.default_group and groups > 1:
         graph.warnings.append(

@@ -3,7 +3,8 @@
 Every node gets ``duration_micros`` and ``is_cpu_op`` (host nodes true, GPU and communication nodes
 false); communication nodes ``comm_type`` (collectives), ``comm_size`` in bytes, ``pg_name`` (a
 decimal group id; ``"0"`` is every rank) and, for sends and receives, ``comm_src``, ``comm_dst``
-and ``comm_tag``. The output depends on the trace alone (no conversion time is written).
+and ``comm_tag``; with ``--roofline``, GPU compute nodes ``num_ops`` and ``tensor_size``. The
+output depends on the trace alone (no conversion time is written).
 Dependencies are ``data_deps`` and always name earlier nodes, so the file has
 no cycle and no dangling id; there is no METADATA node. The GlobalMetadata record comes first.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import IO
 
+from ..compact.rewrite import CompactResult, compact_temporary
 from ..et import encode, wire
 from ..io.output import OutputTarget, atomic_output
 from ..schema.chakra import NodeType
@@ -27,6 +29,8 @@ _GPU = wire.bool_attr(_IS_CPU_OP, False)
 def node_bytes(node: Node, rank: int | None) -> bytes:
     head = encode.head(node.id, encode.name_field(node.name, "name"), node.type, (), node.deps)
     body = encode.duration(node.dur) + (_CPU if node.cpu else _GPU)
+    if node.roofline is not None:
+        body += encode.roofline_attrs(*node.roofline)
     info = node.comm
     if info is not None:
         body += encode.comm_attrs(node.type, info.comm_type, info.size, info.pg_name)
@@ -41,6 +45,14 @@ def write(graph: KinetoGraph, output: str | os.PathLike[str] | OutputTarget, ran
     """Write ``graph`` to ``output`` atomically (nothing is left behind on an error)."""
     with atomic_output(output) as out:
         _write(out, graph, rank, pid)
+
+
+def write_compacted(graph: KinetoGraph, target: OutputTarget, rank: int | None, pid: int = 0) -> CompactResult:
+    """Write ``graph`` to an unnamed temporary file and compact it into ``target`` (``--compact``:
+    the output never holds the uncompacted graph)."""
+    with compact_temporary(target) as (out, finish):
+        _write(out, graph, rank, pid)
+        return finish()
 
 
 def _write(out: IO[bytes], graph: KinetoGraph, rank: int | None, pid: int) -> None:

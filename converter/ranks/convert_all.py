@@ -279,13 +279,29 @@ def _convert_kineto(task: _Task) -> RankOutcome:
     """A rank of a job of Kineto traces alone."""
     assert task.device is not None
     try:
-        result = convert_kineto(task.device, task.output, step=task.step, rank=task.rank)
+        options = task.options
+        result = convert_kineto(
+            task.device,
+            task.output,
+            step=task.step,
+            rank=task.rank,
+            roofline=options.roofline,
+            accelerator=options.roofline and options.target == "accelerator",
+            compact=options.compact,
+        )
     except ConverterError as exc:
         return RankOutcome(task.rank, None, task.device, None, False, str(exc))
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
         return RankOutcome(task.rank, None, task.device, None, False, f"internal error: {exc!r}")
     return RankOutcome(
-        task.rank, None, task.device, task.output, True, "; ".join(result.warnings), result.nodes, result.seconds
+        task.rank,
+        None,
+        task.device,
+        task.output,
+        True,
+        "; ".join(result.warnings),
+        result.nodes if result.compaction is None else result.compaction.nodes_written,
+        result.seconds,
     )
 
 
