@@ -432,3 +432,26 @@ def test_roofline_real_trace_cli(tmp_path: Path) -> None:
     assert gpu and all(r in trace.int_attrs["num_ops"] for r in gpu)
     done = run_cli("convert", "--target", "accelerator", MI250, tmp_path / "x.0.et")
     assert done.returncode == 2 and "--target accelerator needs --roofline" in done.stderr
+
+
+def test_convert_all_compacts_and_costs_kineto_ranks(tmp_path: Path) -> None:
+    """convert-all --compact --roofline --target accelerator on a directory of Kineto traces: each
+    rank's file is compacted (the CPU GPT-2 step: a few nodes, its two all-reduces kept apart)."""
+    source = tmp_path / "in"
+    source.mkdir()
+    for number in (0, 1):
+        (source / f"rank{number}_device.json.gz").write_bytes(
+            (REAL_TRACES_DIR / "cpu_gpt2_ddp2" / f"rank{number}_device.json.gz").read_bytes()
+        )
+    done = run_cli(
+        "convert-all", source, tmp_path / "out", "-j", "1", "--compact", "--roofline", "--target", "accelerator"
+    )
+    assert done.returncode == 0, done.stderr
+    for number in (0, 1):
+        trace = _et(tmp_path / "out" / f"trace.{number}.et")
+        assert len(trace) < 10
+        assert sum(t == NodeType.COMM_COLL_NODE for t in trace.types) == 2
+    done = run_cli(
+        "convert", "--roofline", "--target", "accelerator", "--host-time", "captured", MI250, tmp_path / "h.et"
+    )
+    assert done.returncode == 2 and "--host-time is not for a Kineto trace" in done.stderr
