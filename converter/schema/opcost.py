@@ -367,6 +367,7 @@ _ATTENTION = (
     "_scaled_dot_product_cudnn_attention",
     "_flash_attention_forward",
     "_efficient_attention_forward",
+    "_cudnn_attention_forward",  # under _scaled_dot_product_cudnn_attention on Hopper (torch 2.11): launches the kernel
     "_scaled_dot_product_fused_attention_overrideable",
 )
 _ATTENTION_BACKWARD = (
@@ -375,6 +376,7 @@ _ATTENTION_BACKWARD = (
     "_scaled_dot_product_cudnn_attention_backward",
     "_flash_attention_backward",
     "_efficient_attention_backward",
+    "_cudnn_attention_backward",
     "_scaled_dot_product_flash_attention_for_cpu_backward",
     "_scaled_dot_product_fused_attention_overrideable_backward",
 )
