@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from chakra_convert_fast.converter import ConvertOptions, api
+from chakra_convert_fast.converter.errors import ConverterError
 from chakra_convert_fast.converter.simulate import configs, reduced
 from chakra_convert_fast.converter.simulate.job import find_job
 from chakra_convert_fast.converter.simulate.setup import make_setup
-from chakra_convert_fast.converter.simulate.width import _resize, plan_for
+from chakra_convert_fast.converter.simulate.width import _resize, check_width, plan_for
 
 from .clirun import run_cli
 from .simjobs import write_job
@@ -36,21 +37,23 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _compare(
-    prefix: Path, ranks: int, topology: str, npus_per_dim: str | None = None
+    prefix: Path, ranks: int, topology: str, npus_per_dim: str | None = None, collective: str | None = None
 ) -> tuple[api.SimulationResult, api.SimulationResult]:
-    options = api.SimulateOptions(topology=topology, npus_per_dim=npus_per_dim)
+    options = api.SimulateOptions(topology=topology, npus_per_dim=npus_per_dim, collective=collective)
     small = api.simulate(prefix, options, ranks=ranks)
     full = api.simulate(prefix, options, ranks=ranks, exact=True)
     assert full.plan is not None and not full.plan.reduced and len(full.ranks) == ranks
     assert small.plan is not None and small.plan.reduced and len(small.ranks) < ranks
+    assert not small.warnings and not full.warnings
     assert small.modelled_ranks == full.modelled_ranks == ranks
     assert abs(small.step_ns - full.step_ns) <= 0.001 * full.step_ns
-    for rank in range(find_job(str(prefix)).ranks):  # rank r stands for every rank r mod K
+    width = len(small.ranks)
+    for rank in range(width):  # simulated rank r stands for every rank r + j * width of the full job
         mine, theirs = small.ranks[rank], full.ranks[rank]
         assert abs(mine.comm_ns - theirs.comm_ns) <= 0.01 * theirs.comm_ns, (rank, mine, theirs)
         assert abs(mine.step_ns - theirs.step_ns) <= 0.001 * theirs.step_ns
-    # every replica of a captured rank does the same in the full job
-    assert {r.step_ns for r in full.ranks[::2]} == {full.ranks[0].step_ns}
+        # which do the same in the full job (the same place in the earlier dimensions, the same captured rank)
+        assert {r.step_ns for r in full.ranks[rank::width]} == {theirs.step_ns}
     return small, full
 
 
@@ -126,11 +129,108 @@ def test_what_runs_full(tmp_path: Path, kwargs: dict[str, object], backend: str,
     assert not plan_for(job, network, 64, "unaware", setup, exact=True).reduced
 
 
-def test_other_collective_algorithms_run_full(tmp_path: Path) -> None:
+@pytest.mark.parametrize("algorithm", ["halvingDoubling", "direct", "doubleBinaryTree"])
+def test_other_algorithms_before_the_last_dimension_reduce_exactly(
+    simulator: Path, capture: Path, algorithm: str
+) -> None:
+    """Only the last dimension is reduced: the earlier ones run the same NPUs and bytes whatever
+    their algorithm (doubleBinaryTree all-reduces there, so the last dimension gets whole chunks)."""
+    small, full = _compare(capture, 64, "Ring,Switch", "8,*", f"{algorithm},ring")
+    assert small.plan is not None and f"({algorithm} on the others, unchanged)" in small.plan.reason
+    for mine, theirs in zip(small.ranks[:2], full.ranks[:2], strict=True):
+        assert abs(mine.step_ns - theirs.step_ns) <= 50 and abs(mine.comm_ns - theirs.comm_ns) <= 50
+
+
+@pytest.mark.parametrize("algorithm", ["halvingDoubling", "direct", "doubleBinaryTree", "oneDirect"])
+def test_other_algorithms_on_the_last_dimension_run_full_and_warn(
+    simulator: Path, capture: Path, algorithm: str
+) -> None:
+    """No reduced job is proven for them there: the full job runs (the same result as --exact),
+    with a one-line warning that says why and what to do."""
+    options = api.SimulateOptions(topology="Switch", collective=algorithm)
+    result = api.simulate(capture, options, ranks=8)
+    exact = api.simulate(capture, options, ranks=8, exact=True)
+    assert result.plan is not None and not result.plan.reduced and len(result.ranks) == 8
+    assert [r.step_ns for r in result.ranks] == [r.step_ns for r in exact.ranks]
+    assert [r.comm_ns for r in result.ranks] == [r.comm_ns for r in exact.ranks]
+    (warning,) = result.warnings
+    assert "\n" not in warning and f"the last dimension's all-reduce is {algorithm}" in warning
+    assert "--collective ring" in warning and "--exact" in warning and not exact.warnings
+
+
+def test_one_ring_on_one_dimension_is_the_ring(simulator: Path, tmp_path: Path) -> None:
+    """oneRing over a network of one dimension is the same ring (GeneralComplexTopology)."""
+    prefix = write_job(tmp_path / "job", 1, comm_bytes=3 << 20)
+    small, full = _compare(prefix, 64, "Switch", collective="oneRing")
+    assert small.plan is not None and small.plan.simulated_ranks == 2
+    assert abs(small.ranks[0].step_ns - full.ranks[0].step_ns) <= 50
+
+
+@pytest.mark.parametrize(
+    ("algorithms", "topology", "expected"),
+    [
+        (["direct"], "Ring", "the last dimension's all-reduce is direct"),
+        (["ring", "halvingDoubling"], "Ring,Switch", "the last dimension's all-reduce is halvingDoubling"),
+        (["oneRing", "ring"], "Ring,Switch", "oneRing runs one logical ring over every NPU of the 2 dimensions"),
+        (["ring"], "Ring,Switch", "one algorithm a network dimension"),
+    ],
+)
+def test_algorithms_not_modelled_run_full(tmp_path: Path, algorithms: list[str], topology: str, expected: str) -> None:
     job = find_job(str(write_job(tmp_path / "job", 2)))
-    system = dict(SYSTEM, **{"all-reduce-implementation": ["direct"]})
-    chosen = reduced.plan(job, configs.network("Ring", 64), 64, system, "unaware")
-    assert not chosen.reduced and "only the ring all-reduce is modelled" in chosen.reason
+    network = configs.network(topology, 1024, "8,*" if "," in topology else None)
+    system = dict(configs.system_config(len(network.npus), None), **{"all-reduce-implementation": algorithms})
+    chosen = reduced.plan(job, network, 1024, system, "unaware")
+    assert not chosen.reduced and expected in chosen.reason
+    assert chosen.warning is not None and "a ring on the last dimension gets a reduced job" in chosen.warning
+
+
+def test_custom_collectives_run_full(tmp_path: Path) -> None:
+    job = find_job(str(write_job(tmp_path / "job", 2)))
+    system = dict(SYSTEM, **{"all-reduce-implementation-custom": ["my.et"]})
+    chosen = reduced.plan(job, configs.network("Ring", 1024), 1024, system, "unaware")
+    assert not chosen.reduced and "custom collectives are not modelled" in chosen.reason
+
+
+def test_no_warning_where_the_full_job_is_asked_for_or_small(tmp_path: Path) -> None:
+    job = find_job(str(write_job(tmp_path / "job", 2)))
+    setup = make_setup(1, None)
+    assert plan_for(job, configs.network("Ring", 64), 64, "unaware", setup, exact=True).warning is None
+    small = plan_for(job, configs.network("Ring", 64), 64, "unaware", setup, exact=False)
+    assert not small.reduced and small.warning is None  # no wider than a reduced ring: nothing lost
+    assert plan_for(job, configs.network("Ring", 64), 64, "aware", setup, exact=False).warning is not None
+
+
+# -- FSDP, tensor and pipeline parallelism: the full job, said ---------------------------------------
+LAYOUTS = Path(__file__).parent / "data" / "layouts"
+
+
+@pytest.mark.parametrize(
+    ("case", "kind", "what"),
+    [
+        ("tp2fsdp", "an FSDP 2 x tensor-parallel 2 job", "not every rank"),
+        ("pp2", "a data-parallel 2 x pipeline-parallel 2 job", "is a send or receive"),
+    ],
+)
+def test_layout_jobs_run_full_and_say_why(simulator: Path, case: str, kind: str, what: str) -> None:
+    """The real 4-rank captures (tests/data/layouts) at 8 ranks: the full job, written by scale's
+    layout rules (proven against the real 8-rank captures: test_layouts), the same as --exact."""
+    result = api.simulate(LAYOUTS / f"{case}_np4" / "job", api.SimulateOptions(), ranks=8)
+    exact = api.simulate(LAYOUTS / f"{case}_np4" / "job", api.SimulateOptions(), ranks=8, exact=True)
+    assert result.plan is not None and not result.plan.reduced and len(result.ranks) == 8
+    assert result.step_ns == exact.step_ns
+    warning = next(w for w in result.warnings if "not a reduced one" in w)
+    assert f"{kind} (its layout file)" in warning and what in warning
+    assert "only a data-parallel job of all-reduces over every rank (DDP) has a reduced job" in warning
+
+
+def test_layout_jobs_scale_by_tensor_times_pipeline(tmp_path: Path) -> None:
+    """A layout's data-parallel degree may be any (N / (TP x PP), as scale makes it), not only a
+    multiple of the captured one."""
+    job = find_job(str(LAYOUTS / "tp2fsdp_np4" / "job"))
+    check_width(job, 6)  # data-parallel 3
+    for bad in (5, 2):
+        with pytest.raises(ConverterError, match="scales to a multiple of 2"):
+            check_width(job, bad)
 
 
 def test_one_captured_rank_reduces_to_two(tmp_path: Path) -> None:
@@ -176,9 +276,9 @@ def test_system_configurations_not_modelled_run_full(tmp_path: Path, change: dic
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
     [
-        ({"collective": "direct"}, "all-reduce-implementation direct: only the ring all-reduce is modelled"),
-        ({"collective": "halvingDoubling"}, "only the ring all-reduce is modelled"),
-        ({"collective": "doubleBinaryTree"}, "only the ring all-reduce is modelled"),
+        ({"collective": "direct"}, "all-reduce-implementation direct: the last dimension's all-reduce is direct"),
+        ({"collective": "halvingDoubling"}, "the last dimension's all-reduce is halvingDoubling"),
+        ({"collective": "doubleBinaryTree"}, "the last dimension's all-reduce is doubleBinaryTree"),
         ({"active_chunks": 2}, "active-chunks-per-dimension 2: only 1 is proven"),
     ],
 )

@@ -45,11 +45,14 @@ job.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from math import gcd, prod
 from typing import Any
 
 from ..et.decode import read_et
+from ..ranks import layoutscale
+from ..ranks.layoutscale import Layout
 from ..schema.astra import ALL_RANKS_GROUPS
 from ..schema.chakra import CollectiveCommType, NodeType
 from .configs import Network
@@ -76,6 +79,9 @@ class Plan:
     reason: str  # why the full job runs, or how the reduced one was made
     resize: tuple[tuple[int, int], ...] = ()  # (bytes, bytes in the reduced job): chunks bumped to N
     worst_error: float = 0.0  # the largest relative difference the model predicts for a collective
+    #: where the full job runs because no reduced job is proven for it (not --exact, nor a job already
+    #: small): what to do about it; the result then carries ``warning``
+    advice: str = ""
 
     @property
     def reduced(self) -> bool:
@@ -84,6 +90,16 @@ class Plan:
     @property
     def simulated_ranks(self) -> int:
         return prod(self.network.npus) if self.network is not None else self.ranks
+
+    @property
+    def warning(self) -> str | None:
+        """One line for a full run that a reduced job could not replace: why, and what to do."""
+        if self.network is not None or not self.advice:
+            return None
+        return (
+            f"the full job of {self.ranks:,} ranks ran (all of them written and simulated), not a reduced one: "
+            f"{self.reason}; {self.advice}"
+        )
 
     def describe(self) -> str:
         if self.network is None:
@@ -116,23 +132,38 @@ class Plan:
         }
 
 
-def full(ranks: int, captured: int, network: Network, reason: str) -> Plan:
-    return Plan(ranks, captured, network, None, reason)
+def full(ranks: int, captured: int, network: Network, reason: str, advice: str = "") -> Plan:
+    return Plan(ranks, captured, network, None, reason, advice=advice)
+
+
+#: What to do where the full job runs for want of a reduced one (Plan.advice), by cause.
+EXACT = "--exact runs it without this warning (docs/reduced.md)"
+ADVICE = {
+    "backend": f"--backend unaware gets a reduced job; {EXACT}",
+    "algorithm": (
+        "a ring on the last dimension gets a reduced job (--collective ring, or one algorithm a dimension "
+        f"ending in ring: direct,ring); {EXACT}"
+    ),
+    "system": f"the system configuration's defaults get a reduced job; {EXACT}",
+    "job": f"only a data-parallel job of all-reduces over every rank (DDP) has a reduced job; {EXACT}",
+}
 
 
 def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend: str) -> Plan:
     """The reduced job for ``job`` (K captured ranks) as ``ranks`` ranks on ``network`` under the
     system configuration ``system``, or the full job and why."""
     captured = job.ranks
-    why = _unsupported(system, backend, network)
-    if why:
-        return full(ranks, captured, network, why)
-    sizes, why = _collectives(job)
-    if why:
-        return full(ranks, captured, network, why)
     last = max((d for d, n in enumerate(network.npus) if n > 1), default=-1)
     if last < 0:
         return full(ranks, captured, network, "a single NPU")
+    cause, why = _unsupported(system, backend, network, last)
+    if why:
+        return full(ranks, captured, network, why, ADVICE[cause])
+    sizes, why = _collectives(job)
+    if why:
+        kind = parallelism(job.prefix)
+        return full(ranks, captured, network, f"{kind} job (its layout file): {why}" if kind else why, ADVICE["job"])
+    algorithms = [str(a) for a in system["all-reduce-implementation"]]
     before = prod(network.npus[:last])
     classes = captured // gcd(before, captured)  # captured ranks sharing a ring of the last dimension
     width = 2 if classes == 1 else -(-STEPS_PER_EXTRA_CLASS * (classes - 1) // classes) * classes
@@ -144,14 +175,16 @@ def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend
     splits = int(system["preferred-dataset-splits"])
     resize = tuple(sorted({(s, splits * ranks) for s in sizes if s // splits < ranks}))
     bumped = dict(resize)
-    chunks = sorted({_last_chunk(bumped.get(s, s) // splits, network.npus[:last]) for s in sizes})
+    chunks = sorted({_last_chunk(bumped.get(s, s) // splits, network.npus[:last], algorithms) for s in sizes})
     chunks = [c for c in chunks if c >= 1]
     if not chunks:
-        return full(ranks, captured, network, "no all-reduce reaches the last dimension")
+        return full(ranks, captured, network, "no all-reduce reaches the last dimension", ADVICE["job"])
     hops, endpoint, mem = HOPS[network.topology[last]], int(system["endpoint-delay"]), float(system["local-mem-bw"])
     fitted = _fit(n, width, hops, network.latency[last], network.bandwidth[last], chunks, endpoint, mem)
     if fitted is None:
-        return full(ranks, captured, network, "no positive latency and bandwidth reproduce its collectives")
+        return full(
+            ranks, captured, network, "no positive latency and bandwidth reproduce its collectives", ADVICE["system"]
+        )
     latency, bandwidth, error = fitted
     npus = (*network.npus[:last], width, *network.npus[last + 1 :])
     reduced = Network(
@@ -160,36 +193,94 @@ def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend
         (*network.bandwidth[:last], bandwidth, *network.bandwidth[last + 1 :]),
         (*network.latency[:last], latency, *network.latency[last + 1 :]),
     )
+    others = sorted({algorithms[d] for d in range(last) if network.npus[d] > 1} - {"ring"})
+    unchanged = f" ({', '.join(others)} on the others, unchanged)" if others else ""
     how = (
-        f"ring all-reduce over the last dimension: {n:,} -> {width} NPUs, "
+        f"ring all-reduce over the last dimension: {n:,} -> {width} NPUs{unchanged}, "
         f"{'one captured rank a ring: exact' if classes == 1 else f'{classes} captured ranks a ring'}"
     )
     return Plan(ranks, captured, network, reduced, how, resize, error)
 
 
-def _unsupported(system: dict[str, Any], backend: str, network: Network) -> str:
+def _unsupported(system: dict[str, Any], backend: str, network: Network, last: int) -> tuple[str, str]:
+    """(cause, why) where the model does not cover this run (ADVICE names what to do per cause)."""
     if backend != "unaware":
-        return "the congestion-aware backend shares links between flows; no equivalence is proven for it"
-    for kind in ("all-reduce-implementation",):
-        algorithms = set(system.get(kind, []))
-        if algorithms != {"ring"}:
-            return f"{kind} {','.join(sorted(algorithms))}: only the ring all-reduce is modelled"
+        return "backend", "the congestion-aware backend shares links between flows; no equivalence is proven for it"
+    why = _algorithms(system, network, last)
+    if why:
+        return "algorithm", why
     for key in ("preferred-dataset-splits", "endpoint-delay", "local-mem-bw"):
         value = system.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-            return f"the system configuration's {key} is {value!r}: not modelled"
+            return "system", f"the system configuration's {key} is {value!r}: not modelled"
     if int(system.get("model-shared-bus", 0)):
-        return "model-shared-bus is not modelled"
+        return "system", "model-shared-bus is not modelled"
     if system.get("active-chunks-per-dimension", 1) != 1:
-        return f"active-chunks-per-dimension {system.get('active-chunks-per-dimension')}: only 1 is proven"
+        return "system", f"active-chunks-per-dimension {system.get('active-chunks-per-dimension')}: only 1 is proven"
     if system.get("boost-mode", 0):
-        return "boost-mode is not modelled"
+        return "system", "boost-mode is not modelled"
     if len(network.npus) > 1 and system.get("collective-optimization") != "localBWAware":
-        return f"collective-optimization {system.get('collective-optimization')} over several dimensions"
+        return "system", f"collective-optimization {system.get('collective-optimization')} over several dimensions"
     for topology in network.topology:
         if topology not in HOPS:
-            return f"topology {topology} is not modelled"
+            return "system", f"topology {topology} is not modelled"
+    return "", ""
+
+
+#: All-reduce algorithms (ASTRA-sim's names) that may run on a dimension before the last one: the
+#: reduced job runs those dimensions on the same NPUs with the same bytes, whatever the algorithm.
+#: ``direct`` takes a window (``direct8``). doubleBinaryTree all-reduces there (no reduce-scatter).
+_EARLIER = re.compile(r"ring|direct\d*|halvingDoubling|doubleBinaryTree")
+
+
+def _algorithms(system: dict[str, Any], network: Network, last: int) -> str:
+    """Why the all-reduce algorithms are not modelled, or "": the last dimension's is the ring (the
+    model of this module; ``oneRing`` is that ring where the network has one dimension), the earlier
+    ones' any native one. The "one" variants over several dimensions run one logical ring over every
+    NPU (GeneralComplexTopology), and the direct, halving-doubling and double-binary-tree all-reduces
+    time the last dimension otherwise: not modelled."""
+    custom = sorted(k for k in system if k.endswith("-implementation-custom"))
+    if custom:
+        return f"{custom[0]}: custom collectives are not modelled"
+    algorithms = system.get("all-reduce-implementation")
+    if not isinstance(algorithms, list) or len(algorithms) < len(network.npus):
+        return f"all-reduce-implementation {algorithms!r}: one algorithm a network dimension is modelled"
+    names = [str(a) for a in algorithms]
+    one = [a for d, a in enumerate(names[: len(network.npus)]) if a.startswith("one") and network.npus[d] > 1]
+    if one and len(network.npus) > 1:
+        return (
+            f"all-reduce-implementation {','.join(names)}: {one[0]} runs one logical ring over every NPU of "
+            f"the {len(network.npus)} dimensions; the reduced job models a ring of the last dimension"
+        )
+    if names[last] not in ("ring", "oneRing"):
+        return (
+            f"all-reduce-implementation {','.join(names)}: the last dimension's all-reduce is {names[last]}; "
+            "the reduced job models the ring there (the others time a wider dimension otherwise)"
+        )
+    for d in range(last):
+        if network.npus[d] > 1 and not _EARLIER.fullmatch(names[d]):
+            return f"all-reduce-implementation {','.join(names)}: {names[d]} is not modelled"
     return ""
+
+
+def layout_of(prefix: str) -> Layout | None:
+    """The job's layout file (``chakra-profile``'s), where it says more than data parallelism."""
+    path = layoutscale.find(prefix)
+    if path is None:
+        return None
+    layout = layoutscale.read_layout(path)
+    return layout if layoutscale.needs_layout(layout) else None
+
+
+def parallelism(prefix: str) -> str:
+    """The job's parallelism as its layout file names it ("FSDP 2 x tensor-parallel 2"), or ""."""
+    layout = layout_of(prefix)
+    if layout is None:
+        return ""
+    mesh = layout.mesh
+    parts = [f"{'FSDP' if layout.dp_mode == 'fsdp' else 'data-parallel'} {mesh.dp}"]
+    parts += [f"tensor-parallel {mesh.tp}"] * (mesh.tp > 1) + [f"pipeline-parallel {mesh.pp}"] * (mesh.pp > 1)
+    return ("an " if layout.dp_mode == "fsdp" else "a ") + " x ".join(parts)
 
 
 def _collectives(job: Job) -> tuple[list[int], str]:
@@ -214,15 +305,18 @@ def _collectives(job: Job) -> tuple[list[int], str]:
             if kind in _REPLAYED:
                 continue
             if kind != CollectiveCommType.ALL_REDUCE:
-                return [], f"{where} is a {kind.name.lower().replace('_', '-')}: only all-reduce is modelled"
+                name = kind.name.lower().replace("_", "-")
+                return [], f"{where} is {'an' if name[0] in 'aeiou' else 'a'} {name}: only all-reduce is modelled"
             sizes.add(int(attrs.get("comm_size", 0)))
     return sorted(s for s in sizes if s > 0), ""
 
 
-def _last_chunk(chunk: int, before: tuple[int, ...]) -> int:
-    """The bytes a chunk has left when it reaches the last dimension (a reduce-scatter a dimension)."""
-    for n in before:
-        if n > 1:
+def _last_chunk(chunk: int, before: tuple[int, ...], algorithms: list[str]) -> int:
+    """The bytes a chunk has left when it reaches the last dimension: a reduce-scatter a dimension
+    (its ``final_data_size``, ``data_size / nodes``), but doubleBinaryTree all-reduces a dimension
+    whatever the phase (``Sys::generate_collective_phase``), keeping the bytes."""
+    for n, algorithm in zip(before, algorithms, strict=False):
+        if n > 1 and algorithm != "doubleBinaryTree":
             chunk //= n
     return chunk
 

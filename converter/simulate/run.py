@@ -534,6 +534,22 @@ def simulate_prefix(
     if options.check:
         preflight.check_job(job, roofline, roofline_option(options))
     simulator = find_simulator(options.backend, options.astra_sim_bin)
+    return run_job(job, network, options, roofline, setup, simulator, timeline=timeline, progress=progress)
+
+
+def run_job(
+    job: Job,
+    network: Network,
+    options: SimulateOptions,
+    roofline: Accelerator | None,
+    setup: Setup,
+    simulator: str,
+    *,
+    timeline: str | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> SimulationResult:
+    """``simulate`` as ``options`` ask it (their backend and timeout), everything else checked and
+    chosen by the caller: the one call of ``simulate`` for one job, a width's job and a sweep's point."""
     return simulate(
         job,
         network,

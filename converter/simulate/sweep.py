@@ -44,8 +44,8 @@ from .run import (
     make_workdir,
     network_of,
     roofline_option,
+    run_job,
     setup_of,
-    simulate,
 )
 from .width import plan_for, run_plan
 
@@ -339,16 +339,7 @@ def _simulate_task(task: _Task, progress: Callable[[Progress], None] | None) -> 
                 task.scale(task.prefix, scaled_prefix, task.ranks)
                 point_job, scaled = find_job(scaled_prefix), time.monotonic() - started
             assert point_job is not None
-            result = simulate(
-                point_job,
-                network,
-                backend=options.backend,
-                roofline=roofline,
-                simulator=simulator,
-                timeout=options.timeout,
-                progress=progress,
-                setup=setup,
-            )
+            result = run_job(point_job, network, options, roofline, setup, simulator, progress=progress)
             points.append(_point(task, topology, result, scaled, chosen))
         return points
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import replace
 from typing import Any
 
@@ -31,8 +32,8 @@ from .run import (
     make_workdir,
     network_of,
     roofline_option,
+    run_job,
     setup_of,
-    simulate,
 )
 from .setup import Setup
 
@@ -50,6 +51,17 @@ def plan_for(job: Job, network: Network, ranks: int, backend: str, setup: Setup,
 
 
 def check_width(job: Job, ranks: int) -> None:
+    """N a multiple of the captured ranks; of TP x PP where a layout file gives them (``scale``:
+    the data-parallel degree becomes N / (TP x PP), each rank a copy of one captured)."""
+    layout = reduced.layout_of(job.prefix)
+    if layout is not None:
+        unit = layout.mesh.tp * layout.mesh.pp
+        if ranks < 2 * unit or ranks % unit:
+            raise ConverterError(
+                f"--ranks {ranks}: a job of tensor-parallel {layout.mesh.tp} x pipeline-parallel {layout.mesh.pp} "
+                f"(its layout file) scales to a multiple of {unit} (data-parallel degree 2 or more)"
+            )
+        return
     if ranks < 1 or ranks % job.ranks:
         raise ConverterError(
             f"--ranks {ranks}: a data-parallel job of {job.ranks} captured rank(s) scales to a multiple of {job.ranks}"
@@ -117,44 +129,25 @@ def run_plan(
     network = chosen.network or chosen.full
     if chosen.reduced:
         compact, setup = True, replace(setup, network_file=None)
-    if chosen.simulated_ranks == job.ranks and not compact and not chosen.resize:
-        result = simulate(
-            job,
-            network,
-            backend=options.backend,
-            roofline=roofline,
-            simulator=simulator,
-            timeline=timeline,
-            timeout=options.timeout,
-            progress=progress,
-            setup=setup,
-        )
-        return _labelled(result, chosen, job.prefix)
-    scratch = make_workdir("chakra-ranks-", work_dir)
-    try:
-        written = os.path.join(scratch, os.path.basename(job.prefix))
-        scale(job.prefix, written, chosen.simulated_ranks, compact=compact)
-        if chosen.resize:
-            _resize(written, chosen.simulated_ranks, dict(chosen.resize))
-        result = simulate(
-            find_job(written),
-            network,
-            backend=options.backend,
-            roofline=roofline,
-            simulator=simulator,
-            timeline=timeline,
-            timeout=options.timeout,
-            progress=progress,
-            setup=setup,
-        )
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with ExitStack() as stack:
+        target = job
+        if chosen.simulated_ranks != job.ranks or compact or chosen.resize:
+            scratch = make_workdir("chakra-ranks-", work_dir)
+            stack.callback(shutil.rmtree, scratch, True)
+            written = os.path.join(scratch, os.path.basename(job.prefix))
+            scale(job.prefix, written, chosen.simulated_ranks, compact=compact)
+            if chosen.resize:
+                _resize(written, chosen.simulated_ranks, dict(chosen.resize))
+            target = find_job(written)
+        result = run_job(target, network, options, roofline, setup, simulator, timeline=timeline, progress=progress)
     return _labelled(result, chosen, job.prefix)
 
 
 def _labelled(result: SimulationResult, chosen: Plan, prefix: str) -> SimulationResult:
     fields: dict[str, Any] = dict(result.__dict__)
     fields.update(plan=chosen, network=chosen.full, prefix=prefix)
+    if chosen.warning is not None:
+        fields["warnings"] = [chosen.warning, *result.warnings]
     return SimulationResult(**fields)
 
 
