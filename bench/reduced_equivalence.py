@@ -3,7 +3,8 @@ docs/reduced.md.
 
     ASTRA_SIM_HOME=../shared/astra-sim nice python -m bench.reduced_equivalence \\
         [--prefix PREFIX] [--ranks 64,256,1024] [--topology Ring --topology "Ring,Switch:8,*" ...] \\
-        [--known RESULT.json ...] [--speed 1048576] [--out bench/results/reduced_equivalence.md]
+        [--collective ALGORITHMS ...] [--known RESULT.json ...] [--speed 1048576] \\
+        [--out bench/results/reduced_equivalence.md]
 
 PREFIX is a captured job (``PREFIX.<rank>.et``); by default the committed GPT-2 DDP capture
 (tests/data/traces/cpu_gpt2_ddp2, 2 CPU ranks) converted with ``--compact`` in a temporary
@@ -14,6 +15,9 @@ relative difference of a captured rank's communication time, and both wall times
 job included). ``--known`` adds rows whose full run was made before (``simulate --ranks N --exact
 --json RESULT.json``, e.g. 8,192 ranks, 11 minutes): the reduced run is made now and compared.
 ``--speed N`` adds reduced-only rows at N ranks (the wall time of ``simulate --ranks N``).
+``--collective`` (``simulate --collective``: one algorithm, or one a dimension) runs each topology
+with each of them (default: the ring); a row compares every simulated rank r with the full job's
+rank r (the same place in the earlier dimensions).
 """
 
 from __future__ import annotations
@@ -35,14 +39,16 @@ DEFAULT_TOPOLOGIES = ["Ring", "Switch", "FullyConnected", "Ring,Switch:8,*"]
 STEP_BOUND, COMM_BOUND = 0.001, 0.01
 
 
-def _options(topology: str) -> api.SimulateOptions:
+def _options(topology: str, collective: str | None = None) -> api.SimulateOptions:
     name, _, sizes = topology.partition(":")
-    return api.SimulateOptions(topology=name, npus_per_dim=sizes or None)
+    return api.SimulateOptions(topology=name, npus_per_dim=sizes or None, collective=collective)
 
 
-def _timed(prefix: Path, ranks: int, topology: str, exact: bool) -> tuple[api.SimulationResult, float]:
+def _timed(
+    prefix: Path, ranks: int, topology: str, exact: bool, collective: str | None = None
+) -> tuple[api.SimulationResult, float]:
     started = time.perf_counter()
-    result = api.simulate(prefix, _options(topology), ranks=ranks, exact=exact)
+    result = api.simulate(prefix, _options(topology, collective), ranks=ranks, exact=exact)
     return result, time.perf_counter() - started
 
 
@@ -59,12 +65,11 @@ def _row(
     full_step: int,
     full_comm: list[int],
     full_wall: float,
-    captured: int,
     note: str = "",
 ) -> tuple[str, bool]:
     assert small.plan is not None
     step_err = (small.step_ns - full_step) / full_step
-    comm_err = max(abs(small.ranks[r].comm_ns - full_comm[r]) / full_comm[r] for r in range(captured))
+    comm_err = max(abs(r.comm_ns - full_comm[r.rank]) / full_comm[r.rank] for r in small.ranks)
     ok = abs(step_err) <= STEP_BOUND and comm_err <= COMM_BOUND
     ran = (
         f"{small.plan.simulated_ranks:,} on {small.plan.network.name}"
@@ -86,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topology", action="append")
     parser.add_argument("--known", type=Path, action="append", default=[])
     parser.add_argument("--speed", type=int, action="append", default=[])
+    parser.add_argument("--collective", action="append")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results/reduced_equivalence.md")
     args = parser.parse_args(argv)
     topologies = args.topology or DEFAULT_TOPOLOGIES
@@ -97,16 +103,16 @@ def main(argv: list[str] | None = None) -> int:
             prefix = scratch / "trace"
         rows, all_ok = [], True
         for topology in topologies:
-            for ranks in (int(n) for n in args.ranks.split(",") if n):
-                small, small_wall = _timed(prefix, ranks, topology, exact=False)
-                full, full_wall = _timed(prefix, ranks, topology, exact=True)
-                k = full.plan.captured if full.plan else 1
-                line, ok = _row(
-                    topology, ranks, small, small_wall, full.step_ns, [r.comm_ns for r in full.ranks], full_wall, k
-                )
-                rows.append(line)
-                all_ok &= ok
-                print(line, flush=True)
+            for collective in args.collective or [None]:
+                for ranks in (int(n) for n in args.ranks.split(",") if n):
+                    small, small_wall = _timed(prefix, ranks, topology, False, collective)
+                    full, full_wall = _timed(prefix, ranks, topology, True, collective)
+                    named = f"{topology} {collective}" if collective else topology
+                    comm = [r.comm_ns for r in full.ranks]
+                    line, ok = _row(named, ranks, small, small_wall, full.step_ns, comm, full_wall)
+                    rows.append(line)
+                    all_ok &= ok
+                    print(line, flush=True)
         for path in args.known:
             data = _full_from_json(path)
             net = data["network"]
@@ -123,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
                 data["step_ns"],
                 comm,
                 data["wall_seconds"],
-                small.plan.captured if small.plan else 1,
                 " (earlier run)",
             )
             rows.append(line)
@@ -154,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Made by `{command}`, on this project's 2-core machine shared with other work (wall times vary with "
         "the load; each includes writing its job: the full run's N rank files, the reduced run's few, "
-        f"compacted). The job: {job}; ring collectives, 50 GB/s and 500 ns a dimension, "
+        f"compacted). The job: {job}; ring collectives unless the topology column names others (one a "
+        "dimension), 50 GB/s and 500 ns a dimension, "
         "congestion-unaware. Bounds: the step within "
         f"{STEP_BOUND:.1%}, each captured rank's communication within {COMM_BOUND:.0%}.",
         "",

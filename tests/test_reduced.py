@@ -141,9 +141,17 @@ def test_other_algorithms_before_the_last_dimension_reduce_exactly(
         assert abs(mine.step_ns - theirs.step_ns) <= 50 and abs(mine.comm_ns - theirs.comm_ns) <= 50
 
 
-@pytest.mark.parametrize("algorithm", ["halvingDoubling", "direct", "doubleBinaryTree", "oneDirect"])
+@pytest.mark.parametrize(
+    ("algorithm", "why"),
+    [
+        ("direct", "the last dimension's all-reduce is direct"),
+        ("doubleBinaryTree", "the last dimension's all-reduce is doubleBinaryTree"),
+        ("oneDirect", "the last dimension's all-reduce is oneDirect"),
+        ("halvingDoubling", "halving-doubling over the last dimension (8 NPUs, 2 captured ranks a group)"),
+    ],
+)
 def test_other_algorithms_on_the_last_dimension_run_full_and_warn(
-    simulator: Path, capture: Path, algorithm: str
+    simulator: Path, capture: Path, algorithm: str, why: str
 ) -> None:
     """No reduced job is proven for them there: the full job runs (the same result as --exact),
     with a one-line warning that says why and what to do."""
@@ -154,32 +162,48 @@ def test_other_algorithms_on_the_last_dimension_run_full_and_warn(
     assert [r.step_ns for r in result.ranks] == [r.step_ns for r in exact.ranks]
     assert [r.comm_ns for r in result.ranks] == [r.comm_ns for r in exact.ranks]
     (warning,) = result.warnings
-    assert "\n" not in warning and f"the last dimension's all-reduce is {algorithm}" in warning
+    assert "\n" not in warning and why in warning
     assert "--collective ring" in warning and "--exact" in warning and not exact.warnings
 
 
-def test_one_ring_on_one_dimension_is_the_ring(simulator: Path, tmp_path: Path) -> None:
-    """oneRing over a network of one dimension is the same ring (GeneralComplexTopology)."""
+@pytest.mark.parametrize(("algorithm", "topology"), [("oneRing", "Switch"), ("oneHalvingDoubling", "Ring")])
+def test_one_dimension_variants(simulator: Path, tmp_path: Path, algorithm: str, topology: str) -> None:
+    """oneRing (oneHalvingDoubling) over a network of one dimension is the same ring (halving-
+    doubling: GeneralComplexTopology); one captured rank: every NPU of the group does the same."""
     prefix = write_job(tmp_path / "job", 1, comm_bytes=3 << 20)
-    small, full = _compare(prefix, 64, "Switch", collective="oneRing")
+    small, full = _compare(prefix, 64, topology, collective=algorithm)
     assert small.plan is not None and small.plan.simulated_ranks == 2
     assert abs(small.ranks[0].step_ns - full.ranks[0].step_ns) <= 50
+
+
+@pytest.mark.parametrize(("topology", "sizes"), [("Switch,Ring", "2,*"), ("Ring,FullyConnected", "4,*")])
+def test_halving_doubling_on_the_last_dimension_reduces(
+    simulator: Path, capture: Path, topology: str, sizes: str
+) -> None:
+    """One captured rank a group of the last dimension, a power of two: its log2(n) messages each way
+    (on a Ring, the partner at offset d is d hops away) timed by a halving-doubling of 2 NPUs."""
+    small, full = _compare(capture, 64, topology, sizes, "ring,halvingDoubling")
+    assert small.plan is not None and small.plan.reason.startswith("halvingDoubling all-reduce over the last")
+    for mine, theirs in zip(small.ranks, full.ranks, strict=False):
+        assert abs(mine.step_ns - theirs.step_ns) <= 50 and abs(mine.comm_ns - theirs.comm_ns) <= 50
 
 
 @pytest.mark.parametrize(
     ("algorithms", "topology", "expected"),
     [
         (["direct"], "Ring", "the last dimension's all-reduce is direct"),
-        (["ring", "halvingDoubling"], "Ring,Switch", "the last dimension's all-reduce is halvingDoubling"),
+        (["ring", "direct"], "Ring,Switch", "the last dimension's all-reduce is direct"),
         (["oneRing", "ring"], "Ring,Switch", "oneRing runs one logical ring over every NPU of the 2 dimensions"),
         (["ring"], "Ring,Switch", "one algorithm a network dimension"),
+        (["ring", "halvingDoubling"], "Ring,Switch:8,96", "(96 NPUs, NPUs not a power of two)"),
     ],
 )
 def test_algorithms_not_modelled_run_full(tmp_path: Path, algorithms: list[str], topology: str, expected: str) -> None:
     job = find_job(str(write_job(tmp_path / "job", 2)))
-    network = configs.network(topology, 1024, "8,*" if "," in topology else None)
+    name, _, sizes = topology.partition(":")
+    network = configs.network(name, 768 if sizes else 1024, sizes or ("8,*" if "," in name else None))
     system = dict(configs.system_config(len(network.npus), None), **{"all-reduce-implementation": algorithms})
-    chosen = reduced.plan(job, network, 1024, system, "unaware")
+    chosen = reduced.plan(job, network, network.npus[0] * network.npus[-1], system, "unaware")
     assert not chosen.reduced and expected in chosen.reason
     assert chosen.warning is not None and "a ring on the last dimension gets a reduced job" in chosen.warning
 
@@ -277,7 +301,7 @@ def test_system_configurations_not_modelled_run_full(tmp_path: Path, change: dic
     ("kwargs", "expected"),
     [
         ({"collective": "direct"}, "all-reduce-implementation direct: the last dimension's all-reduce is direct"),
-        ({"collective": "halvingDoubling"}, "the last dimension's all-reduce is halvingDoubling"),
+        ({"collective": "halvingDoubling"}, "(1,024 NPUs, 2 captured ranks a group)"),
         ({"collective": "doubleBinaryTree"}, "the last dimension's all-reduce is doubleBinaryTree"),
         ({"active_chunks": 2}, "active-chunks-per-dimension 2: only 1 is proven"),
     ],

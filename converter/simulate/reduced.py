@@ -46,6 +46,7 @@ job.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import gcd, prod
 from typing import Any
@@ -168,6 +169,17 @@ def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend
     classes = captured // gcd(before, captured)  # captured ranks sharing a ring of the last dimension
     width = 2 if classes == 1 else -(-STEPS_PER_EXTRA_CLASS * (classes - 1) // classes) * classes
     n = network.npus[last]
+    algorithm = algorithms[last].removeprefix("one").replace("Ring", "ring").replace("Halving", "halving")
+    if algorithm == "halvingDoubling" and (classes > 1 or n & (n - 1)):
+        why = "NPUs not a power of two" if n & (n - 1) else f"{classes} captured ranks a group"
+        return full(
+            ranks,
+            captured,
+            network,
+            f"halving-doubling over the last dimension ({n:,} NPUs, {why}): modelled for a power of two with one "
+            "captured rank a group",
+            ADVICE["algorithm"],
+        )
     if width >= n:
         return full(
             ranks, captured, network, f"its last dimension ({n:,} NPUs) is no wider than a reduced one ({width:,})"
@@ -180,23 +192,30 @@ def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend
     if not chunks:
         return full(ranks, captured, network, "no all-reduce reaches the last dimension", ADVICE["job"])
     hops, endpoint, mem = HOPS[network.topology[last]], int(system["endpoint-delay"]), float(system["local-mem-bw"])
-    fitted = _fit(n, width, hops, network.latency[last], network.bandwidth[last], chunks, endpoint, mem)
+    latency, bandwidth = network.latency[last], network.bandwidth[last]
+    full_ns = None
+    if algorithm == "halvingDoubling":  # a ring of 2 is a halving-doubling of 2 (one message each way)
+
+        def full_ns(c: int) -> int:
+            return halving_doubling_all_reduce_ns(n, network.topology[last], latency, bandwidth, c, endpoint, mem)
+
+    fitted = _fit(n, width, hops, latency, bandwidth, chunks, endpoint, mem, full_ns)
     if fitted is None:
         return full(
             ranks, captured, network, "no positive latency and bandwidth reproduce its collectives", ADVICE["system"]
         )
-    latency, bandwidth, error = fitted
+    new_latency, new_bandwidth, error = fitted
     npus = (*network.npus[:last], width, *network.npus[last + 1 :])
     reduced = Network(
         network.topology,
         npus,
-        (*network.bandwidth[:last], bandwidth, *network.bandwidth[last + 1 :]),
-        (*network.latency[:last], latency, *network.latency[last + 1 :]),
+        (*network.bandwidth[:last], new_bandwidth, *network.bandwidth[last + 1 :]),
+        (*network.latency[:last], new_latency, *network.latency[last + 1 :]),
     )
     others = sorted({algorithms[d] for d in range(last) if network.npus[d] > 1} - {"ring"})
     unchanged = f" ({', '.join(others)} on the others, unchanged)" if others else ""
     how = (
-        f"ring all-reduce over the last dimension: {n:,} -> {width} NPUs{unchanged}, "
+        f"{algorithm} all-reduce over the last dimension: {n:,} -> {width} NPUs{unchanged}, "
         f"{'one captured rank a ring: exact' if classes == 1 else f'{classes} captured ranks a ring'}"
     )
     return Plan(ranks, captured, network, reduced, how, resize, error)
@@ -252,7 +271,7 @@ def _algorithms(system: dict[str, Any], network: Network, last: int) -> str:
             f"all-reduce-implementation {','.join(names)}: {one[0]} runs one logical ring over every NPU of "
             f"the {len(network.npus)} dimensions; the reduced job models a ring of the last dimension"
         )
-    if names[last] not in ("ring", "oneRing"):
+    if names[last] not in ("ring", "oneRing", "halvingDoubling", "oneHalvingDoubling"):
         return (
             f"all-reduce-implementation {','.join(names)}: the last dimension's all-reduce is {names[last]}; "
             "the reduced job models the ring there (the others time a wider dimension otherwise)"
@@ -332,11 +351,48 @@ def ring_all_reduce_ns(
     return endpoint + 2 * (n - 1) * (net + endpoint) + (n - 1) * reduce
 
 
+def halving_doubling_all_reduce_ns(
+    n: int, topology: str, latency: float, bandwidth_gbps: float, chunk: int, endpoint: int, mem_gbps: float
+) -> int:
+    """ASTRA-sim's time for one chunk's halving-doubling all-reduce over n NPUs (ns; n a power of
+    two), as ``HalvingDoubling.cc`` sends it: log2(n) messages to the NPU at offset 1, 2, .., n/2 of
+    c/2, c/4, .., c/n bytes (the reduce-scatter half, each reduced on arrival), then back from
+    offset n/2 to 1 with c/n, .., c/2 bytes; a message crosses the offset's hops (a Ring: the
+    shorter way round; a Switch: 2; FullyConnected: 1), each one after the previous one's arrival."""
+    bpns = bandwidth_gbps * _BYTES_PER_GB / 1e9
+    steps = n.bit_length() - 1
+    total, message, offset, multiplier = endpoint, chunk // 2, 1, 2.0
+    for step in range(2 * steps):
+        hops = min(offset, n - offset) if topology == "Ring" else HOPS[topology]
+        total += int(hops * latency + message / bpns) + endpoint
+        if step < steps:
+            total += 3 * int(message / (mem_gbps * 1e9) * 1e9)
+        offset, message = int(offset * multiplier), int(message / multiplier)
+        if offset == n:
+            multiplier = 0.5
+            offset, message = int(offset * multiplier), int(message / multiplier)
+    return total
+
+
 def _fit(
-    n: int, k: int, hops: int, latency: float, bandwidth: float, chunks: list[int], endpoint: int, mem: float
+    n: int,
+    k: int,
+    hops: int,
+    latency: float,
+    bandwidth: float,
+    chunks: list[int],
+    endpoint: int,
+    mem: float,
+    full_ns: Callable[[int], int] | None = None,
 ) -> tuple[float, float, float] | None:
     """(latency ns, bandwidth GB/s, worst relative error) of a ring of k NPUs that times each chunk as
-    a ring of n does, or None if none is positive."""
+    a ring of n does (or as ``full_ns(chunk)`` says the last dimension of the full job does: its
+    bytes a chunk must be the ring's, 2(n-1)/n of it sent), or None if none is positive."""
+    if full_ns is None:
+
+        def full_ns(c: int) -> int:
+            return ring_all_reduce_ns(n, hops, latency, bandwidth, c, endpoint, mem)
+
     bpns = bandwidth * _BYTES_PER_GB / 1e9
     inverse = ((n - 1) * k / (n * (k - 1)) * (2 / bpns + 3 / mem) - 3 / mem) / 2  # ns per byte
     if not inverse > 0:
@@ -347,7 +403,7 @@ def _fit(
     # whose slope may move B' by 5% at most (chunks of nearly one size: rounding noise, not a slope)
     points = []
     for c in chunks:
-        want = ring_all_reduce_ns(n, hops, latency, bandwidth, c, endpoint, mem)
+        want = full_ns(c)
         rest = want - endpoint - 2 * (k - 1) * endpoint - (k - 1) * 3 * int((c // k) / (mem * 1e9) * 1e9)
         points.append((float(c // k), rest / (2 * (k - 1)) + 0.5, 2 * (k - 1) / want))
     link = sum(w * w * (t - m * inverse) for m, t, w in points) / sum(w * w for _, _, w in points)
@@ -364,11 +420,7 @@ def _fit(
         return None
     new_latency, new_bandwidth = link / hops, 1 / inverse * 1e9 / _BYTES_PER_GB
     error = max(
-        abs(
-            ring_all_reduce_ns(k, hops, new_latency, new_bandwidth, c, endpoint, mem)
-            - ring_all_reduce_ns(n, hops, latency, bandwidth, c, endpoint, mem)
-        )
-        / ring_all_reduce_ns(n, hops, latency, bandwidth, c, endpoint, mem)
+        abs(ring_all_reduce_ns(k, hops, new_latency, new_bandwidth, c, endpoint, mem) - full_ns(c)) / full_ns(c)
         for c in chunks
     )
     return new_latency, new_bandwidth, error
