@@ -144,9 +144,9 @@ def test_other_algorithms_before_the_last_dimension_reduce_exactly(
 @pytest.mark.parametrize(
     ("algorithm", "why"),
     [
-        ("direct", "the last dimension's all-reduce is direct"),
+        ("direct", "direct all-reduce with 2 captured ranks a group: modelled with one"),
         ("doubleBinaryTree", "the last dimension's all-reduce is doubleBinaryTree"),
-        ("oneDirect", "the last dimension's all-reduce is oneDirect"),
+        ("oneDirect", "direct all-reduce with 2 captured ranks a group"),
         ("halvingDoubling", "halving-doubling over the last dimension (8 NPUs, 2 captured ranks a group)"),
     ],
 )
@@ -176,6 +176,18 @@ def test_one_dimension_variants(simulator: Path, tmp_path: Path, algorithm: str,
     assert abs(small.ranks[0].step_ns - full.ranks[0].step_ns) <= 50
 
 
+@pytest.mark.parametrize("topology", ["Ring", "Switch"])
+def test_direct_over_one_dimension_reduces(simulator: Path, capture: Path, tmp_path: Path, topology: str) -> None:
+    """One captured rank (rank 0 of the capture): the direct all-reduce's n-1 messages of c/n go at
+    once; 2 NPUs with each collective resized to chunks of 2 c/n send the same messages, the
+    farthest peer's latency kept (a Ring of 64: 32 hops)."""
+    shutil.copy(f"{capture}.0.et", tmp_path / "one.0.et")
+    small, full = _compare(tmp_path / "one", 64, topology, collective="direct")
+    assert small.plan is not None and small.plan.simulated_ranks == 2 and small.plan.resize
+    assert small.plan.network is not None and small.plan.network.latency == (500.0 * (32 if topology == "Ring" else 1),)
+    assert small.ranks[0].step_ns == full.ranks[0].step_ns and small.ranks[0].comm_ns == full.ranks[0].comm_ns
+
+
 @pytest.mark.parametrize(("topology", "sizes"), [("Switch,Ring", "2,*"), ("Ring,FullyConnected", "4,*")])
 def test_halving_doubling_on_the_last_dimension_reduces(
     simulator: Path, capture: Path, topology: str, sizes: str
@@ -191,8 +203,10 @@ def test_halving_doubling_on_the_last_dimension_reduces(
 @pytest.mark.parametrize(
     ("algorithms", "topology", "expected"),
     [
-        (["direct"], "Ring", "the last dimension's all-reduce is direct"),
-        (["ring", "direct"], "Ring,Switch", "the last dimension's all-reduce is direct"),
+        (["direct"], "Ring", "direct all-reduce with 2 captured ranks a group"),
+        (["ring", "direct"], "Ring,Switch", "direct all-reduce over the last of several dimensions"),
+        (["direct8"], "Ring", "direct8: a window below the group (1,024 NPUs) is not modelled"),
+        (["doubleBinaryTree"], "Switch", "the last dimension's all-reduce is doubleBinaryTree"),
         (["oneRing", "ring"], "Ring,Switch", "oneRing runs one logical ring over every NPU of the 2 dimensions"),
         (["ring"], "Ring,Switch", "one algorithm a network dimension"),
         (["ring", "halvingDoubling"], "Ring,Switch:8,96", "(96 NPUs, NPUs not a power of two)"),
@@ -300,7 +314,7 @@ def test_system_configurations_not_modelled_run_full(tmp_path: Path, change: dic
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
     [
-        ({"collective": "direct"}, "all-reduce-implementation direct: the last dimension's all-reduce is direct"),
+        ({"collective": "direct"}, "direct all-reduce with 2 captured ranks a group: modelled with one"),
         ({"collective": "halvingDoubling"}, "(1,024 NPUs, 2 captured ranks a group)"),
         ({"collective": "doubleBinaryTree"}, "the last dimension's all-reduce is doubleBinaryTree"),
         ({"active_chunks": 2}, "active-chunks-per-dimension 2: only 1 is proven"),
