@@ -11,13 +11,14 @@ PREFIX is a captured job (``PREFIX.<rank>.et``); by default the committed GPT-2 
 folder. For each topology (``T`` or ``T:SIZES`` for ``--npus-per-dim``) and each N of
 ``--ranks``, ``simulate --ranks N`` runs twice: reduced (the default) and full (``--exact``,
 the job scaled to N ranks); a row gives both steps, the step's relative difference, the largest
-relative difference of a captured rank's communication time, and both wall times (writing the
+relative difference of a simulated rank's communication time, and both wall times (writing the
 job included). ``--known`` adds rows whose full run was made before (``simulate --ranks N --exact
 --json RESULT.json``, e.g. 8,192 ranks, 11 minutes): the reduced run is made now and compared.
 ``--speed N`` adds reduced-only rows at N ranks (the wall time of ``simulate --ranks N``).
-``--collective`` (``simulate --collective``: one algorithm, or one a dimension) runs each topology
-with each of them (default: the ring); a row compares every simulated rank r with the full job's
-rank r (the same place in the earlier dimensions).
+``--one-rank`` takes the job's rank 0 alone (one captured rank). ``--collective`` (``simulate
+--collective``: one algorithm, or one a dimension) runs each topology with each of them
+(default: the ring); a row compares every simulated rank r with the full job's rank r (the same
+place in the earlier dimensions).
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--known", type=Path, action="append", default=[])
     parser.add_argument("--speed", type=int, action="append", default=[])
     parser.add_argument("--collective", action="append")
+    parser.add_argument(
+        "--one-rank",
+        action="store_true",
+        help="the job's rank 0 alone (one captured rank)",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results/reduced_equivalence.md")
     args = parser.parse_args(argv)
     topologies = args.topology or DEFAULT_TOPOLOGIES
@@ -101,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         if prefix is None:
             api.convert_all(CAPTURE, scratch, ConvertOptions(compact=True))
             prefix = scratch / "trace"
+        if args.one_rank:
+            shutil.copy(f"{prefix}.0.et", scratch / "one.0.et")
+            prefix = scratch / "one"
         rows, all_ok = [], True
         for topology in topologies:
             for collective in args.collective or [None]:
@@ -153,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "--compact: 12 nodes a rank)"
         if args.prefix is None
         else f"`{args.prefix}`"
-    )
+    ) + (": its rank 0 alone (one captured rank)" if args.one_rank else "")
     text = [
         "# The reduced job against the full one (issue 30)",
         "",

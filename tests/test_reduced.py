@@ -297,6 +297,19 @@ def test_sweep_takes_the_same_path(simulator: Path, capture: Path, tmp_path: Pat
     assert "| 64 (reduced) |" in (tmp_path / "s.md").read_text()
 
 
+def test_sweep_says_where_the_full_job_ran_for_want_of_a_reduced_one(
+    simulator: Path, capture: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "s"
+    args = ("--topology", "Switch", "--collective", "doubleBinaryTree", "--out", out)
+    done = run_cli("simulate", capture, "--sweep", "ranks=2,8", *args)
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if "warning" in x]  # the captured width: none
+    assert "8 ranks on Switch 8: the full job of 8 ranks ran" in line and "doubleBinaryTree" in line
+    points = json.loads(out.with_suffix(".json").read_text())["points"]
+    assert [bool(p["warning"]) for p in points] == [False, True]
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

@@ -311,6 +311,8 @@ def _point_done(reporter: Reporter, bar: _Bar, point: api.SweepPoint) -> None:
         f"{point.comm_share:.1%}, simulated in {point.seconds:.1f} s (scaled in {point.scale_seconds:.1f} s)"
         + (f"; ran {point.simulated_as}" if point.simulated_ranks not in (0, point.ranks) else "")
     )
+    if point.warning:
+        reporter.warning(f"{point.ranks:,} ranks on {point.network}: {point.warning}")
 
 
 class _Bar:

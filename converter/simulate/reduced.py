@@ -35,12 +35,23 @@ the reduced ring a chunk (and its next chunk starts that much off). The reduced 
 at least 64(p-1) NPUs wide there (k, a multiple of p: a bound of (p-1)/(2(k-1)) < 0.8% of a
 collective, measured well below it: docs/reduced.md), and 2 NPUs where p = 1 (exact).
 
-Everything else runs the full job: the congestion-aware backend (links are shared there), other
-collective algorithms than the ring, collectives other than all-reduce (broadcast aside: ASTRA-sim
-replays it for its traced duration), collectives over sub-groups, sends and receives, system
-configurations this model does not read (``model-shared-bus``, ``collective-optimization`` other
-than ``localBWAware`` over several dimensions), and jobs already about as small as their reduced
-job.
+The algorithms (``all-reduce-implementation``, one a dimension): any native one on the dimensions
+before the last (they run on the same NPUs with the same bytes in both jobs; doubleBinaryTree
+all-reduces there, so the last dimension gets the whole chunk); on the last one the ring (above;
+``oneRing`` where the network has one dimension), the halving-doubling where n is a power of two
+and one captured rank fills a group (``halving_doubling_all_reduce_ns``: its 2 log2(n) messages
+timed as ASTRA-sim sends them, fitted by a group of 2, which sends one message each way as a ring
+of 2 does), and the direct all-reduce over one dimension with one captured rank (``_direct``).
+
+Everything else runs the full job, with a warning (``Plan.warning``: why, and what to do): the
+congestion-aware backend (links are shared there), doubleBinaryTree on the last dimension, the
+direct and halving-doubling ones where the above does not hold, the "one" variants over several
+dimensions (one logical ring over every NPU), custom collectives, collectives other than
+all-reduce (broadcast aside: ASTRA-sim replays it for its traced duration), collectives over
+sub-groups, sends and receives (FSDP, tensor and pipeline parallelism: the warning names the
+layout file's mesh), system configurations this model does not read (``model-shared-bus``,
+``collective-optimization`` other than ``localBWAware`` over several dimensions); and, without a
+warning, jobs already about as small as their reduced job.
 """
 
 from __future__ import annotations
@@ -259,6 +270,8 @@ def _direct(
         why = f"direct all-reduce with {classes} captured ranks a group: modelled with one"
         return full(ranks, captured, network, why, ADVICE["algorithm"])
     k = 2
+    if k >= n:
+        return full(ranks, captured, network, f"its network ({n:,} NPUs) is no wider than a reduced one ({k})")
     topology = network.topology[last]
     splits = int(system["preferred-dataset-splits"])
     resize = []

@@ -72,6 +72,7 @@ class SweepPoint:
     waiting_ns: int = 0  # of the slowest rank's communication: waiting for peers
     simulated_ranks: int = 0  # the ranks ASTRA-sim ran: fewer than ``ranks`` where a reduced job stood for them
     simulated_as: str = ""  # what ran, and why
+    warning: str = ""  # the full job ran where a reduced one could not stand for it: why, and what to do
 
     @property
     def comm_share(self) -> float:
@@ -369,6 +370,7 @@ def _point(
         slowest.waiting_ns,
         len(result.ranks),
         chosen.describe() if chosen is not None and task.key == "ranks" else "",
+        (chosen.warning or "") if chosen is not None and task.key == "ranks" else "",
     )
 
 
