@@ -15,7 +15,7 @@ import pytest
 
 from chakra_convert_fast.converter import ConvertOptions, api
 from chakra_convert_fast.converter.errors import ConverterError
-from chakra_convert_fast.converter.simulate import configs, reduced
+from chakra_convert_fast.converter.simulate import allreduce, configs, reduced
 from chakra_convert_fast.converter.simulate.job import find_job
 from chakra_convert_fast.converter.simulate.setup import make_setup
 from chakra_convert_fast.converter.simulate.width import _resize, check_width, plan_for
@@ -280,9 +280,9 @@ def test_one_captured_rank_reduces_to_two(tmp_path: Path) -> None:
 @pytest.mark.parametrize("n", [64, 1024, 1 << 20])
 @pytest.mark.parametrize("topology", ["Ring", "Switch"])
 def test_the_model_times_the_reduced_ring_as_the_full_one(n: int, topology: str) -> None:
-    hops = reduced.HOPS[topology]
+    hops = allreduce.HOPS[topology]
     for k in (2, 16):
-        fitted = reduced._fit(n, k, hops, 500.0, 50.0, [n, n + 1, 1 << 21, 1 << 26], 10, 1600.0)
+        fitted = allreduce.fit_group(n, k, hops, 500.0, 50.0, [n, n + 1, 1 << 21, 1 << 26], 10, 1600.0)
         assert fitted is not None
         latency, bandwidth, error = fitted
         assert latency > 500 and 0 < bandwidth < 50 and error < 1e-3
