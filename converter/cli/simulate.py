@@ -137,8 +137,8 @@ def add(commands: Any) -> None:
         type=positive,
         metavar="N",
         help="simulate the job as N data-parallel ranks (a "
-        "multiple of the captured ones): on an equivalent reduced job where one is proven, else on "
-        "the full job; the result says which ran",
+        "multiple of the captured ones; of TP x PP with a layout file): on an equivalent reduced job "
+        "where one is proven, else on the full job, with a warning saying why; the result says which ran",
     )
     width.add_argument("--exact", action="store_true", help="with --ranks or --sweep ranks=...: always the full job")
     sweep = parser.add_argument_group("sweep")
