@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         f"compacted). The job: {job}; ring collectives unless the topology column names others (one a "
         "dimension), 50 GB/s and 500 ns a dimension, "
         "congestion-unaware. Bounds: the step within "
-        f"{STEP_BOUND:.1%}, each simulated rank's communication (against the full job's same rank) within {COMM_BOUND:.0%}.",
+        f"{STEP_BOUND:.1%}, each simulated rank's communication (against the full job's same rank) "
+        f"within {COMM_BOUND:.0%}.",
         "",
     ]
     if rows:
