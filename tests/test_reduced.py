@@ -238,6 +238,19 @@ def test_no_warning_where_the_full_job_is_asked_for_or_small(tmp_path: Path) -> 
     assert plan_for(job, configs.network("Ring", 64), 64, "aware", setup, exact=False).warning is not None
 
 
+def test_a_wide_full_job_runs_only_when_asked_for(tmp_path: Path) -> None:
+    """Past 8,192 ranks a full job that no reduced one stands for is refused (hours in ASTRA-sim)
+    unless --exact asks for it; up to there it runs with the warning."""
+    job = find_job(str(write_job(tmp_path / "job", 2)))
+    setup = make_setup(1, None, collective="doubleBinaryTree")
+    assert plan_for(job, configs.network("Switch", 8192), 8192, "unaware", setup, exact=False).warning
+    with pytest.raises(ConverterError) as refused:
+        plan_for(job, configs.network("Switch", 16384), 16384, "unaware", setup, exact=False)
+    assert "--ranks 16,384: no reduced job stands for it (" in str(refused.value)
+    assert "it runs only with --exact; a ring on the last dimension gets a reduced job" in str(refused.value)
+    assert not plan_for(job, configs.network("Switch", 16384), 16384, "unaware", setup, exact=True).reduced
+
+
 # -- FSDP, tensor and pipeline parallelism: the full job, said ---------------------------------------
 LAYOUTS = Path(__file__).parent / "data" / "layouts"
 

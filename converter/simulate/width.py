@@ -40,14 +40,26 @@ from .setup import Setup
 _COMM_SIZE = wire.attr_name("comm_size")
 
 
+#: Past this many ranks a full job that no reduced one can stand for runs only when asked for
+#: (``--exact``): ASTRA-sim takes minutes at 1,024 ranks here and hours at 8,192 (docs/reduced.md).
+FULL_WITHOUT_ASKING = 8192
+
+
 def plan_for(job: Job, network: Network, ranks: int, backend: str, setup: Setup, exact: bool) -> Plan:
     """How ``job`` runs as ``ranks`` ranks on ``network`` with ``setup`` (the system configuration
-    the run uses: the reduced job is fitted to what it says): reduced where proven, else full (why)."""
+    the run uses: the reduced job is fitted to what it says): reduced where proven, else full (why);
+    refused where no reduced job stands for more than FULL_WITHOUT_ASKING ranks (``--exact`` runs it)."""
     if ranks == job.ranks:
         return reduced.full(ranks, job.ranks, network, "the captured width")
     if exact:
         return reduced.full(ranks, job.ranks, network, "--exact")
-    return reduced.plan(job, network, ranks, setup.system, backend)
+    chosen = reduced.plan(job, network, ranks, setup.system, backend)
+    if chosen.warning is not None and ranks > FULL_WITHOUT_ASKING:
+        raise ConverterError(
+            f"--ranks {ranks:,}: no reduced job stands for it ({chosen.reason}), and the full job of {ranks:,} "
+            f"ranks takes hours in ASTRA-sim: it runs only with --exact; {chosen.advice.split(';')[0]}"
+        )
+    return chosen
 
 
 def check_width(job: Job, ranks: int) -> None:
