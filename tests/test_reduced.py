@@ -206,7 +206,7 @@ def test_halving_doubling_on_the_last_dimension_reduces(
         (["direct"], "Ring", "direct all-reduce with 2 captured ranks a group"),
         (["ring", "direct"], "Ring,Switch", "direct all-reduce over the last of several dimensions"),
         (["direct8"], "Ring", "direct8: a window below the group (1,024 NPUs) is not modelled"),
-        (["doubleBinaryTree"], "Switch", "the last dimension's all-reduce is doubleBinaryTree"),
+        (["doubleBinaryTree"], "Switch", "models ring, halvingDoubling and direct there (a tree: each rank finishes"),
         (["oneRing", "ring"], "Ring,Switch", "oneRing runs one logical ring over every NPU of the 2 dimensions"),
         (["ring"], "Ring,Switch", "one algorithm a network dimension"),
         (["ring", "halvingDoubling"], "Ring,Switch:8,96", "(96 NPUs, NPUs not a power of two)"),

@@ -348,7 +348,8 @@ def _algorithms(system: dict[str, Any], network: Network, last: int) -> str:
     ):
         return (
             f"all-reduce-implementation {','.join(names)}: the last dimension's all-reduce is {names[last]}; "
-            "the reduced job models the ring there (the others time a wider dimension otherwise)"
+            "the reduced job models ring, halvingDoubling and direct there"
+            + (" (a tree: each rank finishes by its place in it)" if names[last] == "doubleBinaryTree" else "")
         )
     for d in range(last):
         if network.npus[d] > 1 and not _EARLIER.fullmatch(names[d]):
