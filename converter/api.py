@@ -316,7 +316,7 @@ def check(paths: PathArg | Sequence[PathArg], comm_groups: PathArg | None = None
         None
         if group_path is None
         else commgroups.read(
-            group_path, "--comm-groups" if given is not None else "communicator group file", check_ids=False
+            group_path, "`comm_groups`" if given is not None else "communicator group file", check_ids=False
         ),
     )  # check reports bad ids among its problems
     report.comm_group_path = group_path

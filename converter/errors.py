@@ -17,12 +17,22 @@ line that names the file and the problem, so the CLI can print ``str(exc)`` and 
 
 Every error may carry a ``hint``: what to do about it, kept out of the message (as pip's
 ``DiagnosticPipError`` does); the command line prints it after the message.
+
+Messages and hints speak the Python API's terms: a parameter (or an options field) is named in
+backticks, ```ranks` 0: must be between 1 and 1,048,576``. The command line shows each such name
+as its command's flag (``--ranks 0: ...``; ``cli.report.with_flags``), so neither side reads the
+other's words. ``OptionError`` is an argument that cannot apply: a ``ValueError`` for the library,
+a usage error (exit status 2) at the command line.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+#: How a message names a parameter of the API: in backticks (the command line shows the flag).
+PARAMETER = re.compile(r"`([a-z][a-z0-9_]*)`")
 
 
 def shown(path: str) -> str:
@@ -56,11 +66,11 @@ class _FileProblem(ConverterError):
     """A problem with one file: ``path`` and ``problem``, shown as ``path: problem`` (only the
     problem when the path is empty)."""
 
-    def __init__(self, path: str, problem: str) -> None:
+    def __init__(self, path: str, problem: str, *, hint: str | None = None) -> None:
         self.path = str(path)
         self.problem = problem
         # the problem may quote other paths (an input, a log): shown the same way, on the same line
-        super().__init__(f"{shown(self.path)}: {shown(problem)}" if self.path else shown(problem))
+        super().__init__(f"{shown(self.path)}: {shown(problem)}" if self.path else shown(problem), hint=hint)
 
 
 class TraceFormatError(_FileProblem):
@@ -102,8 +112,8 @@ class CyclicDependencyError(ConverterError):
         self.cycles = tuple(cycles)
         listed = "; ".join(f"cycle {k + 1}: {c.describe()}" for k, c in enumerate(self.cycles))
         super().__init__(
-            f"{self.path}: {len(self.cycles)} dependency cycle(s) found ({listed}); "
-            "rerun with --break-cycles to remove the closing edges"
+            f"{self.path}: {len(self.cycles)} dependency cycle(s) found ({listed})",
+            hint="`break_cycles` removes the closing edges",
         )
 
 

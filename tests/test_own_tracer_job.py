@@ -10,7 +10,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from chakra_convert_fast.converter import api
+from chakra_convert_fast.converter.errors import OptionError
 from chakra_convert_fast.converter.ranks.jobsize import et_world_size, host_world_size
 
 from .clirun import assert_one_error, run_cli
@@ -55,7 +58,11 @@ def test_scale_without_a_recorded_size_asks_for_ranks(tmp_path: Path) -> None:
     host = REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_host.json.gz"
     run_cli("convert", "--astra-sim", host, tmp_path / "job.0.et")  # a host trace alone: no Kineto trace
     assert (tmp_path / "job.0.et").exists() and et_world_size(str(tmp_path / "job.0.et")) is None
-    assert_one_error(run_cli("scale", tmp_path / "job", tmp_path / "out"), "records no job size", "--ranks N")
+    done = run_cli("scale", tmp_path / "job", tmp_path / "out")
+    assert_one_error(done, "records no job size", "--astra-sim", "(give --ranks)", status=2)
+    with pytest.raises(OptionError, match=r"records no job size .*`astra_sim`") as raised:  # the API's words
+        api.scale(tmp_path / "job", tmp_path / "out")
+    assert raised.value.hint == "give `ranks`" and "--" not in str(raised.value)
 
 
 def test_simulate_one_rank_file_of_a_two_rank_job(simulator: Path, tmp_path: Path) -> None:

@@ -113,8 +113,11 @@ def test_steps_in_common_none_is_an_error_naming_the_options(tmp_path: Path) -> 
         if event.get("name") == "ProfilerStep#1":
             event["name"] = "ProfilerStep#7"
     other = write_trace(device, tmp_path / "device.json")
-    with pytest.raises(TraceContentError, match=r"no step in common .*--step N .*--all-steps"):
+    with pytest.raises(TraceContentError, match=r"no step in common") as raised:
         api.link(HOST, other, None)
+    assert raised.value.hint == "`steps` links the steps it names anyway" and "--" not in str(raised.value)
+    done = run_cli("link", "--host", HOST, "--device", other, tmp_path / "merged.json")
+    assert_one_error(done, "no step in common", "(--step N or --all-steps links the steps it names anyway)")
 
 
 def test_a_host_trace_whose_steps_the_kineto_trace_covers_is_linked_whole(tmp_path: Path) -> None:

@@ -232,8 +232,8 @@ def test_thousands_of_ranks(tmp_path: Path) -> None:
 
 
 # -- refusals: one line, exit 1, nothing written ------------------------------------------------------
-def assert_refused(done: Any, out_dir: Path, *expected: str) -> None:
-    assert_one_error(done, *expected)
+def assert_refused(done: Any, out_dir: Path, *expected: str, status: int = 1) -> None:
+    assert_one_error(done, *expected, status=status)
     assert not out_dir.exists() or listing(out_dir) == [], listing(out_dir)
 
 
@@ -241,7 +241,11 @@ def test_subgroups_that_do_not_tile_are_refused(tmp_path: Path) -> None:
     job = subgroup_job(tmp_path / "in")
     done = run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "6")
     assert_refused(
-        done, tmp_path / "out", "communicator group 1 [0, 1] does not tile 6 ranks", "multiple of the 4 captured ranks"
+        done,
+        tmp_path / "out",
+        "communicator group 1 [0, 1] does not tile 6 ranks",
+        "--ranks must be a multiple of the 4 captured ranks",
+        status=2,  # an option that cannot apply: a usage error
     )
 
 

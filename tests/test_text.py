@@ -292,9 +292,9 @@ def test_bad_outputs_and_options(tmp_path: Path) -> None:
     done = run_cli("text", tmp_path / "nope.txt", tmp_path / "w", "--npus", "2")
     assert_one_error(done, "nope.txt", "no such file")
     done = run_cli("text", DATA / "data.txt", tmp_path / "w", "--npus", "4", "--first-dim", "2")
-    assert_one_error(done, "--first-dim is for HYBRID_CUSTOMIZED workloads")
+    assert_one_error(done, "--first-dim is for HYBRID_CUSTOMIZED workloads", status=2)
     done = run_cli("text", DATA / "hybrid_customized.txt", tmp_path / "w", "--npus", "4", "--first-dim", "3")
-    assert_one_error(done, "--first-dim 3 does not divide the 4 NPUs")
+    assert_one_error(done, "--first-dim 3 does not divide the 4 NPUs", status=2)
     done = run_cli("text", DATA / "data.txt", tmp_path / "w", "--npus", "0")
     assert done.returncode == 2 and "must be at least 1, got 0" in done.stderr
     done = run_cli("--log-filename", tmp_path / "w.0.et", "text", DATA / "data.txt", tmp_path / "x", "--npus", "1")

@@ -191,7 +191,7 @@ def _check_file(trace: EtTrace, rank: int, problems: list[Problem]) -> FileRepor
     if host and any(name.startswith(WORKER_OP_PREFIX) for name in trace.names):  # gloo ran them, not NCCL kernels
         fail(
             f"{host} host-side collective(s) (c10d ops run by gloo) are compute nodes: ASTRA-sim runs them, "
-            "but never simulates the network (convert with --astra-sim)",
+            "but never simulates the network (convert with `astra_sim`)",
             False,
         )
     elif not report.collectives:  # NCCL (or any) collective operators, no communication node
@@ -204,7 +204,7 @@ def _check_file(trace: EtTrace, rank: int, problems: list[Problem]) -> FileRepor
             fail(
                 f"{operators} collective operator(s) ({'c10d' if host else 'nccl:'} ops) but no communication node: "
                 "ASTRA-sim runs the file, but never simulates the network (a host trace without its Kineto "
-                "trace: convert with --astra-sim)",
+                "trace: convert with `astra_sim`)",
                 False,
             )
     return report

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 
-from ..errors import ConverterError, shown
+from ..errors import ConverterError, OptionError, shown
 from ..io.read import same_file
 from ..lifecycle import committed_outputs, forget_committed, hold_signals_after_commit, release_held_signals
 from ..ranks.convert_all import uses_file as convert_all_uses
@@ -19,7 +19,7 @@ from ..ranks.onray import ended_by_signal as ray_run_ended_by_signal
 from ..ranks.scale import uses_file as scale_uses
 from . import check, compact, convert, convert_all, generate, jsonize, link, repair, scale, simulate, text, visualize
 from .common import PROG, version
-from .report import Reporter, describe_failure, flush_stdout, standard_streams
+from .report import Reporter, describe_failure, flags_of, flush_stdout, standard_streams
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
 #: Every command module, in the order ``--help`` lists them.
@@ -101,13 +101,15 @@ def _main(argv: Sequence[str] | None) -> int:
         debug = args.debug
         run: Callable[[argparse.Namespace, Reporter], int] = args.run
         reporter = Reporter(args.log_level or ("WARNING" if args.quiet else "INFO"))
+        reporter.flags = flags_of(parser, args.command)
         reporter.open_log(args.log_filename, _log_conflict(args, args.log_filename))
         hold_signals_after_commit(_commits(args))
         status = run(args, reporter)
         flush_stdout()
         return status
     except ConverterError as exc:
-        return _fail(reporter, str(exc) if exc.hint is None else f"{exc} ({exc.hint})", 1)
+        # an option that cannot apply is a usage error, as argparse's own are
+        return _fail(reporter, str(exc) if exc.hint is None else f"{exc} ({exc.hint})", _status(exc))
     except KeyboardInterrupt:
         return _interrupted(reporter, "interrupted", 130)
     except Terminated as exc:
@@ -123,6 +125,11 @@ def _main(argv: Sequence[str] | None) -> int:
         if reporter is not None:
             reporter.close()
         restore(previous_handlers)
+
+
+def _status(exc: ConverterError) -> int:
+    """The exit status of a command that ``exc`` ended: 2 for an option that cannot apply, else 1."""
+    return 2 if isinstance(exc, OptionError) else 1
 
 
 def _commits(args: argparse.Namespace) -> int:

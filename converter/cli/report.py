@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import errno
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from contextlib import suppress
 from typing import IO, Any, NoReturn
 
@@ -13,7 +15,7 @@ from tqdm import tqdm
 
 from .. import api
 from .._early import standard_descriptors
-from ..errors import ConverterError, shown
+from ..errors import PARAMETER, ConverterError, shown
 from ..io.log import open_log
 from ..jsonstream import C_SCANNER
 from .common import PROG
@@ -82,6 +84,35 @@ def _stdout_failed(exc: BaseException) -> NoReturn:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     raise ConverterError(f"cannot write to standard output: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def with_flags(text: str, flags: Mapping[str, str]) -> str:
+    """``text`` (a message or hint in the API's terms) with each parameter it names in backticks
+    (```ranks```) written as the command line's flag for it (``--ranks``); a name no command
+    takes stays as it is."""
+    return PARAMETER.sub(lambda found: flags.get(found.group(1), found.group(0)), text)
+
+
+#: The API's parameters that the command line spells otherwise than by their own name.
+_OTHER_NAMES = {"steps": "--step N or --all-steps", "ray_address": "--ray", "json_output": "--json"}
+
+
+def flags_of(parser: argparse.ArgumentParser, command: str | None) -> dict[str, str]:
+    """Each parameter's flag, as ``with_flags`` writes it: the running ``command``'s own options
+    first, then any other command's (a message may name an option of the command to run first)."""
+    flags: dict[str, str] = dict(_OTHER_NAMES)
+    chosen: list[argparse.ArgumentParser] = []
+    others: list[argparse.ArgumentParser] = []
+    for action in parser._actions:  # argparse has no public walk of its subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                (chosen if name == command else others).append(sub)
+    for each in [*chosen, *others, parser]:
+        for action in each._actions:
+            long = [option for option in action.option_strings if option.startswith("--")]
+            if long and action.dest != argparse.SUPPRESS:
+                flags.setdefault(action.dest, long[0])
+    return flags
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -155,6 +186,8 @@ class Reporter:
         #: The log file could not be written (said once, as a warning, on stderr). The log is a copy
         #: of the messages: the command's exit status stays that of its work.
         self.log_failed = False
+        #: Each parameter's flag (``flags_of``): messages name parameters, people read flags.
+        self.flags: Mapping[str, str] = {}
 
     @property
     def shows_progress(self) -> bool:
@@ -188,6 +221,7 @@ class Reporter:
         self._log(logging.ERROR, shown(message))  # one line, whatever a name in it holds
 
     def _log(self, level: int, message: str) -> None:
+        message = with_flags(message, self.flags)
         # names that are not UTF-8 (surrogates) as \xNN, the way errors show them
         message = message.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         self._logger.log(level, message)

@@ -281,7 +281,7 @@ class TraceGraph:
             raise self.fail(
                 row,
                 f"ctrl_deps points at no node of the trace ({len(missing)} node(s) like this); "
-                "--allow-missing-parents converts them as chakra_converter does, silently dropping "
+                "`allow_missing_parents` converts them as chakra_converter does, silently dropping "
                 "every op under them",
             )
         self._parent_idx = parent_idx

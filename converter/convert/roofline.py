@@ -95,13 +95,13 @@ class RooflineSummary:
         if not self.unreadable:
             return []
         fate = (
-            "with --target accelerator they stay CPU ops, replayed for their captured durations, as "
+            "with `target` accelerator they stay CPU ops, replayed for their captured durations, as "
             "ASTRA-sim's roofline cannot time them"
             if self.accelerator
             else "ASTRA-sim's roofline refuses such a node unless it is a CPU op"
         )
         return [
-            f"--roofline: {self.unreadable:,} compute node(s) have shapes or dtypes that cannot be read and "
+            f"`roofline`: {self.unreadable:,} compute node(s) have shapes or dtypes that cannot be read and "
             f"get no num_ops/tensor_size ({fate}): " + "; ".join(self.examples)
         ]
 

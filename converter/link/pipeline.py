@@ -229,7 +229,7 @@ def _check_pid(metadata: dict[str, Any], device_pids: set[Any], host: str, allow
     shown = ", ".join(str(p) for p in sorted(device_pids, key=str)[:3])
     problem = f"the host trace is from process {pid}, the device trace's CPU ops from {shown}: another rank or run"
     if not allow_mismatch:
-        raise TraceContentError(host, f"{problem} (--allow-mismatch links them anyway)")
+        raise TraceContentError(host, problem, hint="`allow_mismatch` links them anyway")
     return [f"{problem}?"]
 
 

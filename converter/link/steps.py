@@ -106,7 +106,8 @@ def choose_steps(
             raise TraceContentError(
                 index.path,
                 f"holds {_names(host_steps)}, its Kineto trace {_names(device_steps)}: no step in "
-                "common (traces of different runs?); --step N links one step anyway, --all-steps all",
+                "common (traces of different runs?)",
+                hint="`steps` links the steps it names anyway",
             )
     else:
         if not isinstance(choice, int) or isinstance(choice, bool) or choice not in host_steps:

@@ -33,7 +33,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConverterError, TraceContentError, TraceFormatError
+from ..errors import ConverterError, OptionError, TraceContentError, TraceFormatError
 from ..et import wire
 from ..et.decode import EtTrace, attribute_spans
 from ..io import read_side_input
@@ -146,8 +146,8 @@ class LayoutScaler:
                 f"pp x dp x tp) but {captured} rank files were found"
             )
         if ranks % (old.tp * old.pp):
-            raise ConverterError(
-                f"--ranks {ranks} is not a multiple of tp {old.tp} x pp {old.pp} = "
+            raise OptionError(
+                f"`ranks` {ranks} is not a multiple of tp {old.tp} x pp {old.pp} = "
                 f"{old.tp * old.pp}: the layout keeps its tensor- and pipeline-parallel groups"
             )
         self.new = Mesh(ranks // (old.tp * old.pp), old.tp, old.pp)
@@ -158,8 +158,8 @@ class LayoutScaler:
                 "with at least 2 data-parallel ranks to scale it"
             )
         if self.new.dp == 1 and old.dp > 1:
-            raise ConverterError(
-                f"--ranks {ranks} leaves data-parallel degree 1: scale to at least {2 * old.tp * old.pp} ranks"
+            raise OptionError(
+                f"`ranks` {ranks} leaves data-parallel degree 1: scale to at least {2 * old.tp * old.pp} ranks"
             )
         self.ids: dict[tuple[int, ...], str] = {}
         for dim in DIMS:

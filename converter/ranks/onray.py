@@ -39,7 +39,7 @@ def ray_module() -> ModuleType:
     try:
         return importlib.import_module("ray")
     except ImportError:
-        raise ConverterError("--ray needs Ray: pip install 'chakra-convert-fast[ray]'") from None
+        raise ConverterError("running on Ray needs Ray", hint="pip install 'chakra-convert-fast[ray]'") from None
 
 
 def resolve_address(ray: ModuleType, address: str | None) -> tuple[str, str]:

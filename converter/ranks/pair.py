@@ -38,7 +38,7 @@ def convert_pair(
     check_input(device_path)
     target = check_output(output_path, host_path, device_path)
     if keep_merged is not None:
-        merged = check_side_output(keep_merged, "--keep-merged", host_path, device_path, regular=True)
+        merged = check_side_output(keep_merged, "`keep_merged`", host_path, device_path, regular=True)
         if merged.final == target.final:
             raise OutputError(keep_merged, "the merged trace and the output would be the same file")
         linked = link(host_path, device_path, keep_merged, rank=rank, allow_mismatch=allow_mismatch, steps=steps)

@@ -38,7 +38,7 @@ from typing import Any
 
 from .._types import Progress
 from ..compact.rewrite import compacted_copy
-from ..errors import ConverterError, OutputError, TraceContentError, TraceFormatError
+from ..errors import ConverterError, OptionError, OutputError, TraceContentError, TraceFormatError
 from ..et import wire
 from ..et.decode import EtTrace, attribute_spans, read_et
 from ..et.encode import WORLD_SIZE, global_metadata
@@ -101,12 +101,13 @@ def scale(
     if ranks is None:
         ranks = et_world_size(inputs[0])
         if ranks is None:
-            raise ConverterError(
-                f"{inputs[0]} records no job size (world_size: a conversion with --astra-sim of "
-                "a trace that holds it writes it): give --ranks N"
+            raise OptionError(
+                f"{inputs[0]} records no job size (world_size: a conversion with `astra_sim` of "
+                "a trace that holds it writes it)",
+                hint="give `ranks`",
             )
     if not 1 <= ranks <= MAX_RANKS:
-        raise ConverterError(f"--ranks {ranks}: must be between 1 and {MAX_RANKS:,}")
+        raise OptionError(f"`ranks` {ranks}: must be between 1 and {MAX_RANKS:,}")
     captured = len(inputs)
     group_file = commgroups.find(in_prefix)
     layout_file = layoutscale.find(in_prefix)
@@ -203,7 +204,7 @@ def _targets(out_prefix: str, ranks: int, inputs: Sequence[str]) -> list[OutputT
     of the prefix beyond N (another job's) is refused rather than left to mix with this one."""
     if not os.path.basename(out_prefix):
         raise OutputError(out_prefix, "name a prefix for the outputs (OUT for OUT.0.et, OUT.1.et, ...)")
-    discover.foreign_rank_files(out_prefix, ranks, f"--ranks {ranks}")
+    discover.foreign_rank_files(out_prefix, ranks, f"`ranks` {ranks}")
     group_target = check_output(commgroups.path_for(out_prefix), *inputs)  # the folder is writable
     real_folder = os.path.dirname(group_target.final)
     targets = []
@@ -237,9 +238,9 @@ def _read_groups(path: str, captured: int, ranks: int) -> _Groups:
             groups.sub[name] = sorted(set(members))
     if groups.sub and ranks % captured:
         name, members = next(iter(groups.sub.items()))
-        raise ConverterError(
+        raise OptionError(
             f"{path}: communicator group {name} {members} does not tile {ranks} ranks: with "
-            f"sub-groups, --ranks must be a multiple of the {captured} captured ranks"
+            f"sub-groups, `ranks` must be a multiple of the {captured} captured ranks"
         )
     copies = ranks // captured
     if groups.sub and groups.stride * copies > MAX_GROUP_ID:

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 
 from .._types import Progress
-from ..errors import ConverterError, OutputError, TraceContentError
+from ..errors import ConverterError, OptionError, OutputError, TraceContentError
 from ..et import wire
 from ..io.output import OutputTarget, check_output
 from ..io.outputset import OutputSet
@@ -137,7 +137,7 @@ def global_metadata(text: str) -> bytes:
 
 def _groups(workload: Workload, npus: int, first_dim: int | None) -> Groups:
     if first_dim is not None and workload.kind != "HYBRID_CUSTOMIZED":
-        raise ConverterError(f"--first-dim is for HYBRID_CUSTOMIZED workloads; {workload.path} is {workload.kind}")
+        raise OptionError(f"`first_dim` is for HYBRID_CUSTOMIZED workloads; {workload.path} is {workload.kind}")
     transformer = workload.kind.startswith("HYBRID_TRANSFORMER")
     block = workload.model_parallel_group if transformer else npus if first_dim is None else first_dim
     try:
@@ -148,7 +148,7 @@ def _groups(workload: Workload, npus: int, first_dim: int | None) -> Groups:
                 workload.path,
                 f"line 1: model_parallel_NPU_group {block} does not divide the {npus} NPUs into equal groups",
             ) from None
-        raise ConverterError(f"--first-dim {block} does not divide the {npus} NPUs into equal groups") from None
+        raise OptionError(f"`first_dim` {block} does not divide the {npus} NPUs into equal groups") from None
 
 
 def uses_file(path: str, prefix: str, npus: int) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._types import Progress
-from ..errors import ConverterError
+from ..errors import OptionError
 from ..et import encode, wire
 from ..io.output import OutputTarget, check_output, output_directory
 from ..io.outputset import OutputSet
@@ -181,20 +181,20 @@ def generate(
 
 
 def check_options(options: GenerateOptions) -> None:
-    """Refuse options no trace can hold (``ConverterError`` naming the option), and more NPUs
+    """Refuse options no trace can hold (``OptionError`` naming the option), and more NPUs
     than ``MAX_NPUS``."""
     if not 1 <= options.num_npus <= MAX_NPUS:
-        raise ConverterError(
-            f"--num-npus {options.num_npus}: must be from 1 to {MAX_NPUS:,} ({len(BENCHMARKS)} files per NPU)"
+        raise OptionError(
+            f"`num_npus` {options.num_npus}: must be from 1 to {MAX_NPUS:,} ({len(BENCHMARKS)} files per NPU)"
         )
     for name, value in (
         ("default_runtime", options.default_runtime),
         ("default_tensor_size", options.default_tensor_size),
     ):
         if not 0 <= value <= UINT64_MAX:  # uint64 fields: the reference fails on a negative value too
-            raise ConverterError(f"--{name} must be from 0 to {UINT64_MAX:,}, got {value}")
+            raise OptionError(f"`{name}` must be from 0 to {UINT64_MAX:,}, got {value}")
     if not INT64_MIN <= options.default_comm_size <= INT64_MAX:
-        raise ConverterError(f"--default_comm_size is out of the int64 range: {options.default_comm_size}")
+        raise OptionError(f"`default_comm_size` is out of the int64 range: {options.default_comm_size}")
 
 
 def _write_all(output_dir: str, options: GenerateOptions, progress: Progress | None) -> GenerateResult:

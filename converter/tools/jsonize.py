@@ -460,7 +460,7 @@ def _write_parts(
         with closing(run_all(_work, tasks, len(tasks))) as running:
             for task, outcome in running:
                 if outcome is None:
-                    raise ConverterError(f"{path}: a worker process died (out of memory?); try --jobs 1")
+                    raise ConverterError(f"{path}: a worker process died (out of memory?)", hint="try `jobs` 1")
                 results[tasks.index(task)] = outcome
                 if progress is not None:
                     progress("parts", len(results), len(parts))
