@@ -14,7 +14,9 @@
 
 Every function raises a ``ConverterError`` subclass on input it cannot handle or an output it
 cannot write (``OutputError``: checked before any work, and every ``OSError`` of writing) and then
-leaves no output behind (``convert_all`` reports failing ranks in its result instead).
+leaves no output behind (``convert_all`` reports failing ranks in its result instead). Every
+function checks its arguments first (``arguments``: the values the command line refuses, it
+refuses too): a wrong type is a ``TypeError``, a value that cannot apply an ``OptionError``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import arguments as _args
 from ._types import Progress
 from .check.rules import CheckReport
 from .check.rules import check as _check
@@ -60,18 +63,21 @@ from .simulate.configs import ACCELERATORS, Accelerator, Network
 from .simulate.reduced import Plan as SimulationPlan
 from .simulate.run import Progress as SimulationProgress
 from .simulate.run import RankResult, SimulateOptions, SimulationResult, simulate_prefix
+from .simulate.sweep import KEYS as SWEEP_KEYS
 from .simulate.sweep import SweepPoint, SweepResult
 from .simulate.sweep import sweep as _sweep
 from .simulate.width import simulate_width as _simulate_width
-from .text.convert import TextResult
+from .text.convert import MAX_NPUS as MAX_TEXT_NPUS
+from .text.convert import MAX_PASSES, TextResult
 from .text.convert import convert_text as _convert_text
 from .tools.generate import BENCHMARKS as GENERATED_BENCHMARKS
 from .tools.generate import GenerateOptions, GenerateResult
 from .tools.generate import generate as _generate
+from .tools.jsonize import LAYOUTS as JSON_LAYOUTS
 from .tools.jsonize import JsonizeResult
 from .tools.jsonize import jsonize as _jsonize
+from .tools.visualize import MAX_DEPTH, MAX_NODE_ID, VisualizeResult
 from .tools.visualize import Cut as GraphCut
-from .tools.visualize import VisualizeResult
 from .tools.visualize import visualize as _visualize
 
 PathArg = str | os.PathLike[str]
@@ -152,17 +158,17 @@ def convert(
 ) -> ConversionResult:
     """Convert a merged (or host) trace, ``.json`` or ``.json.gz``, into a Chakra ``.et`` file."""
     return convert_file(
-        _path("input_path", input_path),
-        _path("output_path", output_path),
-        _options(options),
-        _callable("progress", progress),
+        _args.path("input_path", input_path),
+        _args.path("output_path", output_path),
+        _args.instance("options", options, ConvertOptions, ConvertOptions),
+        _args.function("progress", progress),
     )
 
 
 def is_kineto_trace(path: PathArg) -> bool:
     """Whether ``path`` is a Kineto (Chrome JSON) trace rather than a host or merged trace (the
     top-level keys are read up to the first big array). Unreadable files raise ``ConverterError``."""
-    return trace_kind(_path("path", path)) == "device"
+    return trace_kind(_args.path("path", path)) == "device"
 
 
 def convert_kineto(
@@ -182,26 +188,17 @@ def convert_kineto(
     ``roofline``: ``num_ops``/``tensor_size`` on the GPU compute nodes from their launching ops'
     recorded shapes (``accelerator``, which needs it: those left without are written as CPU ops);
     ``compact``: the output compacted (``docs/compact.md``)."""
-    if accelerator and not roofline:
-        raise ValueError("accelerator needs roofline (a GPU node without num_ops stops ASTRA-sim's roofline)")
-    if step is not None:
-        _int("step", step)
-    if rank is not None:
-        _int("rank", rank)
-    kinds = frozenset(drop)
-    if not kinds <= set(DEPENDENCY_KINDS):
-        raise ValueError(
-            f"drop: unknown kinds {sorted(kinds - set(DEPENDENCY_KINDS))}; known: {', '.join(DEPENDENCY_KINDS)}"
-        )
+    if _args.flag("accelerator", accelerator) and not _args.flag("roofline", roofline):
+        raise OptionError("`accelerator` needs `roofline` (a GPU node without num_ops stops ASTRA-sim's roofline)")
     return _convert_kineto(
-        _path("input_path", input_path),
-        _path("output_path", output_path),
-        step=step,
-        rank=rank,
-        drop=kinds,
-        roofline=bool(roofline),
-        accelerator=bool(accelerator),
-        compact=bool(compact),
+        _args.path("input_path", input_path),
+        _args.path("output_path", output_path),
+        step=_args.whole("step", step, 0),
+        rank=_args.rank("rank", rank),
+        drop=_args.kinds("drop", drop, DEPENDENCY_KINDS),
+        roofline=roofline,
+        accelerator=accelerator,
+        compact=_args.flag("compact", compact),
     )
 
 
@@ -222,14 +219,14 @@ def convert_pair(
     together is refused unless ``allow_mismatch``. ``steps``: the ProfilerSteps to convert (None:
     those the Kineto trace covers; N: ProfilerStep#N; ``"all"``: every one)."""
     return _convert_pair(
-        _path("host_path", host_path),
-        _path("device_path", device_path),
-        _path("output_path", output_path),
-        _options(options),
-        rank=_int("rank", rank),
-        keep_merged=_path("keep_merged", keep_merged, optional=True),
-        allow_mismatch=_bool("allow_mismatch", allow_mismatch),
-        progress=_callable("progress", progress),
+        _args.path("host_path", host_path),
+        _args.path("device_path", device_path),
+        _args.path("output_path", output_path),
+        _args.instance("options", options, ConvertOptions, ConvertOptions),
+        rank=_args.rank("rank", rank),
+        keep_merged=_args.path("keep_merged", keep_merged, optional=True),
+        allow_mismatch=_args.flag("allow_mismatch", allow_mismatch),
+        progress=_args.function("progress", progress),
         steps=_steps("steps", steps),
     )
 
@@ -246,11 +243,11 @@ def link(
     """Write the merged trace ``chakra_trace_link`` writes for this pair (``.gz`` output is gzipped);
     with ``output_path`` None, only link and check the pair. ``steps``: as ``convert_pair``."""
     return _link(
-        _path("host_path", host_path),
-        _path("device_path", device_path),
-        _path("output_path", output_path, optional=True),
-        rank=_int("rank", rank),
-        allow_mismatch=_bool("allow_mismatch", allow_mismatch),
+        _args.path("host_path", host_path),
+        _args.path("device_path", device_path),
+        _args.path("output_path", output_path, optional=True),
+        rank=_args.rank("rank", rank),
+        allow_mismatch=_args.flag("allow_mismatch", allow_mismatch),
         steps=_steps("steps", steps),
     )
 
@@ -273,33 +270,27 @@ def convert_all(
     and write ``<prefix>.comm_group.json``; failing ranks are reported, not raised. A directory of
     Kineto traces alone is converted by the Kineto front end (``step``: ProfilerStep#N, default each
     trace's last complete one)."""
-    if step is not None:
-        _int("step", step)
-    if prefix is not None and not isinstance(prefix, str):
-        raise TypeError(f"prefix must be a str or None, got {type(prefix).__name__}")
-    if ray_address is not None and not isinstance(ray_address, str):
-        raise TypeError(f"ray_address must be a str or None, got {type(ray_address).__name__}")
     return _convert_all(
-        _path("directory", directory),
-        _path("output_dir", output_dir),
-        _options(options),
-        jobs=_jobs("jobs", jobs),
-        prefix=prefix,
-        allow_mismatch=_bool("allow_mismatch", allow_mismatch),
-        on_rank_done=_callable("on_rank_done", on_rank_done),
-        ray_address=ray_address,
-        step=step,
+        _args.path("directory", directory),
+        _args.path("output_dir", output_dir),
+        _args.instance("options", options, ConvertOptions, ConvertOptions),
+        jobs=_args.jobs("jobs", jobs),
+        prefix=_args.text("prefix", prefix),
+        allow_mismatch=_args.flag("allow_mismatch", allow_mismatch),
+        on_rank_done=_args.function("on_rank_done", on_rank_done),
+        ray_address=_args.text("ray_address", ray_address),
+        step=_args.whole("step", step, 0),
     )
 
 
 def write_comm_groups(device_traces: Sequence[PathArg], output_path: PathArg) -> CommGroups:
     """Write ASTRA-sim's communicator group file for a job from its ranks' Kineto traces."""
-    return commgroups.write_for_job(_paths("device_traces", device_traces), _path("output_path", output_path))
+    return commgroups.write_for_job(_args.paths("device_traces", device_traces), _args.path("output_path", output_path))
 
 
 def repair(input_path: PathArg, output_path: PathArg) -> RepairResult:
     """Keep the last complete JSON object of a file that holds several (``.gz`` output is gzipped)."""
-    return _repair(_path("input_path", input_path), _path("output_path", output_path))
+    return _repair(_args.path("input_path", input_path), _args.path("output_path", output_path))
 
 
 def check(paths: PathArg | Sequence[PathArg], comm_groups: PathArg | None = None) -> CheckReport:
@@ -307,8 +298,8 @@ def check(paths: PathArg | Sequence[PathArg], comm_groups: PathArg | None = None
     check them, with the communicator groups of ``comm_groups`` (``{"<id>": [ranks]}``), against
     ASTRA-sim. Without ``comm_groups``, files of one prefix use that job's group file if there is
     one (``PREFIX.comm_group.json``, else ``comm_group.json`` beside them): ``report.comm_group_path``."""
-    files = _paths("paths", paths)
-    given = _path("comm_groups", comm_groups, optional=True)
+    files = _args.paths("paths", paths)
+    given = _args.path("comm_groups", comm_groups, optional=True)
     traces = [read_et(path) for path in files]
     group_path = given if given is not None else _job_comm_groups(files)
     report = _check(
@@ -348,18 +339,24 @@ def scale(
     ``progress("ranks", done, ranks)`` is called after each rank written. ``compact`` writes
     every rank compacted (see ``compact``). ``ranks`` None: the job's own size, as its rank 0
     records it (``world_size``, written by a conversion with ``astra_sim`` of traces that hold it)."""
-    return _scale(os.fspath(in_prefix), os.fspath(out_prefix), ranks, progress=progress, compact=compact)
+    return _scale(
+        _args.path("in_prefix", in_prefix),
+        _args.path("out_prefix", out_prefix),
+        _args.whole("ranks", ranks, 1, _args.MAX_RANKS),
+        progress=_args.function("progress", progress),
+        compact=_args.flag("compact", compact),
+    )
 
 
 def comm_group_path(prefix: PathArg) -> str:
     """Where the communicator group file of the job ``PREFIX.<rank>.et`` goes: ``PREFIX.comm_group.json``."""
-    return commgroups.path_for(prefix)
+    return commgroups.path_for(_args.path("prefix", prefix))
 
 
 def find_comm_groups(prefix: PathArg) -> str | None:
     """The communicator group file of the job ``PREFIX.<rank>.et``: ``PREFIX.comm_group.json``, else the
     old ``comm_group.json`` in the same folder, else None."""
-    return commgroups.find(prefix)
+    return commgroups.find(_args.path("prefix", prefix))
 
 
 # -- simulate --
@@ -390,28 +387,39 @@ def simulate(
     ``exact`` always runs the full job. ``result.plan`` says which ran, and why. Without
     ``ranks``, a job with fewer rank files than its recorded size (``world_size``: traced on rank 0
     alone) runs at that size, and a warning says so."""
-    json_target = None if json_output is None else check_output(json_output)
+    job: str = _args.path("prefix", prefix)
+    checked = _simulate_options(options)
+    timeline_path: str | None = _args.path("timeline", timeline, optional=True)
+    json_path: str | None = _args.path("json_output", json_output, optional=True)
+    progress = _args.function("progress", progress)
+    ranks = _args.whole("ranks", ranks, 1, _args.MAX_RANKS)
+    folder: str | None = _args.path("work_dir", work_dir, optional=True)
+    _args.only_with(
+        [
+            ("work_dir", folder is not None),
+            ("compact", _args.flag("compact", compact)),
+            ("exact", _args.flag("exact", exact)),
+        ],
+        "with `ranks` (or in a sweep)",
+        ranks is not None,
+    )
+    json_target = None if json_path is None else check_output(json_path)
     note = None
     if ranks is None:
-        ranks, note = recorded_size(os.fspath(prefix))
+        ranks, note = recorded_size(job)
     if ranks is not None:
         result = _simulate_width(
-            os.fspath(prefix),
+            job,
             ranks,
-            options or SimulateOptions(),
+            checked,
             exact=exact,
             compact=compact,
-            work_dir=None if work_dir is None else os.fspath(work_dir),
-            timeline=None if timeline is None else os.fspath(timeline),
+            work_dir=folder,
+            timeline=timeline_path,
             progress=progress,
         )
     else:
-        result = simulate_prefix(
-            os.fspath(prefix),
-            options or SimulateOptions(),
-            timeline=None if timeline is None else os.fspath(timeline),
-            progress=progress,
-        )
+        result = simulate_prefix(job, checked, timeline=timeline_path, progress=progress)
     if note is not None:
         result = dataclasses.replace(result, warnings=[note, *result.warnings])
     if json_target is not None:
@@ -444,22 +452,55 @@ def simulate_sweep(
     defaults to ``PREFIX.sweep``). ``jobs`` local processes, or the Ray cluster at ``ray``
     ("auto": ``ray.init``'s rule), run the values in parallel; the results are the same. A rank
     count runs on an equivalent reduced job where one is proven (docs/reduced.md), unless ``exact``."""
+    options = _simulate_options(options)
+    key = _args.choice("key", key, SWEEP_KEYS)
+    jobs = _args.whole("jobs", jobs, 1, optional=False)
+    ray = _args.text("ray", ray)
+    _args.only_with(
+        [("exact", _args.flag("exact", exact)), ("compact", _args.flag("compact", compact))],
+        "with `key` 'ranks'",
+        key == "ranks",
+    )
+    _args.only_with([("jobs", jobs != 1)], "for local processes (with `ray` the cluster runs the values)", ray is None)
+    _args.only_with(
+        [("bandwidth", options.bandwidth is not None)],
+        "for one bandwidth (`key` 'bandwidth' sets it)",
+        key != "bandwidth",
+    )
+    roofline = [(name, getattr(options, name) is not None) for name in ("accelerator", "peak_tflops", "mem_bandwidth")]
+    _args.only_with(roofline, "for one roofline (`key` 'accelerator' sets it)", key != "accelerator")
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"values must be a sequence, got {type(values).__name__}")
+    if isinstance(topologies, (str, bytes)) or not hasattr(topologies, "__iter__"):
+        raise TypeError(f"topologies must be a sequence of str, got {type(topologies).__name__}")
     return _sweep(
-        os.fspath(prefix),
+        _args.path("prefix", prefix),
         list(values),
-        list(topologies),
-        options or SimulateOptions(),
-        scale=functools.partial(_scale_point, compact=_bool("compact", compact)),
-        out_prefix=None if out_prefix is None else os.fspath(out_prefix),
-        work_dir=None if work_dir is None else os.fspath(work_dir),
-        on_point=on_point,
-        progress=progress,
+        [_args.text(f"topologies[{k}]", t, optional=False) for k, t in enumerate(topologies)],
+        options,
+        scale=functools.partial(_scale_point, compact=compact),
+        out_prefix=_args.path("out_prefix", out_prefix, optional=True),
+        work_dir=_args.path("work_dir", work_dir, optional=True),
+        on_point=_args.function("on_point", on_point),
+        progress=_args.function("progress", progress),
         scale_capture=compact,
         key=key,
         jobs=jobs,
         ray=ray,
         exact=exact,
     )
+
+
+def _simulate_options(options: Any) -> SimulateOptions:
+    """The options of ``simulate`` and ``simulate_sweep``; a network file is the whole network."""
+    checked = _args.instance("options", options, SimulateOptions, SimulateOptions)
+    if checked.network_config is not None:
+        given = [
+            ("topology", checked.topology != "Ring"),
+            *((name, getattr(checked, name) is not None) for name in ("npus_per_dim", "bandwidth", "latency")),
+        ]
+        _args.only_with(given, "without `network_config` (the whole network)", False)
+    return checked
 
 
 def _scale_point(source: str, target: str, count: int, *, compact: bool) -> ScaleResult:
@@ -485,7 +526,12 @@ def text(
     collectives span groups of NPUs; ``first_dim``: NPUs in the network's first dimension, for
     HYBRID_CUSTOMIZED, default all). Every file is written, or none."""
     return _convert_text(
-        os.fspath(input_path), os.fspath(output_prefix), npus, passes, first_dim=first_dim, progress=progress
+        _args.path("input_path", input_path),
+        _args.path("output_prefix", output_prefix),
+        _args.whole("npus", npus, 1, MAX_TEXT_NPUS, optional=False),
+        _args.whole("passes", passes, 0, MAX_PASSES, optional=False),
+        first_dim=_args.whole("first_dim", first_dim, 1, MAX_TEXT_NPUS),
+        progress=_args.function("progress", progress),
     )
 
 
@@ -494,7 +540,11 @@ def compact(input_path: PathArg, output_path: PathArg, *, progress: Progress | N
     """Write ``input_path`` (a ``.et`` ASTRA-sim runs) compacted into ``output_path`` (the same
     path replaces it): redundant dependencies dropped and runs of compute nodes merged, so that
     ASTRA-sim simulates the same time with fewer nodes (docs/compact.md)."""
-    return _compact_file(os.fspath(input_path), os.fspath(output_path), progress)
+    return _compact_file(
+        _args.path("input_path", input_path),
+        _args.path("output_path", output_path),
+        _args.function("progress", progress),
+    )
 
 
 def compact_ranks(
@@ -502,7 +552,11 @@ def compact_ranks(
 ) -> list[CompactResult]:
     """``compact`` of every rank ``<in_prefix>.<r>.et`` into ``<out_prefix>.<r>.et``, all written
     or none (``on_rank_done`` is called for each once they all are)."""
-    return _compact_ranks(os.fspath(in_prefix), os.fspath(out_prefix), on_rank_done)
+    return _compact_ranks(
+        _args.path("in_prefix", in_prefix),
+        _args.path("out_prefix", out_prefix),
+        _args.function("on_rank_done", on_rank_done),
+    )
 
 
 # -- tools: jsonize, visualize, generate (mlc-chakra's other tools) --
@@ -516,14 +570,24 @@ def jsonize(
     """Write a ``.et`` file as JSON: ``layout`` "document" (one JSON document: globalMetadata and
     a nodes array), "lines" (one object a line) or "chakra" (``chakra_jsonizer``'s exact bytes);
     a large plain file in ``jobs`` processes (default: the CPUs)."""
-    return _jsonize(os.fspath(input_path), os.fspath(output_path), layout, progress, jobs)
+    return _jsonize(
+        _args.path("input_path", input_path),
+        _args.path("output_path", output_path),
+        _args.choice("layout", layout, JSON_LAYOUTS),
+        _args.function("progress", progress),
+        _args.jobs("jobs", jobs),
+    )
 
 
 def generate(
     output_dir: PathArg, options: GenerateOptions | None = None, progress: Progress | None = None
 ) -> GenerateResult:
     """Write ``chakra_generator``'s microbenchmark traces (its bytes) in ``output_dir``."""
-    return _generate(os.fspath(output_dir), options, progress)
+    return _generate(
+        _args.path("output_dir", output_dir),
+        _args.instance("options", options, GenerateOptions, GenerateOptions),
+        _args.function("progress", progress),
+    )
 
 
 def visualize(
@@ -537,7 +601,34 @@ def visualize(
     (``.pdf``/``.svg``, and with ``laid_out`` a ``.dot`` as the reference writes it, through
     graphviz's ``dot`` where it is installed); ``cut`` keeps an id range, the neighbourhood of a
     node, or the collectives and what depends on them."""
-    return _visualize(os.fspath(input_path), os.fspath(output_path), cut, progress, laid_out=laid_out)
+    return _visualize(
+        _args.path("input_path", input_path),
+        _args.path("output_path", output_path),
+        _cut(cut),
+        _args.function("progress", progress),
+        laid_out=_args.flag("laid_out", laid_out),
+    )
+
+
+def _cut(cut: Any) -> GraphCut:
+    """A ``GraphCut`` whose ids are node ids (uint64) and whose depths are the command line's."""
+    checked = _args.instance("cut", cut, GraphCut, GraphCut, called="GraphCut")
+    if checked.ids is not None:
+        low, high = (_args.whole("cut.ids", i, 0, MAX_NODE_ID, optional=False) for i in _pair("cut.ids", checked.ids))
+        if low > high:
+            raise OptionError(f"`ids` {low}:{high}: the first id is above the last")
+    if checked.around is not None:
+        center, depth = _pair("cut.around", checked.around)
+        _args.whole("cut.around", center, 0, MAX_NODE_ID, optional=False)
+        _args.whole("depth", depth, 0, MAX_DEPTH, optional=False)
+    _args.whole("depth", checked.collectives, 0, MAX_DEPTH)
+    return checked
+
+
+def _pair(name: str, value: Any) -> tuple[Any, Any]:
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise TypeError(f"{name} must be a pair (a tuple of two ints), got {value!r}")
+    return value[0], value[1]
 
 
 # -- roofline --
@@ -550,65 +641,7 @@ def roofline_cost(
     return op_cost(name, in_shapes, in_types, out_shapes, out_types)
 
 
-# -- argument checks --
-# Every entry point checks its arguments: a wrong type is a TypeError naming the argument, a bad
-# value a ValueError (or the package's error), the same values the command line refuses.
-def _path(name: str, value: Any, *, optional: bool = False) -> Any:
-    if value is None and optional:
-        return None
-    if isinstance(value, (str, os.PathLike)):
-        path = os.fspath(value)
-        if isinstance(path, str):
-            return path
-    raise TypeError(f"{name} must be a path (str or os.PathLike[str]), got {type(value).__name__}")
-
-
-def _paths(name: str, value: Any) -> list[str]:
-    """A list of paths; one path alone (a str is not taken letter by letter) is a list of one."""
-    if isinstance(value, (str, os.PathLike)):
-        return [_path(name, value)]
-    if isinstance(value, (bytes, dict)) or not hasattr(value, "__iter__"):
-        raise TypeError(f"{name} must be a path or a list of paths, got {type(value).__name__}")
-    paths = [_path(f"{name}[{k}]", item) for k, item in enumerate(value)]
-    if not paths:
-        raise OptionError(f"{name}: no file given")
-    return paths
-
-
-def _options(value: Any) -> ConvertOptions:
-    if value is None:
-        return ConvertOptions()
-    if not isinstance(value, ConvertOptions):
-        raise TypeError(f"options must be a ConvertOptions or None, got {type(value).__name__}")
-    return value
-
-
-def _int(name: str, value: Any) -> Any:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-        raise TypeError(f"{name} must be an int or None, got {type(value).__name__}")
-    return value
-
-
-def _jobs(name: str, value: Any) -> Any:
-    _int(name, value)
-    if value is not None and value < 1:
-        raise OptionError(f"{name} must be at least 1 (or None: one per CPU), got {value}")
-    return value
-
-
 def _steps(name: str, value: Any) -> StepChoice:
     if value is None or value == ALL_STEPS or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
         return value  # type: ignore[no-any-return]
     raise TypeError(f"{name} must be None, a step number or {ALL_STEPS!r}, got {value!r}")
-
-
-def _bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    return value
-
-
-def _callable(name: str, value: Any) -> Any:
-    if value is not None and not callable(value):
-        raise TypeError(f"{name} must be callable or None, got {type(value).__name__}")
-    return value

@@ -20,7 +20,7 @@ import pytest
 
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.cli.numbers import quantity, whole
-from chakra_convert_fast.converter.errors import ConverterError
+from chakra_convert_fast.converter.errors import ConverterError, OptionError
 
 from .clirun import CLI, ERROR_PREFIX, assert_one_error, run_cli
 from .linkcases import edge_case_pair
@@ -348,10 +348,10 @@ loose_api: Any = api
         (lambda p: loose_api.convert(p / "in.json", p / "o.et", options="fast"), TypeError, "options must be"),
         (lambda p: loose_api.convert(p / "in.json", p / "o.et", progress=3), TypeError, "progress must be callable"),
         (lambda p: loose_api.convert(b"in.json", p / "o.et"), TypeError, "input_path must be a path"),
-        (lambda p: loose_api.ConvertOptions(jobs=0), ValueError, "jobs must be at least 1"),
+        (lambda p: loose_api.ConvertOptions(jobs=0), OptionError, "`jobs` 0: must be from 1 to 4,096"),
         (lambda p: loose_api.ConvertOptions(simulate="yes"), TypeError, "simulate must be a bool"),
         (lambda p: loose_api.ConvertOptions(rank=True), TypeError, "rank must be an int"),
-        (lambda p: loose_api.convert_all(p, p / "out", jobs=0), ValueError, "jobs must be at least 1"),
+        (lambda p: loose_api.convert_all(p, p / "out", jobs=0), OptionError, "`jobs` 0: must be from 1 to 4,096"),
         (lambda p: loose_api.convert_all(p, p / "out", prefix=7), TypeError, "prefix must be a str or None"),
         (lambda p: loose_api.convert_pair(p / "h", p / "d", p / "o", rank="0"), TypeError, "rank must be an int"),
         (

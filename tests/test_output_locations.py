@@ -197,22 +197,22 @@ def job(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("make", "options", "expected"),
+    ("make", "options", "expected", "status"),
     [
-        (lambda tmp: tmp / "a-file", [], "exists and is not a directory"),
-        (lambda tmp: tmp / "out", ["--prefix", "a/b"], "must be a plain file name"),
-        (lambda tmp: tmp / "out", ["--prefix", ""], "must be a plain file name"),
-        (lambda tmp: "", [], "the output directory path is empty"),
+        (lambda tmp: tmp / "a-file", [], "exists and is not a directory", 1),
+        (lambda tmp: tmp / "out", ["--prefix", "a/b"], "--prefix 'a/b': must be a plain file name", 2),
+        (lambda tmp: tmp / "out", ["--prefix", ""], "must be a plain file name", 2),
+        (lambda tmp: "", [], "the output directory path is empty", 1),
     ],
     ids=["OUTDIR is a file", "prefix with a slash", "empty prefix", "empty OUTDIR"],
 )
 def test_convert_all_output_directory(
-    make: Callable[[Path], Path | str], options: list[str], expected: str, job: Path, tmp_path: Path
+    make: Callable[[Path], Path | str], options: list[str], expected: str, status: int, job: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "a-file").write_text("keep me")
     before = listing(tmp_path)
     done = run_cli("convert-all", job, make(tmp_path), *options)
-    assert_one_error(done, expected)
+    assert_one_error(done, expected, status=status)
     assert listing(tmp_path) == before and (tmp_path / "a-file").read_text() == "keep me"
 
 

@@ -347,7 +347,7 @@ def test_target_accelerator_needs_roofline(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "--target accelerator needs --roofline" in done.stderr
     assert not (tmp_path / "x.et").exists()
-    with pytest.raises(ValueError, match="needs roofline"):
+    with pytest.raises(ValueError, match="`target` accelerator needs `roofline`"):
         ConvertOptions(target="accelerator")
     done = run_cli(
         "convert",
@@ -371,9 +371,9 @@ def test_host_time_needs_the_accelerator_target(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "--host-time captured needs --target accelerator" in done.stderr
     assert not (tmp_path / "x.et").exists()
-    with pytest.raises(ValueError, match="host_time 'captured' needs target 'accelerator'"):
+    with pytest.raises(ValueError, match="`host_time` captured needs `target` accelerator"):
         ConvertOptions(roofline=True, host_time="captured")
-    with pytest.raises(ValueError, match="host_time must be one of none, captured"):
+    with pytest.raises(ValueError, match="`host_time` .measured.: one of none, captured"):
         ConvertOptions(roofline=True, target="accelerator", host_time="measured")
     done = run_cli(
         "convert",

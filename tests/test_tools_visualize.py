@@ -167,7 +167,8 @@ def test_pdf_and_svg_need_dot(tricky_et: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "g.pdf").exists()
     done = _run_with_path(env_path, "visualize", tricky_et, tmp_path / "g.dot", "--laid-out")
     assert_one_error(done, "a laid-out .dot needs graphviz's dot")
-    assert_one_error(run_cli("visualize", tricky_et, tmp_path / "g.graphml", "--laid-out"), "for .dot outputs")
+    done = run_cli("visualize", tricky_et, tmp_path / "g.graphml", "--laid-out")
+    assert_one_error(done, "--laid-out is for .dot outputs", status=2)
 
 
 @pytest.mark.filterwarnings("ignore::graphviz.DotSyntaxWarning")
@@ -204,7 +205,8 @@ def _run_with_path(path: str, *args: str | Path) -> Done:
 
 def test_bad_input_and_options(tricky_et: Path, tmp_path: Path) -> None:
     assert_one_error(run_cli("visualize", tricky_et, tmp_path / "g.png"), "unknown graph format 'png'")
-    assert_one_error(run_cli("visualize", tricky_et, tmp_path / "g.dot", "--around", "5000"), "no node has id 5000")
+    done = run_cli("visualize", tricky_et, tmp_path / "g.dot", "--around", "5000")
+    assert_one_error(done, "no node has id 5000 (--around)", status=2)
     (tmp_path / "cut.et").write_bytes(tricky_et.read_bytes()[:-3])
     assert_one_error(run_cli("visualize", tmp_path / "cut.et", tmp_path / "g.dot"), "truncated")
     done = run_cli("visualize", tricky_et, tmp_path / "g.dot", "--ids", "9:2")

@@ -192,14 +192,8 @@ def positive(text: str) -> int:
 
 
 def conversion_options(args: argparse.Namespace) -> api.ConvertOptions:
-    if args.target == "accelerator" and not args.roofline:
-        args.usage_error(
-            "--target accelerator needs --roofline (an accelerator op without num_ops and tensor_size stops ASTRA-sim)"
-        )
-    if args.host_time == "captured" and args.target != "accelerator":
-        args.usage_error(
-            "--host-time captured needs --target accelerator (with the captured target every node keeps its duration)"
-        )
+    """The conversion options as the API takes them; ``ConvertOptions`` checks them (the
+    command line has no checks of its own: an ``OptionError`` is its usage error)."""
     return api.ConvertOptions(
         simulate=args.simulate,
         break_cycles=args.break_cycles,

@@ -20,14 +20,13 @@ import math
 import re
 from collections.abc import Callable
 
+from ..arguments import MAX_JOBS as MAX_JOBS  # the API's bounds, which the options state
+from ..tools.visualize import MAX_NODE_ID as MAX_NODE_ID
+
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _REAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 #: Digits enough for any range this module states; a longer number is out of range unread.
 _MAX_DIGITS = 400
-#: The most processes a command runs at once (``--jobs``).
-MAX_JOBS = 4096
-#: The largest node id (``uint64``).
-MAX_NODE_ID = (1 << 64) - 1
 
 
 def whole(low: int, high: int) -> Callable[[str], int]:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .. import api
+from ..tools.visualize import MAX_DEPTH
 from .common import PROG, add_output_options, subcommand
 from .jsonize import paths
 from .numbers import MAX_NODE_ID, whole
@@ -66,7 +67,7 @@ def add(commands: Any) -> None:
 
 
 _node_id = whole(0, MAX_NODE_ID)
-_depth = whole(0, 1 << 20)
+_depth = whole(0, MAX_DEPTH)
 
 
 def _id_range(text: str) -> tuple[int, int]:

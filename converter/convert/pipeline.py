@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
+from .. import arguments
 from .._types import Progress
 from ..compact.rewrite import CompactResult, compact_temporary
-from ..errors import CycleReport, CyclicDependencyError
+from ..errors import CycleReport, CyclicDependencyError, OptionError
 from ..et.encode import WORLD_SIZE
 from ..gcpause import gc_paused
 from ..io.output import OutputTarget, atomic_output, check_output
@@ -68,32 +69,24 @@ class ConvertOptions:
     world_size: int | None = None  # the job's ranks, recorded in the .et with astra_sim
 
     def __post_init__(self) -> None:
-        """The values the command line accepts, no others: a wrong type is a ``TypeError``, a
-        value out of range a ``ValueError``, each naming the option."""
+        """The values the command line accepts, no others (``arguments``): a wrong type is a
+        ``TypeError``, a value that cannot apply an ``OptionError``, each naming the field."""
         for name in ("simulate", "break_cycles", "allow_missing_parents", "astra_sim", "compact", "roofline"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"ConvertOptions.{name} must be a bool, got {type(getattr(self, name)).__name__}")
-        for name in ("rank", "jobs", "world_size"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise TypeError(f"ConvertOptions.{name} must be an int or None, got {type(value).__name__}")
-        if self.world_size is not None and self.world_size < 1:
-            raise ValueError(f"ConvertOptions.world_size must be at least 1 (or None), got {self.world_size}")
-        if self.jobs is not None and self.jobs < 1:
-            raise ValueError(f"ConvertOptions.jobs must be at least 1 (or None: one per CPU), got {self.jobs}")
-        if self.target not in TARGETS:
-            raise ValueError(f"ConvertOptions.target must be one of {', '.join(TARGETS)}, got {self.target!r}")
+            arguments.flag(f"ConvertOptions.{name}", getattr(self, name))
+        arguments.rank("rank", self.rank)
+        arguments.jobs("jobs", self.jobs)
+        arguments.whole("world_size", self.world_size, 1, arguments.MAX_RANKS)
+        arguments.choice("target", self.target, TARGETS)
+        arguments.choice("host_time", self.host_time, HOST_TIMES)
         if self.target == "accelerator" and not self.roofline:
-            raise ValueError(
-                "ConvertOptions.target 'accelerator' needs roofline: an accelerator op without num_ops "
-                "and tensor_size stops ASTRA-sim"
+            raise OptionError(
+                "`target` accelerator needs `roofline`: an accelerator op without num_ops and tensor_size "
+                "stops ASTRA-sim"
             )
-        if self.host_time not in HOST_TIMES:
-            raise ValueError(f"ConvertOptions.host_time must be one of {', '.join(HOST_TIMES)}, got {self.host_time!r}")
         if self.host_time == "captured" and self.target != "accelerator":
-            raise ValueError(
-                "ConvertOptions.host_time 'captured' needs target 'accelerator' (with the captured "
-                "target every node keeps its duration)"
+            raise OptionError(
+                "`host_time` captured needs `target` accelerator (with the captured target every node keeps its "
+                "duration)"
             )
         if self.compact and not self.astra_sim:  # compact implies astra_sim
             object.__setattr__(self, "astra_sim", True)

@@ -20,7 +20,7 @@ from contextlib import closing, suppress
 from dataclasses import dataclass, field, replace
 
 from ..convert.pipeline import ConversionResult, ConvertOptions, convert_file
-from ..errors import ConverterError
+from ..errors import ConverterError, OptionError
 from ..io.output import OutputTarget, check_output, output_directory
 from ..io.outputset import OutputSet
 from ..io.read import same_file
@@ -95,7 +95,7 @@ def convert_all(
     created = output_directory(output_dir)
     try:
         if step is not None and (found.hosts or not found.devices):
-            raise ConverterError(f"{directory}: a step is for a job of Kineto traces alone (this one has host traces)")
+            raise OptionError(f"{directory}: `step` is for a job of Kineto traces alone (this one has host traces)")
         result = _convert_all(found, output_dir, options, jobs, prefix, allow_mismatch, on_rank_done, ray_address, step)
     finally:
         if created:
@@ -164,7 +164,7 @@ def uses_file(path: str, directory: str, output_dir: str, prefix: str | None) ->
 
 def _check_prefix(prefix: str) -> None:
     if not prefix or prefix in (".", "..") or any(s and s in prefix for s in (os.sep, os.altsep, "\0")):
-        raise ConverterError(f"output prefix {prefix!r}: must be a plain file name (not empty, no '/')")
+        raise OptionError(f"`prefix` {prefix!r}: must be a plain file name (not empty, no '/')")
 
 
 def _run(

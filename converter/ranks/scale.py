@@ -37,6 +37,7 @@ from datetime import datetime
 from typing import Any
 
 from .._types import Progress
+from ..arguments import MAX_RANKS as MAX_RANKS
 from ..compact.rewrite import compacted_copy
 from ..errors import ConverterError, OptionError, OutputError, TraceContentError, TraceFormatError
 from ..et import wire
@@ -50,7 +51,6 @@ from ..schema.chakra import CollectiveCommType, NodeType
 from . import commgroups, discover, layoutscale
 from .jobsize import et_world_size
 
-MAX_RANKS = 1 << 20
 _PG_NAME = wire.attr_name("pg_name")
 _P2P = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE})
 

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 
 from .._types import Progress
-from ..errors import ConverterError, OptionError, OutputError, TraceContentError
+from ..errors import OptionError, OutputError, TraceContentError
 from ..et import wire
 from ..io.output import OutputTarget, check_output
 from ..io.outputset import OutputSet
@@ -59,9 +59,9 @@ def convert_text(
     """Write ``prefix.<npu>.et`` for ``npus`` NPUs and ``passes`` training passes of the workload."""
     started = time.perf_counter()
     if not 1 <= npus <= MAX_NPUS:
-        raise ConverterError(f"the number of NPUs must be from 1 to {MAX_NPUS:,}, got {npus}")
+        raise OptionError(f"`npus` {npus}: must be from 1 to {MAX_NPUS:,}")
     if not 0 <= passes <= MAX_PASSES:
-        raise ConverterError(f"the number of passes must be from 0 to {MAX_PASSES:,}, got {passes}")
+        raise OptionError(f"`passes` {passes}: must be from 0 to {MAX_PASSES:,}")
     check_input(input_path)
     workload = read_workload(input_path)
     groups = _groups(workload, npus, first_dim)

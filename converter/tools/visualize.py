@@ -30,7 +30,7 @@ from typing import IO
 
 from .._types import Progress
 from ..children import run_child
-from ..errors import ConverterError, OutputError
+from ..errors import ConverterError, OptionError, OutputError
 from ..et.records import EtRecords, NodeRecord
 from ..io.output import OutputTarget, atomic_output, check_output
 from ..io.read import check_input
@@ -51,6 +51,11 @@ class Cut:
     @property
     def whole(self) -> bool:
         return self.ids is None and self.around is None and self.collectives is None
+
+
+#: The largest node id (``uint64``), and the deepest neighbourhood a cut draws.
+MAX_NODE_ID = (1 << 64) - 1
+MAX_DEPTH = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +145,7 @@ def _selection(path: str, cut: Cut, progress: Progress | None) -> set[int] | Non
     if cut.around is not None:
         center, depth = cut.around
         if center not in ids:  # a linear search in C over the array: no set of every id
-            raise ConverterError(f"{path}: no node has id {center}")
+            raise OptionError(f"{path}: no node has id {center} (`around`)")
         return _expand(ids, starts, deps, {center}, depth, upstream=True)
     seeds = {ids[row] for row in range(len(ids)) if types[row] in COMM_NODE_TYPES}
     return _expand(ids, starts, deps, seeds, cut.collectives or 0, upstream=False)
@@ -224,8 +229,8 @@ def visualize(
     if fmt not in FORMATS:
         raise OutputError(output_path, f"unknown graph format {fmt!r}: one of {', '.join(FORMATS)}")
     if laid_out and fmt != "dot":
-        raise ConverterError(
-            f"laying out is for .dot outputs (.{fmt} is {'always' if fmt != 'graphml' else 'never'} laid out)"
+        raise OptionError(
+            f"`laid_out` is for .dot outputs (.{fmt} is {'always' if fmt != 'graphml' else 'never'} laid out)"
         )
     dot = None
     if fmt in ("pdf", "svg") or laid_out:
