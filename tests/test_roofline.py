@@ -373,7 +373,7 @@ def test_host_time_needs_the_accelerator_target(tmp_path: Path) -> None:
     assert not (tmp_path / "x.et").exists()
     with pytest.raises(ValueError, match="`host_time` captured needs `target` accelerator"):
         ConvertOptions(roofline=True, host_time="captured")
-    with pytest.raises(ValueError, match="`host_time` .measured.: one of none, captured"):
+    with pytest.raises(ValueError, match=r"`host_time` .measured.: one of none, captured"):
         ConvertOptions(roofline=True, target="accelerator", host_time="measured")
     done = run_cli(
         "convert",
