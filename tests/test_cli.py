@@ -79,3 +79,23 @@ def test_api_result_counts(tmp_path: Path) -> None:
     assert result.comm_nodes == sum(n.type == pb.COMM_COLL_NODE for n in nodes) == 21
     assert result.data_deps == sum(len(n.data_deps) for n in nodes)
     assert result.nodes_read == 16_780 and result.dangling_removed == 1
+
+
+def test_every_command_declares_its_outputs() -> None:
+    """``main`` reads what a command writes from the command's own declaration (``Outputs``), never
+    from its name: the options it declares exist on its parser."""
+    import argparse
+    import inspect
+
+    from chakra_convert_fast.converter.cli import main as cli_main
+    from chakra_convert_fast.converter.cli.common import Outputs
+
+    parser = cli_main.build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(subparsers.choices) == set(cli_main.COMMANDS)
+    for name, sub in subparsers.choices.items():
+        outputs = sub.get_default("outputs")
+        assert isinstance(outputs, Outputs), name
+        dests = {action.dest for action in sub._actions}
+        assert set(outputs.files) <= dests, (name, set(outputs.files) - dests)
+    assert "args.command" not in inspect.getsource(cli_main)

@@ -10,6 +10,7 @@ from .. import api
 from .common import (
     PROG,
     add_output_options,
+    declare,
     subcommand,
 )
 from .report import Reporter, write_stdout
@@ -40,6 +41,7 @@ def _add_check(commands: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     add_output_options(parser)
     parser.set_defaults(run=_run_check)
+    declare(parser, ("files", "comm_groups"))  # its --json is a flag: the report on stdout
 
 
 def _run_check(args: argparse.Namespace, reporter: Reporter) -> int:

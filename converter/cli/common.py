@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .. import api
+from ..io.read import same_file
 from ..ranks.scale import MAX_RANKS
 from .numbers import MAX_JOBS, whole
 
@@ -23,6 +26,50 @@ def version() -> str:
 
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _no_commit(args: argparse.Namespace) -> int:
+    return 0
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What a command reads and writes, as ``main`` needs it; each command declares its own
+    (``parser.set_defaults(outputs=Outputs(...))``), so ``main`` never branches on a command's name.
+
+    ``files``: the options that name its files, inputs and outputs (the log file must be none of
+    them; a value "-" is stdout). ``uses_file(path, args)``: whether ``path`` is a file the
+    command finds for itself (a job's rank files), ``used_as`` saying what it is. ``commits(args)``:
+    how many outputs it commits, its last commit and its report being one step that signals wait
+    for; 0 where work follows the last commit (``--simulate``), which a signal must still stop."""
+
+    files: tuple[str, ...] = ()
+    uses_file: Callable[[str, argparse.Namespace], bool] | None = None
+    used_as: str = "an output of this command"
+    commits: Callable[[argparse.Namespace], int] = _no_commit
+
+    def conflict(self, args: argparse.Namespace, log: str) -> str | None:
+        """The file of the command that the log file ``log`` would be, if any."""
+        named: list[object] = []
+        for option in self.files:
+            value = getattr(args, option, None)
+            named.extend(value if isinstance(value, list) else [value])
+        for name in (n for n in named if isinstance(n, str) and n and n != "-"):
+            if same_file(name, log):
+                return name
+        if self.uses_file is not None and self.uses_file(log, args):
+            return self.used_as
+        return None
+
+
+def committed_once(args: argparse.Namespace) -> int:
+    """One output committed at the end, unless ``--simulate`` runs after it."""
+    return 0 if getattr(args, "simulate", False) else 1
+
+
+def declare(parser: argparse.ArgumentParser, files: Sequence[str], **outputs: Any) -> None:
+    """Set the command's ``Outputs`` (``files`` and the fields in ``outputs``) on ``parser``."""
+    parser.set_defaults(outputs=Outputs(files=tuple(files), **outputs))
 
 
 def subcommand(commands: Any, name: str, summary: str, examples: str) -> argparse.ArgumentParser:

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from .. import api
-from .common import PROG, add_output_options, subcommand
+from .common import PROG, add_output_options, declare, subcommand
 from .report import ProgressBars, Reporter
 
 COMMANDS = ("compact",)
@@ -30,6 +30,7 @@ def add(commands: Any) -> None:
     )
     add_output_options(parser)
     parser.set_defaults(run=_run_compact)
+    declare(parser, ("input", "output"))
 
 
 def _run_compact(args: argparse.Namespace, reporter: Reporter) -> int:

@@ -13,7 +13,9 @@ from .common import (
     add_jobs_option,
     add_output_options,
     add_pair_options,
+    committed_once,
     conversion_options,
+    declare,
     pair_steps,
     subcommand,
 )
@@ -64,6 +66,7 @@ def _add_convert(commands: Any) -> None:
     add_conversion_options(parser)
     add_output_options(parser)
     parser.set_defaults(run=_run_convert)
+    declare(parser, ("paths", "host", "device", "keep_merged"), commits=_commits)
 
 
 def _add_reference_form(commands: Any) -> None:
@@ -79,6 +82,12 @@ def _add_reference_form(commands: Any) -> None:
     add_conversion_options(parser)
     add_output_options(parser)
     parser.set_defaults(run=_run_reference_form)
+    declare(parser, ("input", "output"), commits=committed_once)
+
+
+def _commits(args: argparse.Namespace) -> int:
+    """The merged trace (``--keep-merged``) and the .et, unless ``--simulate`` runs after them."""
+    return 0 if args.simulate else 2 if args.keep_merged else 1
 
 
 def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:

@@ -6,11 +6,14 @@ import argparse
 from typing import Any
 
 from .. import api
+from ..ranks.convert_all import uses_file
 from .common import (
     PROG,
     add_conversion_options,
     add_output_options,
+    committed_once,
     conversion_options,
+    declare,
     subcommand,
 )
 from .numbers import MAX_JOBS, whole
@@ -70,6 +73,13 @@ def _add_convert_all(commands: Any) -> None:
     add_conversion_options(parser)
     add_output_options(parser)
     parser.set_defaults(run=_run_convert_all)
+    declare(
+        parser,
+        (),
+        uses_file=lambda path, args: uses_file(path, args.directory, args.outdir, args.prefix),
+        used_as="a trace or an output of convert-all",
+        commits=committed_once,
+    )
 
 
 def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:

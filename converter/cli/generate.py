@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import api
 from ..tools.generate import INT64_MAX, INT64_MIN, MAX_NPUS, UINT64_MAX
-from .common import PROG, add_output_options, subcommand
+from .common import PROG, add_output_options, declare, subcommand
 from .numbers import whole
 from .report import ProgressBars, Reporter
 
@@ -47,6 +47,7 @@ def add(commands: Any) -> None:
         )
     add_output_options(parser)
     parser.set_defaults(run=_run)
+    declare(parser, ())  # its files are its own, in a new folder
 
 
 def _run(args: argparse.Namespace, reporter: Reporter) -> int:

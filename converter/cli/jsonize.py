@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .. import api
-from .common import PROG, add_output_options, subcommand
+from .common import PROG, add_output_options, declare, subcommand
 from .numbers import MAX_JOBS, whole
 from .report import ProgressBars, Reporter
 
@@ -52,6 +52,7 @@ def add(commands: Any) -> None:
     )
     add_output_options(parser)
     parser.set_defaults(run=_run)
+    declare(parser, ("input", "input_option", "output", "output_option"))
 
 
 def paths(args: argparse.Namespace, what: str) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from .common import (
     PROG,
     add_output_options,
     add_pair_options,
+    declare,
     pair_steps,
     subcommand,
 )
@@ -35,6 +36,7 @@ def _add_link(commands: Any) -> None:
     add_pair_options(parser, required=True)
     add_output_options(parser)
     parser.set_defaults(run=_run_link)
+    declare(parser, ("host", "device", "output", "output_file"), commits=lambda args: 1)
 
 
 def _run_link(args: argparse.Namespace, reporter: Reporter) -> int:

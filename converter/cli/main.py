@@ -1,5 +1,6 @@
-"""``main``: the grammar of every command (each command module adds its own subcommand), the
-default command, the log file's checks, and how a command ends (status and one line on errors)."""
+"""``main``: the grammar of every command (each command module adds its own subcommand and
+declares its files, ``common.Outputs``), the default command, and how a command ends (status and
+one line on errors)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,10 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 
 from ..errors import ConverterError, OptionError, shown
-from ..io.read import same_file
 from ..lifecycle import committed_outputs, forget_committed, hold_signals_after_commit, release_held_signals
-from ..ranks.convert_all import uses_file as convert_all_uses
 from ..ranks.onray import ended_by_signal as ray_run_ended_by_signal
-from ..ranks.scale import uses_file as scale_uses
 from . import check, compact, convert, convert_all, generate, jsonize, link, repair, scale, simulate, text, visualize
-from .common import PROG, version
+from .common import PROG, Outputs, version
 from .report import Reporter, describe_failure, flags_of, flush_stdout, standard_streams
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
@@ -102,8 +100,9 @@ def _main(argv: Sequence[str] | None) -> int:
         run: Callable[[argparse.Namespace, Reporter], int] = args.run
         reporter = Reporter(args.log_level or ("WARNING" if args.quiet else "INFO"))
         reporter.flags = flags_of(parser, args.command)
-        reporter.open_log(args.log_filename, _log_conflict(args, args.log_filename))
-        hold_signals_after_commit(_commits(args))
+        outputs: Outputs = args.outputs  # what the command declared (common.Outputs)
+        reporter.open_log(args.log_filename, outputs.conflict(args, args.log_filename) if args.log_filename else None)
+        hold_signals_after_commit(outputs.commits(args))
         status = run(args, reporter)
         flush_stdout()
         return status
@@ -132,17 +131,6 @@ def _status(exc: ConverterError) -> int:
     return 2 if isinstance(exc, OptionError) else 1
 
 
-def _commits(args: argparse.Namespace) -> int:
-    """How many outputs the command commits (its last commit and its report are one step); 0
-    where work follows the last commit (``--simulate``), which a signal must still be able to
-    stop: it then says the output was written."""
-    if getattr(args, "simulate", False):
-        return 0
-    if args.command in ("convert", "PyTorch"):
-        return 2 if getattr(args, "keep_merged", None) else 1
-    return 1 if args.command in ("link", "repair", "convert-all") else 0
-
-
 def _interrupted(reporter: Reporter | None, what: str, status: int) -> int:
     """A signal ended the command: say what was written before it (nothing, mostly)."""
     written = committed_outputs()
@@ -159,38 +147,3 @@ def _fail(reporter: Reporter | None, message: str, status: int) -> int:
     else:
         reporter.error(message)
     return status
-
-
-def _log_conflict(args: argparse.Namespace, log: str | None) -> str | None:
-    """The file of the command that the log file would be (it must be none of them), if any."""
-    if not log:
-        return None
-    named = [
-        getattr(args, a, None)
-        for a in (
-            "input",
-            "output",
-            "output_file",
-            "host",
-            "device",
-            "keep_merged",
-            "comm_groups",
-            "timeline",
-            "input_option",
-            "output_option",
-        )
-    ]
-    json_output = getattr(args, "json", None)  # simulate --json FILE (check's --json is a flag)
-    if isinstance(json_output, str) and json_output != "-":
-        named.append(json_output)
-    for name in [str(n) for n in [*named, *getattr(args, "paths", []), *getattr(args, "files", [])] if n]:
-        if same_file(name, log):
-            return name
-    if args.command == "convert-all" and convert_all_uses(log, args.directory, args.outdir, args.prefix):
-        return "a trace or an output of convert-all"
-    if args.command == "scale" and scale_uses(log, args.in_prefix, args.out_prefix):
-        return "a rank or group file of scale"
-    uses = getattr(args, "uses_file", None)
-    if uses is not None and uses(log, args):
-        return "an output of this command"
-    return None

@@ -10,6 +10,7 @@ from .. import api
 from .common import (
     PROG,
     add_output_options,
+    declare,
     subcommand,
 )
 from .report import Reporter
@@ -33,6 +34,7 @@ def _add_repair(commands: Any) -> None:
     parser.add_argument("output", metavar="OUTPUT", help="repaired trace (.gz: gzipped)")
     add_output_options(parser)
     parser.set_defaults(run=_run_repair)
+    declare(parser, ("input", "output"), commits=lambda args: 1)
 
 
 def _run_repair(args: argparse.Namespace, reporter: Reporter) -> int:

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from .. import api
-from ..ranks.scale import MAX_RANKS
-from .common import PROG, add_output_options, subcommand
+from ..ranks.scale import MAX_RANKS, uses_file
+from .common import PROG, add_output_options, declare, subcommand
 from .numbers import whole
 from .report import ProgressBars, Reporter
 
@@ -54,6 +54,12 @@ def add(commands: Any) -> None:
     )
     add_output_options(parser)
     parser.set_defaults(run=_run_scale)
+    declare(
+        parser,
+        (),
+        uses_file=lambda path, args: uses_file(path, args.in_prefix, args.out_prefix),
+        used_as="a rank or group file of scale",
+    )
 
 
 def _run_scale(args: argparse.Namespace, reporter: Reporter) -> int:

@@ -15,7 +15,7 @@ from tqdm import tqdm
 from .. import api
 from ..errors import ConverterError
 from ..simulate.sweep import parse as parse_sweep
-from .common import PROG, add_output_options, positive, subcommand
+from .common import PROG, add_output_options, declare, positive, subcommand
 from .report import Reporter
 
 COMMANDS = ("simulate",)
@@ -183,6 +183,7 @@ def add(commands: Any) -> None:
     )
     add_output_options(parser)
     parser.set_defaults(run=_run)
+    declare(parser, ("comm_groups", "json", "timeline"))
 
 
 def _options(args: argparse.Namespace, topology: str) -> api.SimulateOptions:

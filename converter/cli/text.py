@@ -8,7 +8,7 @@ from typing import Any
 from .. import api
 from ..text.convert import MAX_NPUS, MAX_PASSES
 from ..text.convert import uses_file as text_uses
-from .common import PROG, add_output_options, subcommand
+from .common import PROG, add_output_options, declare, subcommand
 from .numbers import whole
 from .report import ProgressBars, Reporter
 
@@ -68,7 +68,7 @@ def add(commands: Any) -> None:
     add_output_options(reference)
     reference.set_defaults(run=_run)
     for one in (parser, reference):
-        one.set_defaults(uses_file=lambda path, args: text_uses(path, args.output, args.npus))
+        declare(one, ("input", "output"), uses_file=lambda path, args: text_uses(path, args.output, args.npus))
 
 
 def _add_first_dim(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import api
 from ..tools.visualize import MAX_DEPTH
-from .common import PROG, add_output_options, subcommand
+from .common import PROG, add_output_options, declare, subcommand
 from .jsonize import paths
 from .numbers import MAX_NODE_ID, whole
 from .report import ProgressBars, Reporter
@@ -64,6 +64,7 @@ def add(commands: Any) -> None:
     )
     add_output_options(parser)
     parser.set_defaults(run=_run)
+    declare(parser, ("input", "input_option", "output", "output_option"))
 
 
 _node_id = whole(0, MAX_NODE_ID)
