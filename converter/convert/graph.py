@@ -22,7 +22,7 @@ from ..errors import TraceContentError
 from ..schema.chakra import NodeType
 from . import nodes
 from .idindex import ABSENT, DuplicateId, IdIndex
-from .records import HostOp, NodeRecord, RowBatch
+from .records import HostOp, ReadNode, RowBatch
 
 _GPU = nodes.OpKind.GPU
 
@@ -168,7 +168,7 @@ class TraceGraph:
         return len(self.ids)
 
     # -- collecting rows -------------------------------------------------------------------
-    def add(self, rec: NodeRecord) -> None:
+    def add(self, rec: ReadNode) -> None:
         row = len(self.ids)
         self.ids.append(rec.id)
         self._parents.append(max(rec.parent, 0))

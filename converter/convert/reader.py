@@ -33,10 +33,10 @@ from ..schema.host import (
 from . import groups, nodes, nodesource
 from .collectives import host_collective, is_host_op
 from .nodesource import FastNode
-from .records import HostOp, NodeRecord, RowBatch
+from .records import HostOp, ReadNode, RowBatch
 
 ProgressHook = Callable[[int, int], None]  # (bytes read, total bytes)
-Row = NodeRecord | RowBatch  # what the reader yields: one node, or many plain ones
+Row = ReadNode | RowBatch  # what the reader yields: one node, or many plain ones
 _PROGRESS_EVERY = 2048
 _U64 = 1 << 64
 _COMP, _METADATA = int(NodeType.COMP_NODE), int(NodeType.METADATA_NODE)
@@ -192,7 +192,7 @@ class TraceReader:
         node_id = node.get("id", "?") if isinstance(node, dict) else "?"
         return TraceContentError(self.path, f"node #{position} (id {node_id}): {problem}")
 
-    def _record(self, position: int, node: Any) -> NodeRecord:
+    def _record(self, position: int, node: Any) -> ReadNode:
         if not isinstance(node, dict):
             raise self._fail(position, node, f"is a {type(node).__name__}, not a JSON object")
         if is_old_schema_node(node):
@@ -215,7 +215,7 @@ class TraceReader:
 
     def _classify(
         self, position: int, node: dict[str, Any], node_id: int, name: str, fields: dict[str, Any]
-    ) -> NodeRecord:
+    ) -> ReadNode:
         cat = fields["cat"]
         kind = nodes.op_kind(name, cat)
         is_gpu = cat is not None
@@ -224,7 +224,7 @@ class TraceReader:
         if itd and (type(itd) is not int or not 0 < itd < _U64):
             raise self._fail(position, node, f"inter_thread_dep must be a node id, got {itd!r}")
         parent = fields["parent"]
-        record = NodeRecord(
+        record = ReadNode(
             id=node_id,
             parent=parent if type(parent) is int and 0 <= parent < _U64 else -1,
             name=name,
@@ -249,7 +249,7 @@ class TraceReader:
             record.error = str(exc) if isinstance(exc, ValueError) else f"malformed inputs: {exc!r}"
         return record
 
-    def _host_op(self, record: NodeRecord, fields: dict[str, Any]) -> HostOp:
+    def _host_op(self, record: ReadNode, fields: dict[str, Any]) -> HostOp:
         collective = host_collective(record.name, fields["inputs"]) if self.astra_sim and not record.is_gpu else None
         if collective is None:
             return HostOp(fields["rf_id"], record.duration)
@@ -257,7 +257,7 @@ class TraceReader:
         return HostOp(fields["rf_id"], record.duration, collective, comm_tail)
 
     @staticmethod
-    def _encode(record: NodeRecord, fields: dict[str, Any]) -> None:
+    def _encode(record: ReadNode, fields: dict[str, Any]) -> None:
         record.duration = encode.duration_micros(record.name, fields["exclusive_dur"])
         tail = encode.tail(fields, record.name, record.is_gpu, record.duration)
         if record.node_type == NodeType.COMM_COLL_NODE:

@@ -23,8 +23,9 @@ class HostOp:
 
 
 @dataclass(slots=True)
-class NodeRecord:
-    """One node as read: its identity and classification, and its pre-encoded tail."""
+class ReadNode:
+    """One node of the PyTorch trace as the reader read it: its identity and classification, and
+    its pre-encoded tail (not a ``.et`` record: that is ``et.records.EtNode``)."""
 
     id: int
     parent: int  # ctrl_deps; -1 when it is not a non-negative integer

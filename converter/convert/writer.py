@@ -22,7 +22,7 @@ from ..io.spill import SpillFile
 from ..schema.chakra import COMM_NODE_TYPES, NodeType
 from ..workers import Worker, fork_available
 from .graph import ACCELERATOR_OP, DROP_DURATION, REPLAYED, TraceGraph
-from .records import NodeRecord, RowBatch
+from .records import ReadNode, RowBatch
 
 _BUFFER = 1 << 20
 _WRITE_BATCH = 512  # records joined per write (~0.5 MB: more saves no time, costs memory)
@@ -144,7 +144,7 @@ class TailSpill:
             source.close()
 
 
-def collect(rows: Iterable[NodeRecord | RowBatch], graph: TraceGraph, spill: TailSpill) -> None:
+def collect(rows: Iterable[ReadNode | RowBatch], graph: TraceGraph, spill: TailSpill) -> None:
     """Each row (or batch of rows) the reader yields into the graph, its tail into the spill."""
     for row in rows:
         if type(row) is RowBatch:

@@ -99,8 +99,8 @@ class Attribute:
 
 
 @dataclass(slots=True)
-class NodeRecord:
-    """Every field of one ``Node``; ``inputs``/``outputs`` (IOInfo) and ``attr`` stay encoded until
+class EtNode:
+    """Every field of one ``.et`` ``Node`` record; ``inputs``/``outputs`` (IOInfo) and ``attr`` stay encoded until
     asked (``io_info``, ``attribute``): None means the message field is not set."""
 
     id: int = 0
@@ -117,7 +117,7 @@ class NodeRecord:
 
 @dataclass(slots=True)
 class MetadataRecord:
-    """The ``GlobalMetadata`` record: ``attr`` encoded, as in ``NodeRecord``."""
+    """The ``GlobalMetadata`` record: ``attr`` encoded, as in ``EtNode``."""
 
     version: str = ""
     attr: list[bytes] = field(default_factory=list)
@@ -181,7 +181,7 @@ def _raw_fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
         yield number, wire, value
 
 
-def decode_node(message: bytes) -> NodeRecord:
+def decode_node(message: bytes) -> EtNode:
     """Every field of a ``Node`` record; raises ``Malformed`` (``EtRecords`` names the record) when
     it does not decode. Inlined for speed: keys of fields 1-15 are one byte, most values too."""
     node_id = node_type = start_time = duration = 0
@@ -260,7 +260,7 @@ def decode_node(message: bytes) -> NodeRecord:
             if key >> 3 == 0:
                 raise _Malformed("field number 0")
             _, pos = _skip_or_value(message, pos, wire, key >> 3)
-    return NodeRecord(node_id, name, node_type, ctrl, data, start_time, duration, inputs, outputs, attrs)
+    return EtNode(node_id, name, node_type, ctrl, data, start_time, duration, inputs, outputs, attrs)
 
 
 def decode_global_metadata(message: bytes) -> MetadataRecord:
@@ -337,7 +337,7 @@ def _list_values(data: bytes, base: str, element_wire: int, convert: Any) -> lis
 class EtRecords:
     """A ``.et`` file read record by record (plain or gzipped, as the reference reads it):
     ``metadata`` is its GlobalMetadata, ``raw_nodes()`` yields (record number, byte offset, encoded
-    Node), ``nodes()`` decoded ``NodeRecord``s. Use it in a ``with``. Every problem is a
+    Node), ``nodes()`` decoded ``EtNode``s. Use it in a ``with``. Every problem is a
     ``TraceFormatError`` naming the file, the record and its byte offset."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -386,7 +386,7 @@ class EtRecords:
                 raise
             raise TraceFormatError(self.path, f"record {number + 1}: {exc.problem}") from None
 
-    def nodes(self) -> Iterator[NodeRecord]:
+    def nodes(self) -> Iterator[EtNode]:
         for number, offset, message in self.raw_nodes():
             try:
                 yield decode_node(message)

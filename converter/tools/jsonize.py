@@ -31,10 +31,10 @@ from typing import IO, Any, cast
 from .._types import Progress
 from ..errors import ConverterError, TraceFormatError
 from ..et.records import (
+    EtNode,
     EtRecords,
     Malformed,
     MetadataRecord,
-    NodeRecord,
     attribute,
     decode_node,
     delimited_records,
@@ -223,7 +223,7 @@ class Printer:
         items = [(k, _quote(v)) for k, v in zip(("values", "shapes", "types"), fields, strict=True) if v]
         return self._ios.remember(raw, self.layout.obj(items, 1))
 
-    def node(self, node: NodeRecord) -> str:
+    def node(self, node: EtNode) -> str:
         # the object of Layout.obj, written out: this runs once per node
         items: list[str] = []
         add = items.append

@@ -31,7 +31,7 @@ from typing import IO
 from .._types import Progress
 from ..children import run_child
 from ..errors import ConverterError, OptionError, OutputError
-from ..et.records import EtRecords, NodeRecord
+from ..et.records import EtNode, EtRecords
 from ..io.output import OutputTarget, atomic_output, check_output
 from ..io.read import check_input
 from ..io.spill import SpillFile
@@ -84,7 +84,7 @@ def dot_quote(identifier: str) -> str:
     return identifier
 
 
-def _dot_node(node: NodeRecord) -> str:
+def _dot_node(node: EtNode) -> str:
     label = dot_quote(_ESCAPE_LABEL.sub(r"\\\1", node.name))
     lines = [f"\t{node.id} [label={label} id={node.id} shape=record]\n"]
     lines.extend(f"\t{dep} -> {node.id} [arrowhead=normal]\n" for dep in node.data_deps)
@@ -111,7 +111,7 @@ def _xml_text(text: str) -> str:
     return _NOT_XML.sub("\ufffd", text)
 
 
-def _graphml_node(node: NodeRecord, edges: dict[int, str]) -> str:
+def _graphml_node(node: EtNode, edges: dict[int, str]) -> str:
     parts = [f'    <node id="{node.id}">\n      <data key="d0">{_xml_text(node.name)}</data>\n    </node>\n']
     parts.extend(
         f'    <edge source="{dep}" target="{node.id}">\n      <data key="d1">{kind}</data>\n    </edge>\n'
@@ -120,7 +120,7 @@ def _graphml_node(node: NodeRecord, edges: dict[int, str]) -> str:
     return "".join(parts)
 
 
-def _edges(node: NodeRecord) -> dict[int, str]:
+def _edges(node: EtNode) -> dict[int, str]:
     """Dependency -> kind, as networkx's DiGraph keeps them (one edge a pair; the last kind set)."""
     edges = dict.fromkeys(node.data_deps, "data")
     edges.update(dict.fromkeys(node.ctrl_deps, "control"))
@@ -172,7 +172,7 @@ def _expand(
     return selected
 
 
-def _keep(node: NodeRecord, cut: Cut, selected: set[int] | None) -> Callable[[int], bool] | None:
+def _keep(node: EtNode, cut: Cut, selected: set[int] | None) -> Callable[[int], bool] | None:
     """Whether to draw ``node``: None if not, else which of its dependencies to draw."""
     if cut.ids is not None:
         first, last = cut.ids
@@ -188,7 +188,7 @@ def _keep(node: NodeRecord, cut: Cut, selected: set[int] | None) -> Callable[[in
 
 def _drawn(
     path: str, cut: Cut, selected: set[int] | None, counts: list[int], progress: Progress | None
-) -> Iterator[NodeRecord]:
+) -> Iterator[EtNode]:
     """The nodes to draw, each with only the dependencies to draw; ``counts`` = [drawn, total]."""
     with EtRecords(path) as records:
         for node in records.nodes():
@@ -270,7 +270,7 @@ def _write_batched(write: Callable[[bytes], object], head: str, texts: Iterator[
     write("".join(batch).encode("utf-8", "surrogatepass"))
 
 
-def _write_graphml(write: Callable[[bytes], object], nodes: Iterator[NodeRecord], counts: list[int]) -> None:
+def _write_graphml(write: Callable[[bytes], object], nodes: Iterator[EtNode], counts: list[int]) -> None:
     def texts() -> Iterator[str]:
         for node in nodes:
             edges = _edges(node)
@@ -280,7 +280,7 @@ def _write_graphml(write: Callable[[bytes], object], nodes: Iterator[NodeRecord]
     _write_batched(write, _GRAPHML_HEAD, texts(), _GRAPHML_TAIL)
 
 
-def _write_dot(write: Callable[[bytes], object], nodes: Iterator[NodeRecord], counts: list[int]) -> None:
+def _write_dot(write: Callable[[bytes], object], nodes: Iterator[EtNode], counts: list[int]) -> None:
     def texts() -> Iterator[str]:
         for node in nodes:
             counts[2] += len(node.data_deps) + len(node.ctrl_deps)
@@ -290,7 +290,7 @@ def _write_dot(write: Callable[[bytes], object], nodes: Iterator[NodeRecord], co
 
 
 def _render(
-    dot: str, fmt: str, target: OutputTarget, out: IO[bytes], nodes: Iterator[NodeRecord], counts: list[int]
+    dot: str, fmt: str, target: OutputTarget, out: IO[bytes], nodes: Iterator[EtNode], counts: list[int]
 ) -> None:
     """The DOT text, in a spill file (freed on any exit), laid out by ``dot -T<fmt>`` into ``out``."""
     spill = SpillFile(target.work_dir)
