@@ -33,6 +33,8 @@ file too large) is an ``OutputError`` naming the file, raised where the bytes ar
 The package's modules: ``read`` (the trace opener), ``output`` (output and side-input checks,
 atomic writes, the commit protocol), ``outputset`` (``OutputSet``), ``spill`` (``SpillFile``),
 ``log`` (the log file). The names below are re-exported for importers that name the package.
+The modules share their file primitives by public names (``read.BUFFER_SIZE``, ``read.file_kind``,
+``read.reason_of``, ``output.Sink``, ``output.stat_or_none``, ...), used within this package only.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import IO, Any, cast
 
 from ..errors import ConverterError, OutputError, TraceFormatError
 from ..lifecycle import commit_step, record_commit
-from .read import _BUFFER, _CLOEXEC, _MISSING, _NONBLOCK, _kind, _open_regular_file, _reason
+from .read import BUFFER_SIZE, CLOEXEC, MISSING_ERRNOS, NONBLOCK, file_kind, open_regular_file, reason_of
 
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 _PROC_FD = "/proc/self/fd"  # where an unnamed file can be given a name (linkat)
@@ -47,7 +47,7 @@ def read_side_input(path: str | os.PathLike[str], option: str, limit: int = SIDE
         with open(fd, "rb", closefd=False) as fh:
             data = fh.read(limit + 1)
     except OSError as exc:
-        raise TraceFormatError(path, f"{option}: cannot read: {_reason(exc)}") from None
+        raise TraceFormatError(path, f"{option}: cannot read: {reason_of(exc)}") from None
     finally:
         os.close(fd)
     if len(data) > limit:
@@ -57,7 +57,7 @@ def read_side_input(path: str | os.PathLike[str], option: str, limit: int = SIDE
 
 def _open_side_input(path: str, option: str) -> int:
     try:
-        return _open_regular_file(path)
+        return open_regular_file(path)
     except TraceFormatError as exc:
         problem = exc.problem.replace(": save the trace to a file first", "")
         raise TraceFormatError(exc.path, f"{option}: {problem}") from None
@@ -75,7 +75,7 @@ def check_side_output(
     if regular and target.write_through:
         raise OutputError(
             target.path,
-            f"{option}: a {_kind(os.stat(target.path).st_mode)} cannot hold it "
+            f"{option}: a {file_kind(os.stat(target.path).st_mode)} cannot hold it "
             "(it is read back after it is written); name a regular file",
         )
     return target
@@ -111,7 +111,7 @@ def check_output(path: str | os.PathLike[str], *inputs: str | os.PathLike[str]) 
         raise OutputError("", "the output path is empty")
     if path.endswith(("/", os.sep)) or os.path.basename(path) in (".", ".."):
         raise OutputError(path, "names a directory (it ends in '/'); name a file to write")
-    found = _stat(path, path)
+    found = stat_or_none(path, path)
     if found is not None:
         _refuse_inputs(path, found, inputs)
         mode = found.st_mode
@@ -120,17 +120,18 @@ def check_output(path: str | os.PathLike[str], *inputs: str | os.PathLike[str]) 
         if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
             return OutputTarget(path, path, write_through=True)
         if not stat.S_ISREG(mode):
-            raise OutputError(path, f"is a {_kind(mode)}, not a regular file; refusing to write to it")
-        if not _user_may_write(path, mode):
+            raise OutputError(path, f"is a {file_kind(mode)}, not a regular file; refusing to write to it")
+        if not user_may_write(path, mode):
             raise OutputError(path, "is read-only; make it writable or remove it to replace it")
     try:
         final = os.path.realpath(path)
     except OSError as exc:  # a relative path, and the working directory was removed
         raise OutputError(
-            path, f"cannot resolve the path ({_reason(exc)}: the working directory was removed?); give an absolute path"
+            path,
+            f"cannot resolve the path ({reason_of(exc)}: the working directory was removed?); give an absolute path",
         ) from None
     directory = os.path.dirname(final)
-    _check_directory(path, directory, "output directory")
+    check_directory(path, directory, "output directory")
     _probe(path, directory)
     return OutputTarget(path, final, write_through=False)
 
@@ -147,7 +148,7 @@ def output_directory(path: str | os.PathLike[str]) -> bool:
     except FileExistsError:
         raise OutputError(path, "exists and is not a directory") from None
     except OSError as exc:
-        raise OutputError(path, f"cannot create the output directory: {_reason(exc)}") from None
+        raise OutputError(path, f"cannot create the output directory: {reason_of(exc)}") from None
     if not os.path.isdir(path):
         raise OutputError(path, "is not a directory")
     _probe(path, path)
@@ -164,14 +165,14 @@ def _refuse_inputs(path: str, found: os.stat_result, inputs: tuple[str | os.Path
                 )
 
 
-def _user_may_write(path: str, mode: int) -> bool:
+def user_may_write(path: str, mode: int) -> bool:
     """Whether the user may write the file: some write bit must be set (``os.access`` says yes to
     root for any file), and ``os.access`` must agree (for everyone else)."""
     return bool(mode & 0o222) and os.access(path, os.W_OK)
 
 
-def _check_directory(path: str, directory: str, what: str) -> None:
-    found = _stat(directory, path)
+def check_directory(path: str, directory: str, what: str) -> None:
+    found = stat_or_none(directory, path)
     if found is None:
         raise OutputError(path, f"{what} {directory} does not exist")
     if not stat.S_ISDIR(found.st_mode):
@@ -182,29 +183,29 @@ def _probe(path: str, directory: str) -> None:
     """Create and remove a file in ``directory``: the one truthful test that it is writable
     (permissions, read-only file systems, exhausted inodes, quotas)."""
     try:
-        fd = _unnamed_file(directory)
+        fd = unnamed_file(directory)
         if fd is None:
             fd, probe = tempfile.mkstemp(dir=directory, prefix=".chakra-probe-")
             os.unlink(probe)
     except OSError as exc:
-        raise OutputError(path, f"cannot write in {directory}: {_reason(exc)}") from None
+        raise OutputError(path, f"cannot write in {directory}: {reason_of(exc)}") from None
     os.close(fd)
 
 
-def _stat(path: str, named: str) -> os.stat_result | None:
+def stat_or_none(path: str, named: str) -> os.stat_result | None:
     """``os.stat`` (links followed), None where nothing is there; other problems are errors."""
     try:
         return os.stat(path)
     except OSError as exc:
-        if exc.errno in _MISSING:
+        if exc.errno in MISSING_ERRNOS:
             return None
-        raise OutputError(named, f"cannot use {path}: {_reason(exc)}") from None
+        raise OutputError(named, f"cannot use {path}: {reason_of(exc)}") from None
     except ValueError as exc:  # a NUL byte in the path
         raise OutputError(named, str(exc)) from None
 
 
 # -- writing --------------------------------------------------------------------------------------
-class _Sink(io.RawIOBase):
+class Sink(io.RawIOBase):
     """A file descriptor written with ``os.write``; every ``OSError`` becomes an ``OutputError``
     naming ``path``. After ``abandon()`` writes are dropped: an output being discarded is not
     written further (so closing the layers above it cannot fail again)."""
@@ -229,7 +230,7 @@ class _Sink(io.RawIOBase):
         try:
             return os.write(self._fd, data)
         except OSError as exc:
-            raise OutputError(self._path, f"{self._what}: {_reason(exc)}") from None
+            raise OutputError(self._path, f"{self._what}: {reason_of(exc)}") from None
 
     def abandon(self) -> None:
         self._abandoned = True
@@ -260,15 +261,15 @@ def atomic_text_output(output: str | os.PathLike[str] | OutputTarget) -> Iterato
 def _output(output: str | os.PathLike[str] | OutputTarget, compress: bool, text: bool) -> Iterator[IO[Any]]:
     target = output if isinstance(output, OutputTarget) else check_output(output)
     fd, temp = -1, ""
-    sink: _Sink | None = None
+    sink: Sink | None = None
     layers: list[IO[Any]] = []  # outermost first; closing one flushes it into the next
     try:
         if target.write_through:
             fd = _open_in_place(target)
         else:
             fd, temp = _temporary(target)
-        sink = _Sink(fd, target.path, owns_fd=False)
-        layers.append(io.BufferedWriter(sink, _BUFFER))
+        sink = Sink(fd, target.path, owns_fd=False)
+        layers.append(io.BufferedWriter(sink, BUFFER_SIZE))
         if compress:
             layers.insert(0, cast(IO[bytes], gzip.GzipFile(fileobj=layers[0], mode="wb", compresslevel=6)))
         if text:
@@ -300,30 +301,30 @@ def _temporary(target: OutputTarget) -> tuple[int, str]:
     nothing behind; else a hidden ``.NAME.XXXX.tmp`` next to the target."""
     directory, name = os.path.split(target.final)
     try:
-        unnamed = _unnamed_file(directory)
+        unnamed = unnamed_file(directory)
         if unnamed is not None:
             return unnamed, ""
         return tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
     except OSError as exc:
-        raise OutputError(target.path, f"cannot write in {directory}: {_reason(exc)}") from None
+        raise OutputError(target.path, f"cannot write in {directory}: {reason_of(exc)}") from None
 
 
-def _unnamed_file(directory: str) -> int | None:
+def unnamed_file(directory: str) -> int | None:
     """A new file in ``directory`` that has no name yet, or None where that is not supported."""
     if not _TMPFILE or not os.path.isdir(_PROC_FD):
         return None
     try:
-        return os.open(directory, _TMPFILE | os.O_WRONLY | _CLOEXEC, 0o666 & ~_umask())
+        return os.open(directory, _TMPFILE | os.O_WRONLY | CLOEXEC, 0o666 & ~_umask())
     except OSError as exc:
         if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):  # not on this file system
             return None
         raise
 
 
-def _name_unnamed(fd: int, name: str) -> None:
+def name_unnamed(fd: int, name: str) -> None:
     """linkat(2) of /proc/self/fd/FD, following the link (``os.link`` calls plain link(2), which
     does not, unless a directory descriptor is given)."""
-    proc = os.open(_PROC_FD, os.O_RDONLY | _CLOEXEC)
+    proc = os.open(_PROC_FD, os.O_RDONLY | CLOEXEC)
     try:
         os.link(str(fd), name, src_dir_fd=proc, follow_symlinks=True)
     finally:
@@ -340,15 +341,16 @@ def _publish(fd: int, temp: str, target: OutputTarget) -> None:
     directory, name = os.path.split(target.final)
     named = ""
     try:
-        existing = _stat(target.final, target.path)
+        existing = stat_or_none(target.final, target.path)
         if existing is not None and not stat.S_ISREG(existing.st_mode):
             raise OutputError(
-                target.path, f"became a {_kind(existing.st_mode)} while the command ran; not replaced (nothing written)"
+                target.path,
+                f"became a {file_kind(existing.st_mode)} while the command ran; not replaced (nothing written)",
             )
-        _keep_attributes(fd, existing)
+        keep_attributes(fd, existing)
         if not temp:
             named = temp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
-            _name_unnamed(fd, named)
+            name_unnamed(fd, named)
         with commit_step():
             os.replace(temp, target.final)
             record_commit(target.path)
@@ -357,11 +359,11 @@ def _publish(fd: int, temp: str, target: OutputTarget) -> None:
             with suppress(OSError):
                 os.unlink(named)
         if isinstance(exc, OSError):
-            raise OutputError(target.path, f"cannot write: {_reason(exc)}") from None
+            raise OutputError(target.path, f"cannot write: {reason_of(exc)}") from None
         raise
 
 
-def _keep_attributes(fd: int, existing: os.stat_result | None) -> None:
+def keep_attributes(fd: int, existing: os.stat_result | None) -> None:
     """The new file gets the replaced file's permission bits (and, where this process may set
     them, its owner and group); a new output gets the usual ``0666 & ~umask``."""
     if existing is None:
@@ -377,7 +379,7 @@ def _open_in_place(target: OutputTarget) -> int:
     """A character device or FIFO opened for writing, neither created nor truncated."""
     try:
         # O_NONBLOCK: a FIFO nobody reads is an error (ENXIO), not a wait forever
-        fd = os.open(target.path, os.O_WRONLY | _CLOEXEC | _NONBLOCK)
+        fd = os.open(target.path, os.O_WRONLY | CLOEXEC | NONBLOCK)
     except OSError as exc:
         raise OutputError(target.path, _in_place_problem(target.path, exc)) from None
     mode = os.fstat(fd).st_mode
@@ -397,7 +399,7 @@ def _in_place_problem(path: str, exc: OSError) -> str:
         return "is a FIFO that no process is reading"
     if exc.errno == errno.ENXIO:
         return "is a device that is not there (a terminal that was closed?)"
-    return f"cannot open: {_reason(exc)}"
+    return f"cannot open: {reason_of(exc)}"
 
 
 def _umask() -> int:

@@ -13,8 +13,8 @@ from typing import IO
 
 from ..errors import OutputError
 from ..lifecycle import commit_step, record_commit
-from .output import OutputTarget, _keep_attributes, _name_unnamed, _stat, _unnamed_file
-from .read import _BUFFER, _CLOEXEC, _kind, _reason
+from .output import OutputTarget, keep_attributes, name_unnamed, stat_or_none, unnamed_file
+from .read import BUFFER_SIZE, CLOEXEC, file_kind, reason_of
 
 _SPARE_DESCRIPTORS = 128  # left to the rest of the command when unnamed files are kept open
 
@@ -59,7 +59,7 @@ class OutputSet:
             try:
                 staging = tempfile.mkdtemp(dir=directory, prefix=".chakra-staging-")
             except OSError as exc:
-                raise OutputError(target.path, f"cannot write in {directory}: {_reason(exc)}") from None
+                raise OutputError(target.path, f"cannot write in {directory}: {reason_of(exc)}") from None
             self._staging[directory] = staging
         return os.path.join(staging, name)
 
@@ -75,7 +75,7 @@ class OutputSet:
                     out.write(part)
                     size += len(part)
         except OSError as exc:
-            raise OutputError(target.path, f"cannot write: {_reason(exc)}") from None
+            raise OutputError(target.path, f"cannot write: {reason_of(exc)}") from None
         return size
 
     @contextmanager
@@ -85,20 +85,20 @@ class OutputSet:
         fd = None
         if self._unnamed_left > 0:
             try:
-                fd = _unnamed_file(directory)
+                fd = unnamed_file(directory)
             except OSError as exc:
-                raise OutputError(target.path, f"cannot write in {directory}: {_reason(exc)}") from None
+                raise OutputError(target.path, f"cannot write in {directory}: {reason_of(exc)}") from None
         try:
             if fd is None:
-                out = open(self.staged(target), "wb", buffering=_BUFFER)  # noqa: SIM115 - closed below
+                out = open(self.staged(target), "wb", buffering=BUFFER_SIZE)  # noqa: SIM115 - closed below
             else:
                 self._unnamed_left -= 1
                 self._unnamed[target.final] = fd
-                out = os.fdopen(fd, "wb", buffering=_BUFFER, closefd=False)  # the descriptor waits for commit()
+                out = os.fdopen(fd, "wb", buffering=BUFFER_SIZE, closefd=False)  # the descriptor waits for commit()
             with out:
                 yield out
         except OSError as exc:
-            raise OutputError(target.path, f"cannot write: {_reason(exc)}") from None
+            raise OutputError(target.path, f"cannot write: {reason_of(exc)}") from None
 
     def commit(self, targets: Sequence[OutputTarget] | None = None) -> None:
         """Put the files of ``targets`` (by default every one given) in place together."""
@@ -109,11 +109,11 @@ class OutputSet:
         for target in chosen:
             if target.final not in self._targets:
                 raise OutputError(target.path, "was never written (internal error); nothing written")
-            existing = _stat(target.final, target.path)
+            existing = stat_or_none(target.final, target.path)
             if existing is not None and not stat.S_ISREG(existing.st_mode):
                 raise OutputError(
                     target.path,
-                    f"became a {_kind(existing.st_mode)} while the command ran; not replaced (nothing written)",
+                    f"became a {file_kind(existing.st_mode)} while the command ran; not replaced (nothing written)",
                 )
             moves.append((target, self._ready(target, existing), existing is not None))
         try:  # old files go aside here, each under its own name (every staged file is named by now)
@@ -122,7 +122,7 @@ class OutputSet:
                 for staging in {os.path.dirname(staged) for _, staged, existed in moves if existed}
             }
         except OSError as exc:
-            raise OutputError(moves[0][0].path, f"cannot write: {_reason(exc)}; nothing written") from None
+            raise OutputError(moves[0][0].path, f"cannot write: {reason_of(exc)}; nothing written") from None
         replaced: list[tuple[OutputTarget, str, str | None]] = []  # (target, staged file, its old file)
         try:
             with commit_step():
@@ -145,7 +145,7 @@ class OutputSet:
                     raise
         except OSError as exc:
             failed = replaced[-1][0] if replaced else moves[0][0]
-            raise OutputError(failed.path, f"cannot write: {_reason(exc)}; nothing written") from None
+            raise OutputError(failed.path, f"cannot write: {reason_of(exc)}; nothing written") from None
 
     def discard(self) -> None:
         """Remove whatever was not put in place (call it in a ``finally``, or use the ``with``)."""
@@ -169,23 +169,23 @@ class OutputSet:
             fd = self._unnamed.pop(target.final, -1)
             if fd >= 0:
                 try:
-                    _keep_attributes(fd, existing)
+                    keep_attributes(fd, existing)
                     staged = self.staged(target)
-                    _name_unnamed(fd, staged)
+                    name_unnamed(fd, staged)
                 finally:
                     os.close(fd)
                 return staged
             staged = self.staged(target)
-            fd = os.open(staged, os.O_RDONLY | _CLOEXEC)
+            fd = os.open(staged, os.O_RDONLY | CLOEXEC)
             try:
-                _keep_attributes(fd, existing)
+                keep_attributes(fd, existing)
             finally:
                 os.close(fd)
             return staged
         except FileNotFoundError:
             raise OutputError(target.path, "was never written (internal error); nothing written") from None
         except OSError as exc:
-            raise OutputError(target.path, f"cannot write: {_reason(exc)}") from None
+            raise OutputError(target.path, f"cannot write: {reason_of(exc)}") from None
 
 
 def _roll_back(replaced: list[tuple[OutputTarget, str, str | None]]) -> None:

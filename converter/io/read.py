@@ -14,11 +14,11 @@ from typing import IO, cast
 from ..errors import TraceFormatError
 
 GZIP_MAGIC = b"\x1f\x8b"
-_BUFFER = 1 << 20
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+BUFFER_SIZE = 1 << 20
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 #: Errors that mean "this path names no file" rather than "this file cannot be used".
-_MISSING = (errno.ENOENT, errno.ENOTDIR)
+MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR)
 
 
 def is_gzip(path: str) -> bool:
@@ -40,7 +40,7 @@ class TraceFile:
 
     def __init__(self, path: str | os.PathLike[str], byte_range: tuple[int, int] | None = None) -> None:
         self.path = os.fspath(path)
-        fd = _open_regular_file(self.path)
+        fd = open_regular_file(self.path)
         self._raw = open(fd, "rb")  # noqa: SIM115 - closed by close()
         self.size = os.fstat(fd).st_size
         self.gzipped = self._read_raw(2) == GZIP_MAGIC
@@ -98,7 +98,7 @@ class TraceFile:
     def _read_problem(self, exc: BaseException) -> str:
         if getattr(self, "gzipped", False):
             return f"cannot read (corrupt or truncated gzip data?): {exc}"
-        return f"cannot read: {_reason(exc)}"
+        return f"cannot read: {reason_of(exc)}"
 
 
 def open_trace(path: str | os.PathLike[str], byte_range: tuple[int, int] | None = None) -> TraceFile:
@@ -121,14 +121,14 @@ def check_input(path: str | os.PathLike[str]) -> None:
     TraceFile(path).close()
 
 
-def _open_regular_file(path: str) -> int:
+def open_regular_file(path: str) -> int:
     if not path:
         raise TraceFormatError("", "the input path is empty")
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below)
-        fd = os.open(path, os.O_RDONLY | _CLOEXEC | _NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | CLOEXEC | NONBLOCK)
     except OSError as exc:
-        problem = "no such file" if exc.errno in _MISSING else f"cannot open: {_reason(exc)}"
+        problem = "no such file" if exc.errno in MISSING_ERRNOS else f"cannot open: {reason_of(exc)}"
         raise TraceFormatError(path, problem) from None
     except ValueError as exc:  # a NUL byte in the path
         raise TraceFormatError(path, f"cannot open: {exc}") from None
@@ -137,12 +137,12 @@ def _open_regular_file(path: str) -> int:
         os.close(fd)
         if stat.S_ISDIR(mode):
             raise TraceFormatError(path, "is a directory, not a trace file")
-        raise TraceFormatError(path, f"is a {_kind(mode)}, not a regular file: save the trace to a file first")
+        raise TraceFormatError(path, f"is a {file_kind(mode)}, not a regular file: save the trace to a file first")
     os.set_blocking(fd, True)
     return fd
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
     for test, name in (
         (stat.S_ISBLK, "block device"),
         (stat.S_ISSOCK, "socket"),
@@ -155,5 +155,5 @@ def _kind(mode: int) -> str:
     return "special file"
 
 
-def _reason(exc: BaseException) -> str:
+def reason_of(exc: BaseException) -> str:
     return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from contextlib import suppress
 
 from ..errors import OutputError
-from .output import _Sink
-from .read import _BUFFER, _reason
+from .output import Sink
+from .read import BUFFER_SIZE, reason_of
 
 
 class SpillFile:
@@ -24,9 +24,9 @@ class SpillFile:
         try:
             self._file = tempfile.TemporaryFile(dir=self.directory, prefix=".chakra-tails-")  # noqa: SIM115
         except OSError as exc:
-            raise OutputError(self.directory, f"cannot create temporary data: {_reason(exc)}") from None
-        sink = _Sink(self._file.fileno(), self.directory, owns_fd=False, what="temporary data")
-        self._writer = io.BufferedWriter(sink, _BUFFER)
+            raise OutputError(self.directory, f"cannot create temporary data: {reason_of(exc)}") from None
+        sink = Sink(self._file.fileno(), self.directory, owns_fd=False, what="temporary data")
+        self._writer = io.BufferedWriter(sink, BUFFER_SIZE)
         #: Append bytes (the buffered writer's own method: this is on the hot path).
         self.write: Callable[[bytes], int] = self._writer.write
 
@@ -40,7 +40,7 @@ class SpillFile:
         try:
             return os.pread(self._file.fileno(), size, offset)
         except OSError as exc:
-            raise OutputError(self.directory, f"cannot read temporary data: {_reason(exc)}") from None
+            raise OutputError(self.directory, f"cannot read temporary data: {reason_of(exc)}") from None
 
     def close(self) -> None:
         with suppress(OutputError):  # data nobody will read is not worth an error
