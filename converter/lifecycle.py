@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-#: The termination signals a commit step blocks.
+#: The stop signals: those that end a command (the command line's handlers), that a commit step
+#: blocks, and that a worker process leaves to its parent or unwinds on. Defined here only.
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 

@@ -23,11 +23,11 @@ from types import FrameType
 from typing import Any, Generic, TypeVar, cast
 
 from .errors import ConverterError
+from .lifecycle import STOP_SIGNALS
 
 Task = TypeVar("Task")
 
 #: The signals a worker handles itself, held while one starts.
-_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 _WATCH_SECONDS = 0.2  # how often a worker checks that its parent lives
 _GRACE_SECONDS = 0.5  # after asking itself to stop, how long a worker waits before it just exits
 _PR_SET_PDEATHSIG = 1  # prctl(2): a signal this process gets when its parent dies
@@ -112,7 +112,7 @@ def signals_held() -> Iterator[None]:
     starts with stderr on /dev/null: what Python prints on its own in a worker (a failure of
     multiprocessing's start-up under a memory limit) never lands between the command's messages;
     the parent reports a worker that died."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     saved = -1
     try:
         with suppress(OSError):
@@ -157,7 +157,7 @@ def become_worker(parent: int) -> None:
         signal.set_wakeup_fd(-1)
     _signal_on_parent_death()
     _quiet_stderr()
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     if not _exists(parent):  # gone before the line above took effect
         raise SystemExit(128 + signal.SIGTERM)
     threading.Thread(target=_watch_parent, args=(parent, os.getppid()), name="parent-watch", daemon=True).start()
@@ -188,7 +188,7 @@ def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
 def _watch_parent(parent: int, first_ppid: int) -> None:
     """Wait until the parent is gone (this process re-parented, or ``parent`` no longer exists);
     then unwind the worker with SIGTERM and, if that does not end it, exit."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)  # signals go to the main thread, which they must unwind
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # signals go to the main thread, which they must unwind
     while os.getppid() == first_ppid and _exists(parent):
         time.sleep(_WATCH_SECONDS)
     os.kill(os.getpid(), signal.SIGTERM)

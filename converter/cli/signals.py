@@ -24,7 +24,7 @@ from types import FrameType
 from typing import Any
 
 from .._early import early_handler
-from ..lifecycle import signal_deferred
+from ..lifecycle import STOP_SIGNALS, signal_deferred
 
 
 class Terminated(BaseException):
@@ -35,7 +35,6 @@ class Terminated(BaseException):
         self.signum = signum
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _AGAIN_SECONDS = 0.01
 #: Of stop signals received together, the one that ends the command.
 _STRENGTH: dict[int, int] = {signal.SIGINT: 1, signal.SIGHUP: 2, signal.SIGTERM: 3}

@@ -22,10 +22,10 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from ..errors import ConverterError
+from ..lifecycle import STOP_SIGNALS
 
 _CONNECT_SECONDS = 3
 _SIGNAL_SECONDS = 0.05  # how often the driver looks up from waiting on Ray: a stop signal's latency at most
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _SIGNALLED = threading.Event()  # a stop signal ended run_on_ray: connecting, or while its tasks ran
 Task = TypeVar("Task")
 Outcome = TypeVar("Outcome")
@@ -151,7 +151,7 @@ def _init(ray: ModuleType, **options: Any) -> None:
     driver never reaches the GCS it started), and the command's signal handlers put back after.
     Raises what ray.init raised."""
     if options.get("address") == "local":
-        previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
+        previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
         try:
             ray.init(**options)
         except BaseException as exc:
@@ -167,7 +167,7 @@ def _init(ray: ModuleType, **options: Any) -> None:
     quiet = _QuietNotMainThread()
 
     def connect() -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             ray.init(**options)
             outcome.append(None)
