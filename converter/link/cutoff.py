@@ -22,7 +22,7 @@ from typing import Any
 
 from .hostindex import NO_CTRL_DEPS, ROOT_ID, HostIndex
 from .kineto import KinetoTrace
-from .steps import STEP_PREFIX, StepSelection, step_number, subtrees
+from .steps import STEP_PREFIX, StepSelection, step_number
 
 PROCESS_NODE = "[pytorch|profiler|execution_trace|process]"
 THREAD_NODE = "[pytorch|profiler|execution_trace|thread]"
@@ -154,7 +154,7 @@ def adopt_orphans(index: HostIndex, trace: KinetoTrace, selection: StepSelection
         index.reparented = True
         result.adopted += 1
     if out:
-        dropped = subtrees(index, out)
+        dropped = index.subtrees(out)
         result.left_out = len(out)
         index.left_out = index.left_out | frozenset(dropped)
     return result

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,16 +59,19 @@ class HostIndex:
     def reachable_ids(self) -> set[int]:
         """Ids reachable from node 1 through children (et_replay's tree), iteratively; the
         subtrees left out are not."""
-        present = set(self.ids)
-        tops = {ROOT_ID} - self.left_out if ROOT_ID in present else set()
-        if not tops:
+        if ROOT_ID in self.left_out or ROOT_ID not in set(self.ids):
             return set()
+        return self.subtrees([ROOT_ID], skip=self.left_out)
+
+    def subtrees(self, tops: Iterable[int], *, skip: Collection[int] = frozenset()) -> set[int]:
+        """The ids of ``tops`` and of every node under them (through ``ctrl_deps``, iteratively),
+        leaving out the nodes of ``skip`` and what lies under them only through those."""
         children: dict[Any, list[int]] = {}
         for node_id, parent in zip(self.ids, self.ctrl_deps, strict=True):
-            if node_id != ROOT_ID and parent in present and node_id not in self.left_out:
+            if parent != node_id and node_id not in skip:
                 children.setdefault(parent, []).append(node_id)
         seen = set(tops)
-        stack = list(tops)
+        stack = list(seen)
         while stack:
             for child in children.get(stack.pop(), ()):
                 if child not in seen:

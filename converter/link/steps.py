@@ -119,21 +119,5 @@ def choose_steps(
                 f"{STEP_PREFIX}{choice} has no device data in the Kineto trace (it covers "
                 f"{_names(device_steps)}): linked with host data only",
             )
-    left_out = subtrees(index, [i for s in host_steps if s not in kept for i in roots.get(s, ())])
+    left_out = index.subtrees([i for s in host_steps if s not in kept for i in roots.get(s, ())])
     return StepSelection(host_steps, device_steps, kept, frozenset(left_out), warnings)
-
-
-def subtrees(index: HostIndex, tops: Iterable[int]) -> set[int]:
-    """The ids of ``tops`` and of every node under them (iteratively)."""
-    children: dict[object, list[int]] = {}
-    for node_id, parent in zip(index.ids, index.ctrl_deps, strict=True):
-        if parent != node_id:
-            children.setdefault(parent, []).append(node_id)
-    seen = set(tops)
-    stack = list(seen)
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
-    return seen
