@@ -123,3 +123,29 @@ def test_an_option_error_is_a_usage_error_of_one_line_naming_the_flag(tmp_path: 
     done = run_cli("convert", tmp_path / "in.json", tmp_path / "o.et", "--target", "accelerator")
     line = assert_one_error(done, "--target accelerator needs --roofline", status=2)
     assert "`" not in line
+
+
+#: Modules whose messages still quote flags: simulate's and the Kineto front end's, left while
+#: their owners' work on them lands (CHANGELOG: what is left of one API's words).
+_FLAGS_LEFT = ("simulate/", "kineto/")
+
+
+def test_library_errors_quote_no_flags() -> None:
+    """What a library module raises names parameters (`ranks`), never the command line's flags."""
+    import ast
+    import re
+
+    root = Path(api.__file__).parent
+    flag = re.compile(r"(?<![\w-])--[a-z]")
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith(("cli/", *_FLAGS_LEFT)):
+            continue
+        for raised in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(raised, ast.Raise) or raised.exc is None:
+                continue
+            for part in ast.walk(raised.exc):
+                if isinstance(part, ast.Constant) and isinstance(part.value, str) and flag.search(part.value):
+                    found.append(f"{relative}:{part.lineno}: {part.value}")
+    assert found == []

@@ -71,11 +71,12 @@ def test_simulate_one_rank_file_of_a_two_rank_job(simulator: Path, tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert re.search(r"job: 2 rank\(s\) on Ring 2 ", done.stdout), done.stdout
     assert "1 rank file(s) of a job of 2 ranks (world_size in job.0.et): simulated at its size" in done.stderr
-    assert f"simulate {tmp_path / 'job'} --ranks 2" in done.stderr
+    assert "simulated at its size, each rank a copy of a captured one, as --ranks 2 does" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.0.et"]  # the scaled copy was temporary
     result = api.simulate(tmp_path / "job")
     assert len(result.ranks) == 2 and result.ranks[0].nodes == result.ranks[1].nodes
     assert result.warnings and "job of 2 ranks" in result.warnings[0]
+    assert result.warnings[0].endswith("as `ranks` 2 does")  # the API's words
 
 
 def test_convert_all_names_the_job_after_the_capture(tmp_path: Path) -> None:

@@ -23,5 +23,5 @@ def recorded_size(prefix: str) -> tuple[int | None, str | None]:
     return world, (
         f"{prefix}: {len(inputs)} rank file(s) of a job of {world} ranks (world_size in "
         f"{os.path.basename(inputs[0])}): simulated at its size, each rank a copy of a captured one, "
-        f"as `simulate {prefix} --ranks {world}` does"
+        f"as `ranks` {world} does"
     )
