@@ -45,6 +45,8 @@ OPS = (
 )
 
 _library: Any = None  # the registration lives as long as this object
+#: ``torch.library.Library``, which torch leaves untyped: its instances are used as ``Any``.
+_LIBRARY: Any = torch.library.Library
 
 
 def _kernel(op: Any, index: int) -> Callable[..., Any]:
@@ -67,7 +69,7 @@ def record_groups() -> list[str]:
     global _library
     if _library is not None:
         return list(OPS)
-    library = torch.library.Library("c10d", "IMPL")
+    library: Any = _LIBRARY("c10d", "IMPL")
     covered = []
     for opname in OPS:
         packet = getattr(torch.ops.c10d, opname, None)

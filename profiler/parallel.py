@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from chakra_convert_fast.profiler.layouts import MESH_DIMS, Layout, stage_layers
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 
 class Trainer:
@@ -125,11 +128,11 @@ def build(
         )
     if layout.tp > 1:
         for block in _blocks(model_name, module):
-            _tensor_parallel(model_name, block, mesh["tp"], layout.tp)
+            _tensor_parallel(model_name, block, _dimension(mesh, "tp"), layout.tp)
     grad_group = None
     units: list[list[list[int]]] = []
     if layout.pp > 1 and layout.dp_mode == "ddp":
-        grad_group = mesh["dp"].get_group()
+        grad_group = _dimension(mesh, "dp").get_group()
     else:
         module = _data_parallel(module, model_name, layout, mesh, device, units)
     optimizer = torch.optim.AdamW(module.parameters(), lr=lr)
@@ -137,7 +140,7 @@ def build(
     if layout.pp > 1:
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-        stage = PipelineStage(module, coords["pp"], layout.pp, device, group=mesh["pp"].get_group())
+        stage = PipelineStage(module, coords["pp"], layout.pp, device, group=_dimension(mesh, "pp").get_group())
         kind = Schedule1F1B if layout.schedule == "1f1b" else ScheduleGPipe
         schedule = kind(stage, layout.microbatches, loss_fn=_loss(model_name))
     return (
@@ -146,20 +149,30 @@ def build(
     )
 
 
+def _dimension(mesh: DeviceMesh | None, name: str) -> DeviceMesh:
+    """The sub-mesh of one dimension (``tp``, ``dp``, ``pp``) of a layout's mesh."""
+    if mesh is None:
+        raise ValueError(f"a layout of plain data parallelism has no {name} mesh")
+    return mesh[name]
+
+
 def _n_layer(model_name: str, model: nn.Module) -> int:
     return len(_blocks(model_name, model))
 
 
-def _blocks(model_name: str, module: nn.Module) -> nn.ModuleList:
+# A transformers model (GPT2LMHeadModel, BertForMaskedLM) is reached into by attribute, which torch
+# types as ``Tensor | Module``: such a model, and its submodules, are ``Any`` here, and what is
+# taken out of them is cast to what it is.
+def _blocks(model_name: str, module: Any) -> nn.ModuleList:
     if isinstance(module, _Stage):
         return module.blocks
     if model_name == "gpt2":
-        return module.transformer.h  # type: ignore[no-any-return]
-    return module.bert.encoder.layer  # type: ignore[no-any-return]
+        return cast(nn.ModuleList, module.transformer.h)
+    return cast(nn.ModuleList, module.bert.encoder.layer)
 
 
 # -- tensor parallelism ---------------------------------------------------------------------------
-def _as_linear(conv: nn.Module) -> nn.Linear:
+def _as_linear(conv: Any) -> nn.Linear:
     """transformers' ``Conv1D`` (``x @ W + b``, W is in x out) as the same ``nn.Linear``."""
     weight = conv.weight
     linear = nn.Linear(weight.shape[0], weight.shape[1])
@@ -169,7 +182,7 @@ def _as_linear(conv: nn.Module) -> nn.Linear:
     return linear
 
 
-def _tensor_parallel(model_name: str, block: nn.Module, tp_mesh: Any, tp: int) -> None:
+def _tensor_parallel(model_name: str, block: Any, tp_mesh: Any, tp: int) -> None:
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     if model_name == "gpt2":
@@ -269,7 +282,7 @@ def _untied(weight: nn.Parameter) -> nn.Parameter:
     return nn.Parameter(weight.detach().clone())
 
 
-def _stage(model_name: str, model: nn.Module, layers: range, first: bool, last: bool) -> _Stage:
+def _stage(model_name: str, model: Any, layers: range, first: bool, last: bool) -> _Stage:
     blocks = [_blocks(model_name, model)[i] for i in layers]
     if model_name == "gpt2":
         t = model.transformer

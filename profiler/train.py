@@ -263,7 +263,8 @@ def accelerator_facts(where: Placement) -> dict[str, Any]:
         facts["gpu_count"] = torch.cuda.device_count()
         facts["gpu_memory_bytes"] = torch.cuda.get_device_properties(where.device).total_memory
     if where.backend == "nccl":
-        version = torch.cuda.nccl.version()  # a tuple on recent torch, an int (2.18.1 -> 21801) before
+        nccl_version: Any = torch.cuda.nccl.version  # untyped in torch
+        version = nccl_version()  # a tuple on recent torch, an int (2.18.1 -> 21801) before
         facts["nccl"] = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
     return facts
 
