@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from chakra_convert_fast.converter.errors import TraceFormatError
 from chakra_convert_fast.converter.et import wire
-from chakra_convert_fast.converter.et.records import EtRecords, Malformed, attribute, decode_node, io_info
+from chakra_convert_fast.converter.et.decode import Malformed
+from chakra_convert_fast.converter.et.records import EtRecords, attribute, decode_node, io_info
 from chakra_convert_fast.converter.schema.chakra import ATTRIBUTE_VALUE_KINDS
 from chakra_convert_fast.converter.tools.jsonize import Printer
 

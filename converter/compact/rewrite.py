@@ -25,8 +25,8 @@ from typing import IO, cast
 from .._types import Progress
 from ..errors import OutputError, TraceContentError, TraceFormatError
 from ..et import encode, wire
-from ..et.decode import EtTrace, field_spans, iter_records, read_et
-from ..et.records import Malformed, attribute
+from ..et.decode import EtTrace, Malformed, field_spans, iter_records, read_et
+from ..et.records import attribute
 from ..io.output import OutputTarget, atomic_output, check_output
 from ..io.outputset import OutputSet
 from ..io.read import check_input

@@ -39,10 +39,10 @@ _COMM_NAMES = frozenset(COMM_ATTRS)
 _F = {name: number for name, (number, _) in NODE_FIELDS.items()}
 _A = {name: number for name, (number, _) in ATTRIBUTE_FIELDS.items()}
 _META_ATTR = GLOBAL_METADATA_FIELDS["attr"][0]
-_SIGNED_64 = 1 << 63
+SIGNED_64 = 1 << 63
 
 
-class _Malformed(Exception):
+class Malformed(Exception):
     """A record that does not decode; the caller names the file, record and byte."""
 
 
@@ -87,7 +87,7 @@ def read_et(
         raise TraceFormatError(trace.path, problem)
     try:
         with open(trace.path, "rb") as fh:
-            found = _records(fh, trace.path)
+            found = delimited_records(fh, trace.path)
             try:
                 first = next(found, None)
             except TraceFormatError as exc:  # the first record does not even delimit
@@ -98,14 +98,14 @@ def read_et(
                 records.append(first[1])
             try:
                 trace.metadata = _global_metadata(first[1])
-            except _Malformed as exc:
+            except Malformed as exc:
                 raise TraceFormatError(trace.path, f"not a Chakra .et file (no GlobalMetadata record): {exc}") from None
             for number, (offset, message) in enumerate(found, 1):
                 if records is not None:
                     records.append(message)
                 try:
                     _add_node(trace, message)
-                except _Malformed as exc:
+                except Malformed as exc:
                     problem = f"record {number} at byte {offset} is not a Node: {exc}"
                     raise TraceFormatError(trace.path, problem) from None
     except OSError as exc:
@@ -119,7 +119,7 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
     name = os.fspath(path)
     try:
         with open(name, "rb") as fh:
-            yield from _records(fh, name)
+            yield from delimited_records(fh, name)
     except OSError as exc:
         raise TraceFormatError(name, f"cannot read: {exc.strerror or exc}") from None
 
@@ -130,11 +130,11 @@ def field_spans(message: bytes) -> Iterator[tuple[int, int, int, Any]]:
     the message does not decode."""
     try:
         yield from _fields(message, spans=True)
-    except _Malformed as exc:
+    except Malformed as exc:
         raise TraceFormatError("", f"a record is not a Node: {exc}") from None
 
 
-def _records(fh: IO[bytes], path: str) -> Iterator[tuple[int, bytes]]:
+def delimited_records(fh: IO[bytes], path: str) -> Iterator[tuple[int, bytes]]:
     """(byte offset, message) of each length-delimited record."""
     buf, pos, base = b"", 0, 0  # base: file offset of buf[0]
 
@@ -154,8 +154,8 @@ def _records(fh: IO[bytes], path: str) -> Iterator[tuple[int, bytes]]:
             return
         start = base + pos
         try:
-            length, after = _varint(buf, pos)
-        except _Malformed:
+            length, after = varint_at(buf, pos)
+        except Malformed:
             raise TraceFormatError(path, f"truncated: the record length at byte {start} is cut") from None
         if length > _MAX_RECORD:
             raise TraceFormatError(path, f"not a Chakra .et file: a record of {length:,} bytes at byte {start}")
@@ -174,12 +174,12 @@ def attribute_spans(message: bytes) -> Iterator[tuple[str, int, int]]:
     pos, end = 0, len(message)
     while pos < end:
         start = pos
-        key, pos = _varint(message, pos)
+        key, pos = varint_at(message, pos)
         number, wire = key >> 3, key & 7
         if wire == WIRE_VARINT:
-            _, pos = _varint(message, pos)
+            _, pos = varint_at(message, pos)
         elif wire == WIRE_LEN:
-            length, pos = _varint(message, pos)
+            length, pos = varint_at(message, pos)
             if number == attr:
                 yield _attribute(message[pos : pos + length])[0], start, pos + length
             pos += length
@@ -187,7 +187,7 @@ def attribute_spans(message: bytes) -> Iterator[tuple[str, int, int]]:
             pos += 8 if wire == WIRE_FIXED64 else 4
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def varint_at(data: bytes, pos: int) -> tuple[int, int]:
     if pos + 2 < len(data):  # one to three bytes: most lengths, ids and dependencies
         first = data[pos]
         if first < 0x80:
@@ -201,71 +201,71 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= len(data):
-            raise _Malformed("a varint runs past the end")
+            raise Malformed("a varint runs past the end")
         byte = data[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
             if result >> 64:
-                raise _Malformed("a varint larger than 64 bits")
+                raise Malformed("a varint larger than 64 bits")
             return result, pos
         shift += 7
         if shift > 63:
-            raise _Malformed("a varint longer than 10 bytes")
+            raise Malformed("a varint longer than 10 bytes")
 
 
 def _fields(data: bytes, spans: bool = False) -> Iterator[Any]:
     """(field number, wire type, value) of a message: an int, or bytes for length-delimited fields;
     with ``spans``, (field number, start, end, value) instead."""
     if not isinstance(data, bytes):
-        raise _Malformed("a message field has the wrong wire type (not length-delimited)")
+        raise Malformed("a message field has the wrong wire type (not length-delimited)")
     pos, end = 0, len(data)
     while pos < end:
         start = pos
-        key, pos = _varint(data, pos)
+        key, pos = varint_at(data, pos)
         number, wire = key >> 3, key & 7
         value: Any
         if number == 0:
-            raise _Malformed("field number 0")
+            raise Malformed("field number 0")
         if wire == WIRE_VARINT:
-            value, pos = _varint(data, pos)
+            value, pos = varint_at(data, pos)
         elif wire == WIRE_LEN:
-            length, pos = _varint(data, pos)
+            length, pos = varint_at(data, pos)
             if pos + length > end:
-                raise _Malformed(f"field {number} runs past the end of its message")
+                raise Malformed(f"field {number} runs past the end of its message")
             value, pos = data[pos : pos + length], pos + length
         elif wire == WIRE_FIXED64:
             if pos + 8 > end:
-                raise _Malformed(f"field {number} runs past the end of its message")
+                raise Malformed(f"field {number} runs past the end of its message")
             value, pos = struct.unpack_from("<d", data, pos)[0], pos + 8
         elif wire == WIRE_FIXED32:
             if pos + 4 > end:
-                raise _Malformed(f"field {number} runs past the end of its message")
+                raise Malformed(f"field {number} runs past the end of its message")
             value, pos = struct.unpack_from("<f", data, pos)[0], pos + 4
         else:
-            raise _Malformed(f"field {number} has wire type {wire}, which Chakra does not use")
+            raise Malformed(f"field {number} has wire type {wire}, which Chakra does not use")
         yield (number, start, pos, value) if spans else (number, wire, value)
 
 
-def _text(value: Any) -> str:
+def text_value(value: Any) -> str:
     if not isinstance(value, bytes):
-        raise _Malformed("a string field is not length-delimited")
+        raise Malformed("a string field is not length-delimited")
     try:
         return value.decode("utf-8")
     except UnicodeDecodeError:
-        raise _Malformed("a string is not UTF-8") from None
+        raise Malformed("a string is not UTF-8") from None
 
 
-def _packed(value: Any) -> list[int]:
+def packed_ids(value: Any) -> list[int]:
     if isinstance(value, int):  # an unpacked repeated element
         return [value]
     if not isinstance(value, bytes):
-        raise _Malformed("a list of ids is neither varints nor packed varints (wrong wire type)")
+        raise Malformed("a list of ids is neither varints nor packed varints (wrong wire type)")
     if value.isascii():  # every byte below 0x80: every value one byte
         return list(value)
     out, pos, end = [], 0, len(value)
     while pos < end:
-        item, pos = _varint(value, pos)
+        item, pos = varint_at(value, pos)
         out.append(item)
     return out
 
@@ -275,11 +275,11 @@ def _attribute(data: bytes) -> tuple[str, Any]:
     name, value = "", cast(Any, None)
     for number, wire, raw in _fields(data):
         if number == _A["name"]:
-            name = _text(raw)
+            name = text_value(raw)
         elif number == _A["string_val"]:
-            value = _text(raw)
+            value = text_value(raw)
         elif number in (_A["int64_val"], _A["int32_val"]) and wire == WIRE_VARINT:
-            value = raw - (1 << 64) if raw >= _SIGNED_64 else raw
+            value = raw - (1 << 64) if raw >= SIGNED_64 else raw
         elif number in (_A["uint64_val"], _A["uint32_val"]) and wire == WIRE_VARINT:
             value = raw
         elif number == _A["bool_val"] and wire == WIRE_VARINT:
@@ -297,7 +297,7 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     for _, message in iter_records(path):
         try:
             return _global_metadata(message)
-        except _Malformed:
+        except Malformed:
             return {}
     return {}
 
@@ -306,7 +306,7 @@ def metadata_of(path: str, message: bytes) -> dict[str, Any]:
     """The attributes of a GlobalMetadata record (the first record of ``path``)."""
     try:
         return _global_metadata(message)
-    except _Malformed as exc:
+    except Malformed as exc:
         raise TraceFormatError(path, f"not a Chakra .et file (no GlobalMetadata record): {exc}") from None
 
 
@@ -317,7 +317,7 @@ def _global_metadata(message: bytes) -> dict[str, Any]:
             name, value = _attribute(raw)
             metadata[name] = value
         elif number != GLOBAL_METADATA_FIELDS["version"][0]:
-            raise _Malformed(f"unexpected field {number}")
+            raise Malformed(f"unexpected field {number}")
     return metadata
 
 
@@ -334,13 +334,13 @@ def _add_node(trace: EtTrace, message: bytes) -> None:
         if number == _F["id"]:
             node_id = raw
         elif number == _F["name"]:
-            name = _text(raw)
+            name = text_value(raw)
         elif number == _F["type"]:
             node_type = raw
         elif number == _F["ctrl_deps"]:
-            ctrl.extend(_packed(raw))
+            ctrl.extend(packed_ids(raw))
         elif number == _F["data_deps"]:
-            data.extend(_packed(raw))
+            data.extend(packed_ids(raw))
         elif number == _F["duration_micros"]:
             duration = raw
         elif number == _F["attr"]:
@@ -352,7 +352,7 @@ def _add_node(trace: EtTrace, message: bytes) -> None:
             elif attr_name in wanted and type(value) is int:
                 found[attr_name] = value
     if not isinstance(node_id, int) or not isinstance(node_type, int) or node_type > 255:
-        raise _Malformed("id or type is not an integer")
+        raise Malformed("id or type is not an integer")
     trace.ids.append(node_id)
     trace.types.append(node_type)
     trace.names.append(name)
@@ -397,10 +397,10 @@ def tail_io(tail: bytes, *, duration_only: bool = False) -> TailIO:
     try:
         pos, end = 0, len(tail)
         while pos < end:
-            key, pos = _varint(tail, pos)
+            key, pos = varint_at(tail, pos)
             number, wire = key >> 3, key & 7
             if wire == WIRE_VARINT:
-                value, pos = _varint(tail, pos)
+                value, pos = varint_at(tail, pos)
                 if number == _DURATION:
                     duration = value
                     if duration_only:
@@ -408,9 +408,9 @@ def tail_io(tail: bytes, *, duration_only: bool = False) -> TailIO:
                 continue
             if wire != WIRE_LEN or number == _ATTR or duration_only:
                 break
-            length, pos = _varint(tail, pos)
+            length, pos = varint_at(tail, pos)
             if pos + length > end:
-                raise _Malformed(f"field {number} runs past the end of its message")
+                raise Malformed(f"field {number} runs past the end of its message")
             if number in io:
                 parts = io[number]
                 for sub, _, raw in _fields(tail[pos : pos + length]):
@@ -419,7 +419,7 @@ def tail_io(tail: bytes, *, duration_only: bool = False) -> TailIO:
                     elif sub == _TYPES:
                         parts[1] = raw
             pos += length
-    except _Malformed as exc:
+    except Malformed as exc:
         raise ValueError(str(exc)) from None
     (in_shapes, in_types), (out_shapes, out_types) = io[_INPUTS], io[_OUTPUTS]
     return TailIO(duration, in_shapes, in_types, out_shapes, out_types)
@@ -431,6 +431,6 @@ def count_nodes(path: str | os.PathLike[str]) -> int:
     name = os.fspath(path)
     try:
         with open(name, "rb") as fh:
-            return max(0, sum(1 for _ in _records(fh, name)) - 1)
+            return max(0, sum(1 for _ in delimited_records(fh, name)) - 1)
     except OSError as exc:
         raise TraceFormatError(name, f"cannot read: {exc.strerror or exc}") from None

@@ -24,7 +24,7 @@ from ..schema.chakra import (
     WIRE_LEN,
     WIRE_VARINT,
 )
-from .decode import _SIGNED_64, _Malformed, _packed, _records, _text, _varint
+from .decode import SIGNED_64, Malformed, delimited_records, packed_ids, text_value, varint_at
 
 # ``read_et`` keeps what checking needs, in columns; the tools that show a whole trace (jsonize,
 # visualize) need every field, record by record, in flat memory. The semantics are protobuf's
@@ -44,7 +44,7 @@ def _int32(value: int) -> int:
 
 def _int64(value: int) -> int:
     value &= _M64
-    return value - (1 << 64) if value >= _SIGNED_64 else value
+    return value - (1 << 64) if value >= SIGNED_64 else value
 
 
 def _zigzag(value: int) -> int:
@@ -126,22 +126,22 @@ class MetadataRecord:
 def _skip_or_value(data: bytes, pos: int, wire: int, number: int) -> tuple[Any, int]:
     """The raw value of a field at ``pos`` (int, or bytes for LEN and fixed fields)."""
     if wire == WIRE_VARINT:
-        return _varint(data, pos)
+        return varint_at(data, pos)
     if wire == WIRE_LEN:
-        length, pos = _varint(data, pos)
+        length, pos = varint_at(data, pos)
         if pos + length > len(data):
-            raise _Malformed(f"field {number} runs past the end of its message")
+            raise Malformed(f"field {number} runs past the end of its message")
         return data[pos : pos + length], pos + length
     if wire == _WIRE_START_GROUP:
         return None, _skip_group(data, pos, number)
     size = 8 if wire == WIRE_FIXED64 else 4 if wire == WIRE_FIXED32 else 0
     if not size:
-        raise _Malformed(
+        raise Malformed(
             f"field {number} has wire type {wire}"
             + (" (an end of group with no start)" if wire == _WIRE_END_GROUP else "")
         )
     if pos + size > len(data):
-        raise _Malformed(f"field {number} runs past the end of its message")
+        raise Malformed(f"field {number} runs past the end of its message")
     return data[pos : pos + size], pos + size
 
 
@@ -155,14 +155,14 @@ def _skip_group(data: bytes, pos: int, number: int) -> int:
     end = len(data)
     while open_groups:
         if pos >= end:
-            raise _Malformed(f"group {open_groups[-1]} is not closed")
-        key, pos = _varint(data, pos)
+            raise Malformed(f"group {open_groups[-1]} is not closed")
+        key, pos = varint_at(data, pos)
         inner, wire = key >> 3, key & 7
         if inner == 0 or key > _M32:
-            raise _Malformed("field number 0" if inner == 0 else "a field number above 2**29")
+            raise Malformed("field number 0" if inner == 0 else "a field number above 2**29")
         if wire == _WIRE_END_GROUP:
             if inner != open_groups.pop():
-                raise _Malformed(f"group {number} closed by the end of group {inner}")
+                raise Malformed(f"group {number} closed by the end of group {inner}")
         elif wire == _WIRE_START_GROUP:
             open_groups.append(inner)
         else:
@@ -173,10 +173,10 @@ def _skip_group(data: bytes, pos: int, number: int) -> int:
 def _raw_fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
     pos, end = 0, len(data)
     while pos < end:
-        key, pos = _varint(data, pos)
+        key, pos = varint_at(data, pos)
         number, wire = key >> 3, key & 7
         if number == 0 or key > _M32:
-            raise _Malformed("field number 0" if number == 0 else "a field number above 2**29")
+            raise Malformed("field number 0" if number == 0 else "a field number above 2**29")
         value, pos = _skip_or_value(data, pos, wire, number)
         yield number, wire, value
 
@@ -198,33 +198,33 @@ def decode_node(message: bytes) -> EtNode:
         if key < 0x80:
             pos += 1
         else:
-            key, pos = _varint(message, pos)
+            key, pos = varint_at(message, pos)
             if key > _M32:
-                raise _Malformed("a field number above 2**29")
+                raise Malformed("a field number above 2**29")
         wire = key & 7
         if wire == WIRE_LEN:
             if pos >= end:
-                raise _Malformed("a varint runs past the end")
+                raise Malformed("a varint runs past the end")
             length = message[pos]
             if length < 0x80:
                 pos += 1
             else:
-                length, pos = _varint(message, pos)
+                length, pos = varint_at(message, pos)
             stop = pos + length
             if stop > end:
-                raise _Malformed(f"field {key >> 3} runs past the end of its message")
+                raise Malformed(f"field {key >> 3} runs past the end of its message")
             if key == 0x52:  # attr, and the attrs right after it (one-byte lengths: most of them)
                 add_attr(message[pos:stop])
                 while stop + 1 < end and message[stop] == 0x52 and message[stop + 1] < 0x80:
                     pos = stop + 2
                     stop = pos + message[stop + 1]
                     if stop > end:
-                        raise _Malformed("field 10 runs past the end of its message")
+                        raise Malformed("field 10 runs past the end of its message")
                     add_attr(message[pos:stop])
             elif key == 0x12:  # name
-                name = _text(message[pos:stop])
+                name = text_value(message[pos:stop])
             elif key == 0x22 or key == 0x2A:  # ctrl_deps, data_deps (packed)
-                values = _packed(message[pos:stop])
+                values = packed_ids(message[pos:stop])
                 if values and max(values) > _M64:
                     values = [v & _M64 for v in values]
                 (ctrl if key == 0x22 else data).extend(values)
@@ -233,16 +233,16 @@ def decode_node(message: bytes) -> EtNode:
             elif key == 0x4A:  # outputs
                 outputs = message[pos:stop] if outputs is None else outputs + message[pos:stop]
             elif key >> 3 == 0:
-                raise _Malformed("field number 0")
+                raise Malformed("field number 0")
             pos = stop
         elif wire == WIRE_VARINT:
             if pos >= end:
-                raise _Malformed("a varint runs past the end")
+                raise Malformed("a varint runs past the end")
             value = message[pos]
             if value < 0x80:
                 pos += 1
             else:
-                value, pos = _varint(message, pos)
+                value, pos = varint_at(message, pos)
                 value &= _M64
             if key == 0x08:
                 node_id = value
@@ -255,10 +255,10 @@ def decode_node(message: bytes) -> EtNode:
             elif key == 0x20 or key == 0x28:  # an unpacked dependency
                 (ctrl if key == 0x20 else data).append(value)
             elif key >> 3 == 0:
-                raise _Malformed("field number 0")
+                raise Malformed("field number 0")
         else:
             if key >> 3 == 0:
-                raise _Malformed("field number 0")
+                raise Malformed("field number 0")
             _, pos = _skip_or_value(message, pos, wire, key >> 3)
     return EtNode(node_id, name, node_type, ctrl, data, start_time, duration, inputs, outputs, attrs)
 
@@ -267,7 +267,7 @@ def decode_global_metadata(message: bytes) -> MetadataRecord:
     record = MetadataRecord()
     for number, wire, raw in _raw_fields(message):
         if number == 1 and wire == WIRE_LEN:
-            record.version = _text(raw)
+            record.version = text_value(raw)
         elif number == 2 and wire == WIRE_LEN:
             record.attr.append(raw)
     return record
@@ -278,7 +278,7 @@ def io_info(data: bytes) -> tuple[str, str, str]:
     out = ["", "", ""]
     for number, wire, raw in _raw_fields(data):
         if 1 <= number <= 3 and wire == WIRE_LEN:
-            out[number - 1] = _text(raw)
+            out[number - 1] = text_value(raw)
     return out[0], out[1], out[2]
 
 
@@ -287,9 +287,9 @@ def attribute(data: bytes) -> Attribute:
     attr = Attribute()
     for number, wire, raw in _raw_fields(data):
         if number == 1 and wire == WIRE_LEN:
-            attr.name = _text(raw)
+            attr.name = text_value(raw)
         elif number == 2 and wire == WIRE_LEN:
-            attr.doc_string = _text(raw)
+            attr.doc_string = text_value(raw)
         elif number in _VALUE_FIELDS:
             kind, base, is_list = _VALUE_FIELDS[number]
             element_wire, convert = _SCALARS[base]
@@ -308,7 +308,7 @@ def attribute(data: bytes) -> Attribute:
 
 def _scalar(raw: Any, base: str, convert: Any) -> Any:
     if base == "string":
-        return _text(raw)
+        return text_value(raw)
     if isinstance(raw, bytes) and base != "bytes":
         return struct.unpack(_FIXED_FORMATS[base, len(raw)], raw)[0]
     return convert(raw)
@@ -324,11 +324,11 @@ def _list_values(data: bytes, base: str, element_wire: int, convert: Any) -> lis
             out.append(_scalar(raw, base, convert))
         elif wire == WIRE_LEN and element_wire != WIRE_LEN:  # packed
             if element_wire == WIRE_VARINT:
-                out.extend(convert(v) for v in _packed(raw))
+                out.extend(convert(v) for v in packed_ids(raw))
             else:
                 size = 8 if element_wire == WIRE_FIXED64 else 4
                 if len(raw) % size:
-                    raise _Malformed("a packed fixed-size list does not divide into its elements")
+                    raise Malformed("a packed fixed-size list does not divide into its elements")
                 fmt = _FIXED_FORMATS[base, size]
                 out.extend(v for (v,) in struct.iter_unpack(fmt, raw))
     return out
@@ -343,7 +343,7 @@ class EtRecords:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._file = open_trace(self.path)
-        self._records = _records(cast(IO[bytes], self._file), self.path)
+        self._records = delimited_records(cast(IO[bytes], self._file), self.path)
         try:
             first = next(self._records, None)
         except TraceFormatError as exc:
@@ -354,7 +354,7 @@ class EtRecords:
             raise TraceFormatError(self.path, "file is empty: not a Chakra .et file")
         try:
             self.metadata = decode_global_metadata(first[1])
-        except _Malformed as exc:
+        except Malformed as exc:
             self._file.close()
             raise TraceFormatError(self.path, f"not a Chakra .et file (no GlobalMetadata record): {exc}") from None
 
@@ -390,7 +390,7 @@ class EtRecords:
         for number, offset, message in self.raw_nodes():
             try:
                 yield decode_node(message)
-            except _Malformed as exc:
+            except Malformed as exc:
                 raise self.malformed(number, offset, exc) from None
 
     def malformed(self, number: int, offset: int, exc: Exception) -> TraceFormatError:
@@ -398,7 +398,4 @@ class EtRecords:
         return TraceFormatError(self.path, f"record {number} at byte {offset} is not a Node: {exc}")
 
 
-Malformed = _Malformed
-delimited_records = _records
-varint_at = _varint
 int64_value = _int64

@@ -30,17 +30,8 @@ from typing import IO, Any, cast
 
 from .._types import Progress
 from ..errors import ConverterError, TraceFormatError
-from ..et.records import (
-    EtNode,
-    EtRecords,
-    Malformed,
-    MetadataRecord,
-    attribute,
-    decode_node,
-    delimited_records,
-    io_info,
-    varint_at,
-)
+from ..et.decode import Malformed, delimited_records, varint_at
+from ..et.records import EtNode, EtRecords, MetadataRecord, attribute, decode_node, io_info
 from ..et.wire import BoundedCache
 from ..io.output import atomic_output, check_output
 from ..io.read import GZIP_MAGIC, check_input, open_trace
