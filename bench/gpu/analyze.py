@@ -120,7 +120,10 @@ def kernel_classes(et: Path, peak_flops: float, bandwidth: float) -> dict[str, l
             continue
         parents = [by_id[d] for d in node.data_deps if d in by_id]
         launcher = next((p.name for p in parents if {a.name: a for a in p.attr}["is_cpu_op"].bool_val), "")
-        cls = op_class(launcher).value if launcher else "no launching op"
+        if launcher and not launcher.startswith("aten::"):  # a Kineto trace alone: the runtime call launched it
+            cls = "all kernels (by their launch call)"
+        else:
+            cls = op_class(launcher).value if launcher else "no launching op"
         if cls == "unknown" and "multi_tensor" in node.name:
             cls = "optimizer (multi-tensor)"
         elif cls == "unknown" and launcher:
@@ -170,7 +173,7 @@ def analyze(capture: Path, work: Path, accelerator: str) -> dict[str, Any]:
     row["trace_step_ms"] = _ms(replay["measured_step_ns"]) if replay.get("measured_step_ns") else None
     row["replay_error_pct"] = (row["replay_ms"] / row["untraced_ms"] - 1) * 100
     row["replay_vs_traced_pct"] = (row["replay_ms"] / row["traced_ms"] - 1) * 100
-    if row["host_trace"]:
+    if row["host_trace"] or row["record_shapes"]:  # the roofline needs the ops' shapes
         spec = ACCELERATORS[accelerator.lower()]
         kept = _convert(capture, name, work / f"{name}-rf" / name, "--roofline")
         row["classes"] = kernel_classes(Path(f"{kept}.0.et"), spec.peak_tflops * 1e12, spec.mem_bandwidth_gbps * 1e9)
@@ -270,16 +273,15 @@ def report(rows: list[dict[str, Any]], cpu_rows: list[dict[str, Any]], accelerat
             f"| `{r['name']}` | {r['untraced_ms']:.1f} | {traced:.1f} | {roof:.1f} | {r['whatif_ms']:.1f} | "
             f"{(r['whatif_ms'] / r['untraced_ms'] - 1) * 100:+.1f}% |"
         )
-    gpu_by_key = {(r["model"], r["precision"], r["batch"]): r for r in rows if "classes" in r}
-    for c in cpu_rows:
-        g = gpu_by_key.get((c["model"], c["precision"], c["batch"]))
-        if g is None:
-            continue
-        lines.append(
-            f"| CPU capture `{c['name']}` (this machine), what-if for `{g['name']}` | {g['untraced_ms']:.1f} | - | "
-            f"{sum(v[2] for v in c['classes'].values()):.1f} | {c['whatif_ms']:.1f} | "
-            f"{(c['whatif_ms'] / g['untraced_ms'] - 1) * 100:+.1f}% |"
-        )
+    for c in cpu_rows:  # against every GPU run of the same model, precision and batch
+        for g in (
+            r for r in rows if (r["model"], r["precision"], r["batch"]) == (c["model"], c["precision"], c["batch"])
+        ):
+            lines.append(
+                f"| CPU capture `{c['name']}` (2-core CPU), what-if for `{g['name']}` | {g['untraced_ms']:.1f} | - | "
+                f"{sum(v[2] for v in c['classes'].values()):.1f} | {c['whatif_ms']:.1f} | "
+                f"{(c['whatif_ms'] / g['untraced_ms'] - 1) * 100:+.1f}% |"
+            )
     lines += [
         "",
         "Per class of the op that launched each kernel (GPU captures with a host trace): traced kernel time "
