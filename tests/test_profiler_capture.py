@@ -198,3 +198,28 @@ def test_accelerator_facts_name_the_gpu_and_versions(monkeypatch: pytest.MonkeyP
     }
     monkeypatch.setattr(torch.cuda.nccl, "version", lambda: 21801)  # torch before 2.x gave an int
     assert train.accelerator_facts(where)["nccl"] == "21801"
+
+
+def test_kineto_alone_capture_in_bf16_converts_by_the_kineto_front_end(tmp_path: Path) -> None:
+    """``--no-host-trace --no-record-shapes --precision bf16 --convert``: the lightest capture (no
+    host trace written), converted by the Kineto front end into a .et that passes check; the
+    summary says how it was traced and in which precision."""
+    from chakra_convert_fast.converter.check.rules import check_file
+    from chakra_convert_fast.converter.et.decode import read_et
+    from chakra_convert_fast.profiler import cli
+
+    argv = ["--model", "gpt2", "--size", "tiny", "--seq-len", "32", "--batch-size", "2", "--steps", "2"]
+    argv += ["--wait", "1", "--warmup", "0", "--active", "1", "--outdir", str(tmp_path), "--name", "light"]
+    argv += ["--no-host-trace", "--no-record-shapes", "--precision", "bf16", "--convert", "--threads", "1"]
+    assert cli.main(argv) == 0
+    assert not (tmp_path / "light_rank0_host.json").exists()
+    summary = json.loads((tmp_path / "light_summary.json").read_text())
+    assert (summary["host_trace"], summary["record_shapes"], summary["precision"]) == (False, False, "bf16")
+    et = summary["ranks"][0]["et"]
+    assert et["kineto_only"] and et["step"] == 1 and et["nodes_written"] > 100
+    device = json.loads((tmp_path / "light_rank0_device.json").read_text())
+    ops = [e for e in device["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert ops and not any("Input Dims" in e.get("args", {}) for e in ops)  # no shapes recorded
+    assert any("BFloat16" in str(e.get("args", {})) or e["name"] == "aten::_to_copy" for e in ops)  # autocast ran
+    problems = check_file(read_et(tmp_path / "light.0.et"), 0)[1]
+    assert not [p for p in problems if p.fatal], problems

@@ -47,6 +47,9 @@ def test_launch_command_runs_profiler_train_under_torchrun() -> None:
         (["--model", "bert", "--size", "gpt2"], "does not apply to model 'bert'"),
         (["--model", "gpt2", "--backend", "nccl", "--device", "cpu"], "needs --device cuda"),
         (["--model", "gpt2", "--active", "0"], "must be at least 1"),
+        (["--model", "gpt2", "--nproc", "2", "--pp", "2", "--precision", "bf16"], "not supported with --pp"),
+        (["--model", "gpt2", "--no-host-trace", "--convert", "--roofline"], "converts the Kineto trace alone"),
+        (["--model", "gpt2", "--precision", "fp16"], "invalid choice"),
     ],
 )
 def test_bad_arguments_fail_before_any_rank_starts(
