@@ -1,15 +1,18 @@
 """``scale`` of data x tensor x pipeline layouts against reality: the smallest capture of a layout
-scaled to the size of a real capture, rank by rank.
+scaled to the size of a real capture, rank by rank, and both simulated against the step the real
+capture measured.
 
     python -m bench.layouts_proof CAPTURES [--out bench/results/layouts.md] [--capture]
 
-``CAPTURES/<case>/job.<rank>.et`` (with ``job.comm_group.json`` and ``job.layout.json``) are
-``chakra-profile --model gpt2 --size tiny --steps 3 --wait 1 --outdir CAPTURES/<case> --name job
---convert`` plus each case's layout options (``--capture`` makes the missing ones; each takes
-minutes on a CPU). For each pair: the small job is scaled to the big one's ranks; per rank the
+``CAPTURES/<case>/job.<rank>.et`` (with ``job.comm_group.json``, ``job.layout.json`` and
+``job_summary.json``) are ``chakra-profile --model M --size S --steps 3 --wait 1 --outdir
+CAPTURES/<case> --name job --convert`` plus each case's layout options (``CASES``; ``--capture``
+makes the missing ones, one at a time, each a minute or a few on a CPU). For each pair of
+``PAIRS`` whose two captures exist: the small job is scaled to the big one's ranks; per rank the
 communication nodes in order (node type, collective, bytes, group members, send/receive peers and
 tag) must equal the real capture's; both jobs must pass ``check`` and finish in ASTRA-sim
-(``$ASTRA_SIM_HOME``), whose simulated steps are put side by side.
+(``$ASTRA_SIM_HOME``). The second table puts both simulated steps beside the step the real
+capture measured (its summary's traced step, the slowest rank's) and the compute each replays.
 """
 
 from __future__ import annotations
@@ -28,25 +31,48 @@ from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, NodeType
 
-#: case -> chakra-profile layout options
+
+def _layouts(prefix: str, model: str, size: str, small: int) -> dict[str, tuple[str, str, list[str]]]:
+    """The cases of one model and size: each layout at its smallest width and at 8 ranks."""
+    layouts = {
+        "ddp": (small // 2, []),
+        "fsdp": (small // 2, ["--dp", "fsdp"]),
+        "tp2ddp": (small, ["--tp", "2"]),
+        "tp2fsdp": (small, ["--tp", "2", "--dp", "fsdp"]),
+        "pp2": (small, ["--pp", "2"]),
+    }
+    return {
+        f"{prefix}{name}_np{n}": (model, size, ["--nproc", str(n), *opts])
+        for name, (width, opts) in layouts.items()
+        for n in (width, 8)
+    }
+
+
+#: case -> (model, size, chakra-profile layout options); the smallest width of a layout has two
+#: data-parallel replicas (``scale`` needs a captured data-parallel synchronisation)
 CASES = {
-    "tp2fsdp_np4": ["--nproc", "4", "--tp", "2", "--dp", "fsdp"],
-    "tp2fsdp_np8": ["--nproc", "8", "--tp", "2", "--dp", "fsdp"],
-    "pp2_np4": ["--nproc", "4", "--pp", "2"],
-    "pp2_np8": ["--nproc", "8", "--pp", "2"],
+    **_layouts("", "gpt2", "tiny", 4),
+    **_layouts("bert_", "bert", "tiny", 4),
+    **_layouts("small_", "gpt2", "small", 4),
+    **_layouts("bert_small_", "bert", "small", 4),
 }
-#: (small, big) pairs compared
-PAIRS = [("tp2fsdp_np4", "tp2fsdp_np8"), ("pp2_np4", "pp2_np8")]
-BASE = ["--model", "gpt2", "--size", "tiny", "--steps", "3", "--wait", "1", "--name", "job", "--convert"]
+#: (small, big) pairs compared, in the table's order
+PAIRS = [(small, big) for small, big in zip(list(CASES)[::2], list(CASES)[1::2], strict=True)]
+BASE = ["--steps", "3", "--wait", "1", "--name", "job", "--convert"]
 
 
 def capture(root: Path, case: str) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run(
-        [sys.executable, "-m", "chakra_convert_fast.profiler.cli", *BASE, *CASES[case], "--outdir", str(root / case)],
+        [sys.executable, "-m", "chakra_convert_fast.profiler.cli", *profile_args(case), "--outdir", str(root / case)],
         check=True,
         env=env,
     )
+
+
+def profile_args(case: str) -> list[str]:
+    model, size, options = CASES[case]
+    return ["--model", model, "--size", size, *BASE, *options]
 
 
 def ranks_of(prefix: Path) -> int:
@@ -75,15 +101,34 @@ def groups_of(prefix: Path) -> dict[str, list[int]]:
     return dict(json.loads(path.read_text())) if path.exists() else {}
 
 
-def simulated_step_ms(prefix: Path, ranks: int, work: Path) -> tuple[float | None, str]:
-    """The simulated step (ms, the slowest rank) and its exposed communication, or None and why."""
+def simulate(prefix: Path, ranks: int, work: Path) -> dict[str, Any]:
+    """The simulated step (ms, the slowest rank's), its exposed communication (ms), the compute a
+    rank replays (ms, the mean over ranks of its step less its exposed communication), or why not."""
     if astrasim.home() is None:
-        return None, "ASTRA_SIM_HOME not set"
+        return {"why": "ASTRA_SIM_HOME not set"}
     sim = astrasim.simulate(prefix, ranks, comm_groups=Path(f"{prefix}.comm_group.json"), workdir=work)
     if sim.returncode or not sim.all_finished:
-        return None, f"not every rank finished: {sim.output[:200]}"
+        return {"why": f"not every rank finished: {sim.output[:200]}"}
     slowest = max(sim.ranks, key=lambda r: r.cycles)
-    return slowest.cycles / 1e6, f"{slowest.exposed_comm_ns / 1e6:,.1f}"
+    return {
+        "step_ms": slowest.cycles / 1e6,
+        "exposed_ms": slowest.exposed_comm_ns / 1e6,
+        "compute_ms": sum(r.cycles - r.exposed_comm_ns for r in sim.ranks) / len(sim.ranks) / 1e6,
+    }
+
+
+def measured_step_ms(root: Path, case: str) -> float | None:
+    """The step the capture measured (ms): each rank's traced (``active``) steps, averaged, and the
+    slowest rank's, from ``job_summary.json``."""
+    path = root / case / "job_summary.json"
+    if not path.exists():
+        return None
+    per_rank = []
+    for rank in json.loads(path.read_text())["ranks"]:
+        active = [t for t, phase in zip(rank["step_times_s"], rank["phases"], strict=True) if phase == "active"]
+        if active:
+            per_rank.append(sum(active) / len(active))
+    return max(per_rank) * 1e3 if per_rank else None
 
 
 def compare(root: Path, small: str, big: str, work: Path) -> dict[str, Any]:
@@ -109,10 +154,7 @@ def compare(root: Path, small: str, big: str, work: Path) -> dict[str, Any]:
     checks = {
         name: api.check([f"{p}.{r}.et" for r in range(n)]).ok for name, p in (("scaled", scaled), ("real", big_prefix))
     }
-    steps = {
-        name: simulated_step_ms(p, n, work / f"sim_{name}_{big}")
-        for name, p in (("scaled", scaled), ("real", big_prefix))
-    }
+    sims = {name: simulate(p, n, work / f"sim_{name}_{big}") for name, p in (("scaled", scaled), ("real", big_prefix))}
     return {
         "small": small,
         "big": big,
@@ -120,46 +162,81 @@ def compare(root: Path, small: str, big: str, work: Path) -> dict[str, Any]:
         "comm_nodes": counts,
         "mismatches": mismatches,
         "check": checks,
-        "steps": steps,
+        "sim": sims,
+        "measured": {"small": measured_step_ms(root, small), "real": measured_step_ms(root, big)},
     }
 
 
-def table(rows: list[dict[str, Any]]) -> str:
+def _label(case: str) -> str:
+    model, size, options = CASES[case]
+    return f"{model} {size} `{' '.join(options)}`"
+
+
+def _sim(s: dict[str, Any]) -> str:
+    return f"{s['step_ms']:,.1f} ({s['exposed_ms']:,.1f})" if "step_ms" in s else s["why"]
+
+
+def _error(s: dict[str, Any], measured: float | None) -> str:
+    if "step_ms" not in s or not measured:
+        return "-"
+    return f"{s['step_ms']:,.1f} ({(s['step_ms'] - measured) / measured:+.0%})"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def table(rows: list[dict[str, Any]], missing: list[tuple[str, str]]) -> str:
     lines = [
-        "# `scale` of tensor-, pipeline- and FSDP-parallel captures against real captures",
+        "# `scale` of data-, tensor- and pipeline-parallel captures against real captures",
         "",
-        "Made by `python -m bench.layouts_proof CAPTURES` (`bench/layouts_proof.py` says how the",
-        "captures are made): tiny GPT-2 on CPU ranks (gloo), torch 2.13; each small capture is",
-        "scaled to the real capture's ranks with `chakra-convert-fast scale`, and each rank's",
-        "communication nodes in order (type, collective, bytes, group members, send/receive peers",
-        "and tag) are compared with the real capture's. Simulated in ASTRA-sim (analytical,",
-        "congestion-unaware, Ring at 50 GB/s and 500 ns, traced compute durations).",
+        "Made by `python -m bench.layouts_proof CAPTURES --capture` (`bench/layouts_proof.py` says how",
+        "the captures are made: `chakra-profile --model M --size S --steps 3 --wait 1 --convert` plus",
+        "the layout options below, on CPU ranks (gloo), torch 2.13, one capture at a time on a machine",
+        "of 2 cores shared with other work). Each small capture is scaled to the real capture's ranks",
+        "with `chakra-convert-fast scale`, and each rank's communication nodes in order (type,",
+        "collective, bytes, group members, send/receive peers and tag) are compared with the real",
+        "capture's. Both jobs are simulated in ASTRA-sim (analytical, congestion-unaware, Ring at",
+        "50 GB/s and 500 ns, traced compute durations).",
         "",
         "| captured (small) | real (big) | ranks | comm nodes compared | equal, rank by rank | check scaled / real "
         "| simulated step scaled (ms; exposed comm) | simulated step real (ms; exposed comm) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        (s_ms, s_note), (r_ms, r_note) = r["steps"]["scaled"], r["steps"]["real"]
         equal = "yes" if not r["mismatches"] else f"no ({len(r['mismatches'])} ranks differ)"
-        fmt = lambda ms, note: f"{ms:,.1f} ({note})" if ms is not None else note  # noqa: E731
-        small, big = " ".join(CASES[r["small"]]), " ".join(CASES[r["big"]])
         lines.append(
-            f"| `{small}` | `{big}` | {r['ranks']} | {r['comm_nodes']} | {equal} "
+            f"| {_label(r['small'])} | `{' '.join(CASES[r['big']][2])}` | {r['ranks']} | {r['comm_nodes']} | {equal} "
             f"| {'ok' if r['check']['scaled'] else 'FAILS'} / {'ok' if r['check']['real'] else 'FAILS'} "
-            f"| {fmt(s_ms, s_note)} | {fmt(r_ms, r_note)} |"
+            f"| {_sim(r['sim']['scaled'])} | {_sim(r['sim']['real'])} |"
         )
     for r in rows:
         for m in r["mismatches"][:4]:
             lines.append(f"\n- {r['small']} -> {r['big']}: {m}")
     lines += [
         "",
-        "The simulated steps differ by the compute each rank replays (ASTRA-sim replays traced",
-        "durations): the scaled job replays the small capture's, the real one its own, from another",
-        "run on CPU ranks that share two cores with other work, whose step times vary by tens of",
-        "percent from run to run. The communication, what `scale` writes, is equal node for node;",
-        "the simulated steps are not a proof of timing, only that both jobs run to the end.",
+        "## Simulated against measured",
+        "",
+        "The step each real (big) capture measured (its summary's traced step, the slowest rank's),",
+        "the simulated steps of the real job and of the small capture scaled to its ranks (error",
+        "against the measured step), the small capture's measured step, and the compute each job",
+        "replays per rank (ASTRA-sim replays traced compute durations: a rank's simulated step less",
+        "its exposed communication, the mean over ranks).",
+        "",
+        "| captured (small) -> real (big) | measured step, real (ms) | simulated real (ms; error) "
+        "| simulated scaled (ms; error) | measured step, small (ms) | compute replayed per rank, scaled / real (ms) |",
+        "|---|---|---|---|---|---|",
     ]
+    for r in rows:
+        scaled, real = r["sim"]["scaled"], r["sim"]["real"]
+        lines.append(
+            f"| {_label(r['small'])} -> `--nproc {r['ranks']}` | {_ms(r['measured']['real'])} "
+            f"| {_error(real, r['measured']['real'])} | {_error(scaled, r['measured']['real'])} "
+            f"| {_ms(r['measured']['small'])} | {_ms(scaled.get('compute_ms'))} / {_ms(real.get('compute_ms'))} |"
+        )
+    if missing:
+        named = ", ".join(f"{_label(s)} -> {CASES[b][2][1]} ranks" for s, b in missing)
+        lines += ["", f"Not captured here: {named}."]
     return "\n".join(lines) + "\n"
 
 
@@ -168,15 +245,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("captures", type=Path)
     parser.add_argument("--out", type=Path, default=Path("bench/results/layouts.md"))
     parser.add_argument("--capture", action="store_true", help="capture the cases that are missing")
+    parser.add_argument("--pairs", nargs="*", help="only these pairs, by their small case (default: all)")
     args = parser.parse_args(argv)
-    for case in CASES:
-        if not (args.captures / case / "job.layout.json").exists():
-            if not args.capture:
-                parser.error(f"{args.captures / case}: no capture (run with --capture)")
-            capture(args.captures, case)
+    pairs = [p for p in PAIRS if not args.pairs or p[0] in args.pairs]
+    if args.capture:
+        for case in (c for pair in pairs for c in pair):
+            if not (args.captures / case / "job.layout.json").exists():
+                capture(args.captures, case)
+    present = [p for p in pairs if all((args.captures / c / "job.layout.json").exists() for c in p)]
+    if not present:
+        parser.error(f"{args.captures}: no pair captured (run with --capture)")
     with tempfile.TemporaryDirectory() as work:
-        rows = [compare(args.captures, small, big, Path(work)) for small, big in PAIRS]
-    text = table(rows)
+        rows = [compare(args.captures, small, big, Path(work)) for small, big in present]
+    text = table(rows, [p for p in pairs if p not in present])
     args.out.write_text(text)
     print(text)
     return 0 if all(not r["mismatches"] and all(r["check"].values()) for r in rows) else 1

@@ -279,22 +279,33 @@ def test_layout_scale_refusals(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists() or listing(tmp_path / "out") == []
 
 
-# -- real captures: the 4-rank job scaled to 8 equals the real 8-rank capture ---------------------------
+# -- real captures: the smallest job scaled to 8 ranks equals the real 8-rank capture ------------------
 LAYOUTS = Path(__file__).parent / "data" / "layouts"
 
 
-@pytest.mark.parametrize("case", ["tp2fsdp", "pp2"])
-def test_real_four_rank_capture_scaled_to_eight_equals_the_real_eight(tmp_path: Path, case: str) -> None:
-    small, real = LAYOUTS / f"{case}_np4" / "job", LAYOUTS / f"{case}_np8" / "job"
+@pytest.mark.parametrize(
+    ("case", "small", "nodes"),
+    [
+        ("tp2fsdp", 4, 128),  # TP 2 x FSDP
+        ("pp2", 4, 40),  # PP 2 x DDP
+        ("ddp", 2, 8),  # DDP alone
+        ("fsdp", 2, 64),  # FSDP alone: the padded shard at 2 ranks becomes the one at 8
+        ("tp2ddp", 4, 80),  # TP 2 x DDP
+    ],
+)
+def test_real_small_capture_scaled_to_eight_equals_the_real_eight(
+    tmp_path: Path, case: str, small: int, nodes: int
+) -> None:
+    captured, real = LAYOUTS / f"{case}_np{small}" / "job", LAYOUTS / f"{case}_np8" / "job"
     out = tmp_path / "job"
-    result = api.scale(small, out, 8)
+    result = api.scale(captured, out, 8)
     real_g = real_groups(real)
     compared = 0
     for rank in range(8):
-        mine, theirs = comm(f"{out}.{rank}.et", result.comm_groups), comm(f"{real}.{rank}.et", real_g)
+        mine, theirs = comm(f"{out}.{rank}.et", result.comm_groups or {}), comm(f"{real}.{rank}.et", real_g)
         assert mine == theirs, rank
         compared += len(mine)
-    assert compared == {"tp2fsdp": 128, "pp2": 40}[case]
+    assert compared == nodes
     if case == "pp2":  # every send has its receive, peers in the same replica
         sends = {(m[4], m[5]) for r in range(8) for m in comm(f"{out}.{r}.et", {}) if m[0] == pb.COMM_SEND_NODE}
         assert sends == {(r, r + 4) for r in range(4)} | {(r + 4, r) for r in range(4)}  # activations, gradients
