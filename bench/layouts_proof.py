@@ -31,33 +31,33 @@ from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, NodeType
 
-
-def _layouts(prefix: str, model: str, size: str, small: int) -> dict[str, tuple[str, str, list[str]]]:
-    """The cases of one model and size: each layout at its smallest width and at 8 ranks."""
-    layouts = {
-        "ddp": (small // 2, []),
-        "fsdp": (small // 2, ["--dp", "fsdp"]),
-        "tp2ddp": (small, ["--tp", "2"]),
-        "tp2fsdp": (small, ["--tp", "2", "--dp", "fsdp"]),
-        "pp2": (small, ["--pp", "2"]),
-    }
-    return {
-        f"{prefix}{name}_np{n}": (model, size, ["--nproc", str(n), *opts])
-        for name, (width, opts) in layouts.items()
-        for n in (width, 8)
-    }
-
-
-#: case -> (model, size, chakra-profile layout options); the smallest width of a layout has two
-#: data-parallel replicas (``scale`` needs a captured data-parallel synchronisation)
-CASES = {
-    **_layouts("", "gpt2", "tiny", 4),
-    **_layouts("bert_", "bert", "tiny", 4),
-    **_layouts("small_", "gpt2", "small", 4),
-    **_layouts("bert_small_", "bert", "small", 4),
+#: layout -> (its smallest width: two data-parallel replicas, chakra-profile's layout options);
+#: ``scale`` needs a captured data-parallel synchronisation, so one replica is not enough
+LAYOUTS = {
+    "ddp": (2, []),
+    "fsdp": (2, ["--dp", "fsdp"]),
+    "tp2ddp": (4, ["--tp", "2"]),
+    "tp2fsdp": (4, ["--tp", "2", "--dp", "fsdp"]),
+    "pp2": (4, ["--pp", "2"]),
 }
-#: (small, big) pairs compared, in the table's order
-PAIRS = [(small, big) for small, big in zip(list(CASES)[::2], list(CASES)[1::2], strict=True)]
+#: (case prefix, model, size)
+MODELS = [
+    ("", "gpt2", "tiny"),
+    ("bert_", "bert", "tiny"),
+    ("small_", "gpt2", "small"),
+    ("bert_small_", "bert", "small"),
+]
+#: case -> (model, size, chakra-profile layout options)
+CASES: dict[str, tuple[str, str, list[str]]] = {}
+#: (small, big) pairs compared, in the table's order: the smallest capture of each layout scaled
+#: to 4 ranks (where it is smaller) and to 8
+PAIRS: list[tuple[str, str]] = []
+for _prefix, _model, _size in MODELS:
+    for _name, (_width, _options) in LAYOUTS.items():
+        _widths = sorted({_width, 4, 8})
+        for _n in _widths:
+            CASES[f"{_prefix}{_name}_np{_n}"] = (_model, _size, ["--nproc", str(_n), *_options])
+        PAIRS += [(f"{_prefix}{_name}_np{_width}", f"{_prefix}{_name}_np{_n}") for _n in _widths[1:]]
 BASE = ["--steps", "3", "--wait", "1", "--name", "job", "--convert"]
 
 
