@@ -77,7 +77,7 @@ def test_network_dimensions_sizes_and_links() -> None:
     ("topology", "ranks", "sizes", "bandwidth", "expected"),
     [
         ("Torus", 8, None, None, "unknown topology 'Torus'"),
-        ("Ring,Switch", 8, None, None, "give their sizes with --npus-per-dim"),
+        ("Ring,Switch", 8, None, None, "give their sizes with `npus_per_dim`"),
         ("Ring,Switch", 8, "2,2", None, "4 NPUs, but the job has 8 ranks"),
         ("Ring,Switch", 8, "3,*", None, "8 ranks are not a multiple of 3"),
         ("Ring,Switch", 8, "*,*", None, "at most one '*'"),
@@ -451,18 +451,18 @@ def test_missing_simulator_says_how_to_get_it(tmp_path: Path, monkeypatch: pytes
 
 
 @pytest.mark.parametrize(
-    ("args", "expected"),
+    ("args", "expected", "status"),
     [
-        (("--topology", "Torus"), "unknown topology 'Torus'"),
-        (("--accelerator", "TPU9"), "--accelerator TPU9: unknown"),
-        (("--backend", "aware"), "aborts on a Ring of 2"),
-        (("--comm-groups", "missing.json"), "missing.json: --comm-groups: no such file"),
+        (("--topology", "Torus"), "unknown topology 'Torus'", 2),  # options that cannot apply: usage errors
+        (("--accelerator", "TPU9"), "--accelerator TPU9: unknown", 2),
+        (("--backend", "aware"), "aborts on a Ring of 2", 2),
+        (("--comm-groups", "missing.json"), "missing.json: --comm-groups: no such file", 1),
     ],
 )
-def test_bad_options_are_one_line(tmp_path: Path, args: tuple[str, ...], expected: str) -> None:
+def test_bad_options_are_one_line(tmp_path: Path, args: tuple[str, ...], expected: str, status: int) -> None:
     prefix = _copy_job(tmp_path)
     done = run_cli("simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "replay"), *args, cwd=tmp_path)
-    assert_one_error(done, expected)
+    assert_one_error(done, expected, status=status)
 
 
 def test_missing_rank_is_one_line(tmp_path: Path) -> None:

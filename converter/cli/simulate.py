@@ -16,7 +16,7 @@ from .. import api
 from ..errors import ConverterError
 from ..simulate.sweep import parse as parse_sweep
 from .common import PROG, add_output_options, declare, positive, subcommand
-from .report import Reporter
+from .report import Reporter, with_flags
 
 COMMANDS = ("simulate",)
 _SHOWN_RANKS = 16
@@ -266,7 +266,7 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
     try:
         key, points = parse_sweep(args.sweep)
     except ConverterError as exc:
-        args.usage_error(str(exc))
+        args.usage_error(with_flags(str(exc), reporter.flags))
     if args.exact and key != "ranks":
         args.usage_error("--exact is for --sweep ranks=...")
     if args.compact and key != "ranks":

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
-from ..errors import ConverterError
+from ..errors import OptionError
 
 #: ASTRA-sim's analytical network topologies (its ``topology:`` names), by the lower-case name users type.
 TOPOLOGIES = {"ring": "Ring", "switch": "Switch", "fullyconnected": "FullyConnected"}
@@ -60,22 +60,22 @@ def network(
     for name in names:
         known = TOPOLOGIES.get(name.lower())
         if known is None:
-            raise ConverterError(
-                f"--topology {topology}: unknown topology {name!r} (one of "
+            raise OptionError(
+                f"`topology` {topology}: unknown topology {name!r} (one of "
                 f"{', '.join(TOPOLOGIES.values())}, or several joined by commas: Ring,Switch)"
             )
         dims.append(known)
     npus = _sizes(npus_per_dim, len(dims), ranks, topology)
     for kind, size in zip(dims, npus, strict=True):
         if size < 2:
-            raise ConverterError(
-                f"--topology {topology} on {ranks} ranks: a {kind} of {size} NPU(s) (every dimension needs at least 2)"
+            raise OptionError(
+                f"`topology` {topology} on {ranks} ranks: a {kind} of {size} NPU(s) (every dimension needs at least 2)"
             )
     return Network(
         tuple(dims),
         npus,
-        _per_dim(bandwidth, len(dims), DEFAULT_BANDWIDTH_GBPS, "--bandwidth"),
-        _per_dim(latency, len(dims), DEFAULT_LATENCY_NS, "--latency"),
+        _per_dim(bandwidth, len(dims), DEFAULT_BANDWIDTH_GBPS, "`bandwidth`"),
+        _per_dim(latency, len(dims), DEFAULT_LATENCY_NS, "`latency`"),
     )
 
 
@@ -85,13 +85,13 @@ def check_backend(network: Network, backend: str) -> None:
     (each run here to its end), and aborts on a Ring of 2 NPUs (it connects the same two devices
     twice: ``Device::connect`` asserts ``!connected(id)``)."""
     if backend == "aware" and len(network.npus) > 1:
-        raise ConverterError(
-            f"the congestion-aware backend simulates one dimension only, not {network.name}: use --backend unaware"
+        raise OptionError(
+            f"the congestion-aware backend simulates one dimension only, not {network.name}: use `backend` unaware"
         )
     if backend == "aware" and any(t == "Ring" and n == 2 for t, n in zip(network.topology, network.npus, strict=True)):
-        raise ConverterError(
+        raise OptionError(
             f"the congestion-aware backend aborts on a Ring of 2 NPUs ({network.name}): use "
-            "FullyConnected there (for 2 NPUs the same links: one each way), or --backend unaware"
+            "FullyConnected there (for 2 NPUs the same links: one each way), or `backend` unaware"
         )
 
 
@@ -99,28 +99,28 @@ def _sizes(text: str | None, count: int, ranks: int, topology: str) -> tuple[int
     if text is None:
         if count == 1:
             return (ranks,)
-        raise ConverterError(
-            f"--topology {topology} has {count} dimensions: give their sizes with "
-            f"--npus-per-dim (e.g. {','.join(['2'] * (count - 1))},*)"
+        raise OptionError(
+            f"`topology` {topology} has {count} dimensions: give their sizes with "
+            f"`npus_per_dim` (e.g. {','.join(['2'] * (count - 1))},*)"
         )
     parts = [p.strip() for p in text.split(",")]
     if len(parts) != count:
-        raise ConverterError(f"--npus-per-dim {text}: {len(parts)} size(s) for the {count} dimension(s) of {topology}")
+        raise OptionError(f"`npus_per_dim` {text}: {len(parts)} size(s) for the {count} dimension(s) of {topology}")
     if parts.count("*") > 1:
-        raise ConverterError(f"--npus-per-dim {text}: at most one '*'")
+        raise OptionError(f"`npus_per_dim` {text}: at most one '*'")
     try:
         known = [int(p) for p in parts if p != "*"]
     except ValueError:
-        raise ConverterError(f"--npus-per-dim {text}: sizes are whole numbers (or one '*')") from None
+        raise OptionError(f"`npus_per_dim` {text}: sizes are whole numbers (or one '*')") from None
     if any(k < 1 for k in known):
-        raise ConverterError(f"--npus-per-dim {text}: sizes are at least 1")
+        raise OptionError(f"`npus_per_dim` {text}: sizes are at least 1")
     if "*" in parts:
         rest, left = divmod(ranks, prod(known))
         if left or rest < 1:
-            raise ConverterError(f"--npus-per-dim {text}: {ranks} ranks are not a multiple of {prod(known)}")
+            raise OptionError(f"`npus_per_dim` {text}: {ranks} ranks are not a multiple of {prod(known)}")
         return tuple(rest if p == "*" else int(p) for p in parts)
     if prod(known) != ranks:
-        raise ConverterError(f"--npus-per-dim {text}: {prod(known)} NPUs, but the job has {ranks} ranks")
+        raise OptionError(f"`npus_per_dim` {text}: {prod(known)} NPUs, but the job has {ranks} ranks")
     return tuple(known)
 
 
@@ -130,13 +130,13 @@ def _per_dim(text: str | None, count: int, default: float, option: str) -> tuple
     try:
         values = [float(p) for p in text.split(",")]
     except ValueError:
-        raise ConverterError(f"{option} {text}: numbers, one a dimension (comma-separated)") from None
+        raise OptionError(f"{option} {text}: numbers, one a dimension (comma-separated)") from None
     if any(not v > 0 or v == float("inf") for v in values):
-        raise ConverterError(f"{option} {text}: values must be positive")
+        raise OptionError(f"{option} {text}: values must be positive")
     if len(values) == 1:
         return (values[0],) * count
     if len(values) != count:
-        raise ConverterError(f"{option} {text}: {len(values)} value(s) for {count} dimension(s)")
+        raise OptionError(f"{option} {text}: {len(values)} value(s) for {count} dimension(s)")
     return tuple(values)
 
 
@@ -180,16 +180,16 @@ def accelerator(name: str | None, peak_tflops: float | None, mem_bandwidth: floa
         preset = ACCELERATORS.get(name.lower())
         if preset is None:
             known = ", ".join(a.name for a in ACCELERATORS.values())
-            raise ConverterError(
-                f"--accelerator {name}: unknown (one of {known}; or give --peak-tflops and --mem-bandwidth)"
+            raise OptionError(
+                f"`accelerator` {name}: unknown (one of {known}; or give `peak_tflops` and `mem_bandwidth`)"
             )
     if preset is None and peak_tflops is None and mem_bandwidth is None:
         return None
     if preset is None and (peak_tflops is None or mem_bandwidth is None):
-        raise ConverterError("the roofline needs both --peak-tflops and --mem-bandwidth (or --accelerator NAME)")
-    for option, value in (("--peak-tflops", peak_tflops), ("--mem-bandwidth", mem_bandwidth)):
+        raise OptionError("the roofline needs both `peak_tflops` and `mem_bandwidth` (or `accelerator` NAME)")
+    for option, value in (("`peak_tflops`", peak_tflops), ("`mem_bandwidth`", mem_bandwidth)):
         if value is not None and not 0 < value < float("inf"):
-            raise ConverterError(f"{option} {value}: must be positive")
+            raise OptionError(f"{option} {value}: must be positive")
     peak = peak_tflops if peak_tflops is not None else preset.peak_tflops if preset else 0.0
     bandwidth = mem_bandwidth if mem_bandwidth is not None else preset.mem_bandwidth_gbps if preset else 0.0
     label = preset.name if preset else "custom"

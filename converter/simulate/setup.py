@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
-from ..errors import ConverterError
+from ..errors import ConverterError, OptionError
 from .configs import REMOTE_MEMORY, TOPOLOGIES, Accelerator, Network, system_config
 
 #: ASTRA-sim's names of its native collective algorithms, by the lower-case name users type.
@@ -95,15 +95,15 @@ def collectives(text: str, dimensions: int) -> list[str]:
     for name in names:
         found = ALGORITHMS.get(name.lower())
         if found is None:
-            raise ConverterError(
-                f"--collective {text}: unknown algorithm {name!r} (one of "
+            raise OptionError(
+                f"`collective` {text}: unknown algorithm {name!r} (one of "
                 f"{', '.join(ALGORITHMS.values())}; one for every dimension, or one a dimension)"
             )
         known.append(found)
     if len(known) == 1:
         return known * dimensions
     if len(known) != dimensions:
-        raise ConverterError(f"--collective {text}: {len(known)} algorithm(s) for {dimensions} network dimension(s)")
+        raise OptionError(f"`collective` {text}: {len(known)} algorithm(s) for {dimensions} network dimension(s)")
     return known
 
 
@@ -119,13 +119,13 @@ def make_setup(
 ) -> Setup:
     """The system config (ours, or the user's with our keys set over it) and the remote memory's."""
     if active_chunks is not None and active_chunks < 1:
-        raise ConverterError(f"--active-chunks {active_chunks}: at least 1")
+        raise OptionError(f"`active_chunks` {active_chunks}: at least 1")
     ours = system_config(dimensions, roofline)
     overridden: list[str] = []
     if system_file is None:
         system = ours
     else:
-        system = _json_object(system_file, "--system-config")
+        system = _json_object(system_file, "`system_config`")
         for key in ("trace-enabled", *(_ROOFLINE_KEYS if roofline is not None else ())):
             if system.get(key) != ours[key]:
                 overridden.append(key)
@@ -153,31 +153,31 @@ def _check_system(system: dict[str, Any], dimensions: int, path: str) -> None:
         if value is None:
             continue
         if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-            raise ConverterError(f"--system-config {path}: {key} must be a list of algorithm names")
+            raise ConverterError(f"`system_config` {path}: {key} must be a list of algorithm names")
         for name in value:
             direct = _DIRECT_WINDOW.fullmatch(name)
             if name not in ALGORITHMS.values() and not (direct and name.startswith(("direct", "oneDirect"))):
                 raise ConverterError(
-                    f"--system-config {path}: {key} names {name!r}, not an algorithm ASTRA-sim knows "
+                    f"`system_config` {path}: {key} names {name!r}, not an algorithm ASTRA-sim knows "
                     f"({', '.join(ALGORITHMS.values())})"
                 )
         if len(value) != dimensions:
             raise ConverterError(
-                f"--system-config {path}: {key} has {len(value)} entr(ies) for a network of "
-                f"{dimensions} dimension(s) (one a dimension; or set them with --collective)"
+                f"`system_config` {path}: {key} has {len(value)} entr(ies) for a network of "
+                f"{dimensions} dimension(s) (one a dimension; or set them with `collective`)"
             )
     chunks = system.get("active-chunks-per-dimension")
     if chunks is not None and not (type(chunks) is int and chunks >= 1):
         raise ConverterError(
-            f"--system-config {path}: active-chunks-per-dimension {chunks!r} is not a whole number >= 1"
+            f"`system_config` {path}: active-chunks-per-dimension {chunks!r} is not a whole number >= 1"
         )
 
 
 def _remote_memory(path: str) -> dict[str, Any]:
-    data = _json_object(path, "--remote-memory-config")
+    data = _json_object(path, "`remote_memory_config`")
     if not isinstance(data.get("memory-type"), str):
         raise ConverterError(
-            f'--remote-memory-config {path}: no "memory-type" (e.g. "NO_MEMORY_EXPANSION", as ASTRA-sim\'s examples)'
+            f'`remote_memory_config` {path}: no "memory-type" (e.g. "NO_MEMORY_EXPANSION", as ASTRA-sim\'s examples)'
         )
     return data
 
@@ -206,18 +206,18 @@ def _read(path: str, option: str) -> str:
 
 def read_network(path: str, ranks: int | None) -> Network:
     """The user's network file, checked (against a job of ``ranks`` when given)."""
-    fields = _yaml_lists(_read(path, "--network-config"), path)
+    fields = _yaml_lists(_read(path, "`network_config`"), path)
     missing = [k for k in ("topology", "npus_count", "bandwidth", "latency") if k not in fields]
     if missing:
         raise ConverterError(
-            f"--network-config {path}: no {', '.join(missing)} (ASTRA-sim's analytical network: "
+            f"`network_config` {path}: no {', '.join(missing)} (ASTRA-sim's analytical network: "
             "topology, npus_count, bandwidth, latency, one value a dimension)"
         )
     topology = []
     for name in fields["topology"]:
         if name not in TOPOLOGIES.values():
             raise ConverterError(
-                f"--network-config {path}: topology {name!r} is not one of {', '.join(TOPOLOGIES.values())}"
+                f"`network_config` {path}: topology {name!r} is not one of {', '.join(TOPOLOGIES.values())}"
             )
         topology.append(name)
     dims = len(topology)
@@ -226,15 +226,15 @@ def read_network(path: str, ranks: int | None) -> Network:
         bandwidth = tuple(float(v) for v in fields["bandwidth"])
         latency = tuple(float(v) for v in fields["latency"])
     except ValueError:
-        raise ConverterError(f"--network-config {path}: npus_count, bandwidth and latency must be numbers") from None
+        raise ConverterError(f"`network_config` {path}: npus_count, bandwidth and latency must be numbers") from None
     for key, values in (("npus_count", npus), ("bandwidth", bandwidth), ("latency", latency)):
         if len(values) != dims:
-            raise ConverterError(f"--network-config {path}: {len(values)} {key} value(s) for {dims} dimension(s)")
+            raise ConverterError(f"`network_config` {path}: {len(values)} {key} value(s) for {dims} dimension(s)")
     if any(n < 2 for n in npus) or any(not 0 < v < float("inf") for v in (*bandwidth, *latency)):
-        raise ConverterError(f"--network-config {path}: every dimension needs 2 NPUs or more and positive links")
+        raise ConverterError(f"`network_config` {path}: every dimension needs 2 NPUs or more and positive links")
     if ranks is not None and prod(npus) != ranks:
         raise ConverterError(
-            f"--network-config {path}: {'x'.join(map(str, npus))} = {prod(npus)} NPUs, but the job has {ranks} ranks"
+            f"`network_config` {path}: {'x'.join(map(str, npus))} = {prod(npus)} NPUs, but the job has {ranks} ranks"
         )
     return Network(tuple(topology), npus, bandwidth, latency)
 
@@ -254,11 +254,11 @@ def _yaml_lists(text: str, path: str) -> dict[str, list[str]]:
             continue
         key, colon, value = stripped.partition(":")
         if not colon or line[0] == " ":
-            raise ConverterError(f"--network-config {path}: line {number}: expected 'key: [ values ]'")
+            raise ConverterError(f"`network_config` {path}: line {number}: expected 'key: [ values ]'")
         key, value = key.strip(), value.strip()
         if value.startswith("["):
             if not value.endswith("]"):
-                raise ConverterError(f"--network-config {path}: line {number}: a list must close on its line")
+                raise ConverterError(f"`network_config` {path}: line {number}: a list must close on its line")
             items = [v.strip().strip("'\"") for v in value[1:-1].split(",") if v.strip()]
             fields[key], current = items, None
         elif value:
