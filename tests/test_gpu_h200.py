@@ -24,7 +24,7 @@ GPU = REAL_TRACES_DIR / "gpu_h200"
 #: within 5% of the measured step (the others' host time holds the tracing's cost; see the docs).
 GPU_BOUND = ("kineto_gpt2_base_bf16_b32", "kineto_gpt2_base_bf16_b32_shapes", "kineto_gpt2_base_fp32_b4")
 KINETO_ALONE = (*GPU_BOUND, "kineto_gpt2_base_bf16_b8", "kineto_bert_base_bf16_b32", "kineto_bert_base_bf16_b8")
-HOST_AND_KINETO = ("gpt2_base_bf16_b32", "bert_base_bf16_b32")
+HOST_AND_KINETO = ("gpt2_base_bf16_b32", "bert_base_bf16_b32", "gpt2_base_bf16_b8", "bert_base_bf16_b8")
 
 
 def summary(name: str) -> dict[str, Any]:
