@@ -27,7 +27,7 @@ def run_child(command: Sequence[str], stdin: int | None = None) -> subprocess.Co
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
+        preexec_fn=die_with_parent,
     ) as process:
         try:
             stdout, stderr = process.communicate()
@@ -43,7 +43,7 @@ def end_group(leader: int) -> None:
         os.killpg(leader, signal.SIGKILL)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child, before it runs the program: SIGKILL when its parent (this process) dies."""
     with suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -96,6 +96,10 @@ class RankLog:
         self._last = max(self._last, tick)
 
 
+#: The longest log line read (characters); ASTRA-sim's are under a few hundred.
+MAX_LINE = 1 << 16
+
+
 class LogReader:
     """Feed it the log's lines as they come (``feed`` takes any chunk of text); ``on_span`` hears
     of every node as it completes. Holds only the nodes in flight."""
@@ -107,21 +111,39 @@ class LogReader:
         self._on_span = on_span
         self._in_flight: dict[tuple[int, int], tuple[int, str, int, int]] = {}  # -> tick, name, type, order
         self._order = 0
-        self._partial = ""
+        self._partial: list[str] = []  # the pieces of the line not yet ended, joined once it ends
+        self._partial_size = 0
+        self._overlong = False  # the line not yet ended is longer than MAX_LINE: dropped
         self.nodes_done = 0
         self.ranks_finished = 0
         self.last_tick = 0
 
     def feed(self, text: str) -> None:
-        lines = (self._partial + text).split("\n")
-        self._partial = lines.pop()
-        for line in lines:
-            self.line(line)
+        """Read ``text``, any piece of the log: each character is looked at a bounded number of
+        times whatever the lines' lengths (a line's pieces are kept and joined once, when it
+        ends), and a line longer than ``MAX_LINE`` (none of ASTRA-sim's) is dropped unread."""
+        cut = text.rfind("\n") + 1
+        if cut:
+            lines = text[: cut - 1].split("\n")
+            if self._overlong:
+                lines.pop(0)  # the end of a line too long to be one of ASTRA-sim's
+                self._overlong = False
+            elif self._partial:
+                lines[0] = "".join(self._partial) + lines[0]
+            self._partial, self._partial_size = [], 0
+            for line in lines:
+                self.line(line)
+        rest = text[cut:]
+        if rest and not self._overlong:
+            self._partial.append(rest)
+            self._partial_size += len(rest)
+            if self._partial_size > MAX_LINE:
+                self._partial, self._partial_size, self._overlong = [], 0, True
 
     def close(self) -> None:
-        if self._partial:
-            self.line(self._partial)
-            self._partial = ""
+        if self._partial and not self._overlong:
+            self.line("".join(self._partial))
+        self._partial, self._partial_size, self._overlong = [], 0, False
 
     def line(self, line: str) -> None:
         line = line.rstrip("\r")

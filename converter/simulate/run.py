@@ -12,9 +12,10 @@ we are (signals, errors), and dies with us (``PR_SET_PDEATHSIG``).
 
 from __future__ import annotations
 
-import ctypes
+import codecs
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -22,10 +23,11 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..children import die_with_parent, end_group
 from ..errors import ConverterError, SimulatorError
 from ..et.decode import read_et
 from ..io.output import atomic_text_output, check_output
@@ -47,6 +49,8 @@ HOW_TO_GET = (
     "or pass --astra-sim-bin"
 )
 _POLL_SECONDS = 0.25
+_DRAIN_SECONDS = 2.0  # after the simulator exits, the longest its log pipe is read for
+_STDERR_KEPT = 20000  # of the simulator's stderr, the end kept for messages
 
 
 @dataclass(frozen=True)
@@ -177,8 +181,12 @@ def find_simulator(backend: str, given: str | None = None) -> str:
 
 
 def _in(place: str, name: str) -> str | None:
+    """The executable ``name`` at ``place``, as an absolute path: the simulator runs in a
+    temporary folder, so a relative ``--astra-sim-bin`` or ``ASTRA_SIM_HOME`` is resolved here,
+    against the directory the command started in."""
     candidates = [place] if os.path.isfile(place) else [os.path.join(place, "bin", name), os.path.join(place, name)]
-    return next((c for c in candidates if os.path.isfile(c) and os.access(c, os.X_OK)), None)
+    found = next((c for c in candidates if os.path.isfile(c) and os.access(c, os.X_OK)), None)
+    return None if found is None else os.path.abspath(found)
 
 
 def simulate(
@@ -274,27 +282,32 @@ def _run(
 ) -> tuple[int, str]:
     events = os.path.join(workdir, "events.log")
     files = {
-        "network.yml": network.yaml(),
         "system.json": json.dumps(setup.system),
         "remote_memory.json": json.dumps(setup.remote_memory),
-        "logging.toml": logging_config(events),
+        "logging.toml": logging_config("events.log"),
     }
-    network_file = os.path.abspath(setup.network_file) if setup.network_file else f"{workdir}/network.yml"
+    if not setup.network_file:
+        files["network.yml"] = network.yaml()
     try:
         os.mkfifo(events, 0o600)
         for name, text in files.items():
             with open(os.path.join(workdir, name), "w", encoding="utf-8") as fh:
                 fh.write(text)
+        if setup.network_file:  # the user's file, under a name that holds nothing ASTRA-sim could misread
+            os.symlink(os.path.abspath(setup.network_file), os.path.join(workdir, "network.yml"))
+        workload = _workload_argument(job, workdir)
     except OSError as exc:
         raise SimulatorError(f"{workdir}: cannot write ASTRA-sim's configs: {exc.strerror or exc}") from None
+    # Every path is relative to the simulator's working folder, ``workdir``: no TMPDIR (one holding
+    # "empty", which makes ASTRA-sim ignore a group file; a newline; an '=') reaches its options.
     command = [
         simulator,
-        f"--workload-configuration={os.path.abspath(job.prefix)}",
-        f"--system-configuration={workdir}/system.json",
-        f"--remote-memory-configuration={workdir}/remote_memory.json",
-        f"--network-configuration={network_file}",
-        f"--logging-folder={workdir}/log",
-        f"--logging-configuration={workdir}/logging.toml",
+        f"--workload-configuration={workload}",
+        "--system-configuration=system.json",
+        "--remote-memory-configuration=remote_memory.json",
+        "--network-configuration=network.yml",
+        "--logging-folder=log",
+        "--logging-configuration=logging.toml",
         f"--comm-group-configuration={_groups_argument(job, workdir)}",
     ]
     fifo = os.open(events, os.O_RDONLY | os.O_NONBLOCK)
@@ -311,16 +324,14 @@ def _run(
                     stderr=err,
                     cwd=workdir,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                 )
             except OSError as exc:
                 raise SimulatorError(f"cannot run ASTRA-sim {simulator}: {exc.strerror or exc}") from None
             try:
                 _follow(process, fifo, reader, timeout, started, progress, total, job.ranks)
             finally:
-                if process.poll() is None:
-                    with suppress(ProcessLookupError):
-                        os.killpg(process.pid, signal.SIGKILL)
+                end_group(process.pid)  # the simulator and whatever it started, however we got here
                 process.wait()
     finally:
         os.close(fifo)
@@ -330,8 +341,9 @@ def _run(
             for line in fh:
                 if "finished," in line:
                     reader.line(line.rstrip("\n"))
-    with open(os.path.join(workdir, "stderr.txt"), encoding="utf-8", errors="replace") as fh:
-        stderr = fh.read()[-20000:]
+    with open(os.path.join(workdir, "stderr.txt"), "rb") as fh:  # its end only, however much it wrote
+        fh.seek(max(0, os.fstat(fh.fileno()).st_size - _STDERR_KEPT))
+        stderr = fh.read(_STDERR_KEPT).decode("utf-8", errors="replace")
     return process.returncode, stderr
 
 
@@ -345,18 +357,30 @@ def _follow(
     total: int,
     ranks: int,
 ) -> None:
-    """Read the log as it comes until the process has exited and the pipe is drained."""
-    decoder_tail = b""
+    """Read the log as it comes until the process has exited and the pipe is drained.
+
+    ``timeout`` holds while anything of the simulator's runs or writes: once the process itself
+    exits, its process group (what it started) is killed, and the pipe is read until its end, or
+    for at most ``_DRAIN_SECONDS`` more should a writer that left the group keep it open. Each
+    byte is decoded once, whatever the length of the lines (``LogReader.feed`` keeps a line's
+    pieces, never re-copying them)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     last_report = 0.0
+    exited_at: float | None = None
     while True:
-        running = process.poll() is None
-        if running and timeout is not None and time.monotonic() - started > timeout:
-            with suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+        now = time.monotonic()
+        if timeout is not None and now - started > timeout:
+            end_group(process.pid)
             process.wait()
             raise SimulatorError(f"ASTRA-sim did not end within {timeout:g} s (--timeout); stopped")
+        if exited_at is None and process.poll() is not None:
+            exited_at = now
+            end_group(process.pid)  # a child it left running (a writer holding the log open) ends with it
+        if exited_at is not None and now - exited_at > _DRAIN_SECONDS:
+            break  # a writer outside its group keeps the pipe open: what ASTRA-sim wrote has been read
         readable, _, _ = select.select([fifo], [], [], _POLL_SECONDS)
         got = 0
+        eof = False
         if readable:
             while True:
                 try:
@@ -364,12 +388,12 @@ def _follow(
                 except BlockingIOError:
                     break
                 if not chunk:
+                    eof = True
                     break
                 got += len(chunk)
-                data = decoder_tail + chunk
-                cut = data.rfind(b"\n") + 1
-                decoder_tail = data[cut:]
-                reader.feed(data[:cut].decode("utf-8", errors="replace"))
+                reader.feed(decoder.decode(chunk))
+                if time.monotonic() - now > _POLL_SECONDS:
+                    break  # a writer faster than we read: look at the clock and the process again
         if progress is not None and time.monotonic() - last_report > 0.5:
             last_report = time.monotonic()
             progress(
@@ -377,12 +401,11 @@ def _follow(
                     reader.nodes_done, max(total, reader.nodes_done), reader.ranks_finished, ranks, reader.last_tick
                 )
             )
-        if not running and not got:
-            break  # exited, and nothing more in the pipe (no writer left: EOF)
-        if running and readable and not got:
+        if exited_at is not None and not got:
+            break  # exited, and nothing more in the pipe (EOF, or silence)
+        if eof and not got:
             time.sleep(_POLL_SECONDS)  # no writer yet (EOF at once): do not spin
-    if decoder_tail:
-        reader.feed(decoder_tail.decode("utf-8", errors="replace"))
+    reader.feed(decoder.decode(b"", final=True))
     if progress is not None:
         progress(
             Progress(reader.nodes_done, max(total, reader.nodes_done), reader.ranks_finished, ranks, reader.last_tick)
@@ -400,22 +423,32 @@ def make_workdir(prefix: str, parent: str | None = None) -> str:
 
 
 def _groups_argument(job: Job, workdir: str) -> str:
-    """ASTRA-sim's group file: the job's groups, as checked, copied into ``workdir`` (ASTRA-sim
-    ignores any path that contains "empty"); "empty" when there are none."""
+    """ASTRA-sim's group file: the job's groups, as checked, copied into ``workdir`` and named
+    relative to it (ASTRA-sim ignores any path that contains "empty"); "empty" when there are none."""
     if not job.groups:
         return "empty"
-    path = os.path.join(workdir, "groups.json")
     try:
-        with open(path, "w", encoding="utf-8") as fh:
+        with open(os.path.join(workdir, "groups.json"), "w", encoding="utf-8") as fh:
             json.dump(job.groups, fh)
     except OSError as exc:
         raise SimulatorError(f"{workdir}: cannot write ASTRA-sim's configs: {exc.strerror or exc}") from None
-    return path
+    return "groups.json"
 
 
-def _die_with_parent() -> None:
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+#: A job path ASTRA-sim gets as it is; any other is linked into the working folder first.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
+
+
+def _workload_argument(job: Job, workdir: str) -> str:
+    """The job's prefix as ASTRA-sim is given it: its absolute path where that is plain (no
+    "empty", no space, newline, '=' or other character its option parser or its checks could
+    take for something else), else ``job``: a symbolic link per rank in ``workdir``."""
+    prefix = os.path.abspath(job.prefix)
+    if _PLAIN_PATH.fullmatch(prefix) and "empty" not in prefix:
+        return prefix
+    for rank in range(job.ranks):
+        os.symlink(os.path.abspath(job.rank_file(rank)), os.path.join(workdir, f"job.{rank}.et"))
+    return "job"
 
 
 #: ASTRA-sim 518bd51 corrupts its heap on collectives over sub-groups and may die in its closing
