@@ -40,7 +40,6 @@ from .convert.pipeline import HOST_TIMES, TARGETS, ConversionResult, ConvertOpti
 from .convert.roofline import RooflineSummary
 from .errors import OptionError, SimulatorError
 from .et.decode import read_et
-from .io.output import atomic_text_output, check_output
 from .kineto import DEPENDENCY_KINDS, KinetoConversion
 from .kineto import convert_kineto as _convert_kineto
 from .link.pipeline import LinkResult
@@ -60,6 +59,8 @@ from .repair import RepairResult
 from .repair import repair as _repair
 from .schema.opcost import Cost, op_cost
 from .simulate.configs import ACCELERATORS, Accelerator, Network
+from .simulate.job import find_job
+from .simulate.outputs import Outputs, inputs_of
 from .simulate.reduced import Plan as SimulationPlan
 from .simulate.run import Progress as SimulationProgress
 from .simulate.run import RankResult, SimulateOptions, SimulationResult, simulate_prefix
@@ -379,7 +380,8 @@ def simulate(
     simulated step, communication and exposed communication (ns), the job's step (the slowest
     rank's). A rank that does not finish is a ``SimulatorError`` naming it and the first node
     ASTRA-sim dropped. ``timeline`` writes a Chrome/Perfetto trace of the run, ``json_output``
-    the result as JSON; both atomically, and only when the run succeeded.
+    the result as JSON: checked against every input and each other before anything runs, and
+    written together (both or neither) only when the run succeeded (``simulate/outputs.py``).
 
     ``ranks`` runs the job as a data-parallel job of that many ranks (a multiple of the captured
     ones): on an equivalent reduced job where one is proven (docs/reduced.md), else on the full
@@ -403,29 +405,34 @@ def simulate(
         "with `ranks` (or in a sweep)",
         ranks is not None,
     )
-    json_target = None if json_path is None else check_output(json_path)
-    note = None
-    if ranks is None:
-        ranks, note = recorded_size(job)
-    if ranks is not None:
-        result = _simulate_width(
-            job,
-            ranks,
-            checked,
-            exact=exact,
-            compact=compact,
-            work_dir=folder,
-            timeline=timeline_path,
-            progress=progress,
-        )
-    else:
-        result = simulate_prefix(job, checked, timeline=timeline_path, progress=progress)
-    if note is not None:
-        result = dataclasses.replace(result, warnings=[note, *result.warnings])
-    if json_target is not None:
-        with atomic_text_output(json_target) as fh:
-            json.dump(result.as_json(), fh, indent=2)
-            fh.write("\n")
+    outputs = Outputs.check(  # against every input and each other, before anything runs
+        [("`timeline`", timeline_path), ("`json_output`", json_path)],
+        inputs_of(find_job(job, checked.comm_groups), checked),
+        checked.timeout,
+    )
+    with outputs:  # every output, or none
+        note = None
+        if ranks is None:
+            ranks, note = recorded_size(job)
+        with outputs.text(timeline_path) as timeline_file:
+            if ranks is not None:
+                result = _simulate_width(
+                    job,
+                    ranks,
+                    checked,
+                    exact=exact,
+                    compact=compact,
+                    work_dir=folder,
+                    timeline=timeline_file,
+                    progress=progress,
+                )
+            else:
+                result = simulate_prefix(job, checked, timeline=timeline_file, progress=progress)
+        result = dataclasses.replace(result, timeline=timeline_path)
+        if note is not None:
+            result = dataclasses.replace(result, warnings=[note, *result.warnings])
+        outputs.put(json_path, (json.dumps(result.as_json(), indent=2) + "\n").encode())
+        outputs.commit()
     return result
 
 
@@ -444,6 +451,7 @@ def simulate_sweep(
     jobs: int = 1,
     ray: str | None = None,
     exact: bool = False,
+    json_output: PathArg | None = None,
 ) -> SweepResult:
     """Simulate the job ``PREFIX.<rank>.et`` at each of ``values`` of ``key`` on each topology:
     ``ranks`` (the job scaled to each count with ``scale``, with ``compact`` each rank compacted),
@@ -451,7 +459,10 @@ def simulate_sweep(
     (table), ``OUT.png`` (plot: needs the ``plot`` extra) and ``OUT.json`` (``out_prefix``
     defaults to ``PREFIX.sweep``). ``jobs`` local processes, or the Ray cluster at ``ray``
     ("auto": ``ray.init``'s rule), run the values in parallel; the results are the same. A rank
-    count runs on an equivalent reduced job where one is proven (docs/reduced.md), unless ``exact``."""
+    count runs on an equivalent reduced job where one is proven (docs/reduced.md), unless ``exact``.
+    ``json_output``: the JSON written there too. Every output is checked against every input
+    and each other before the first point, and they are written together or not at all; every
+    point uses ``options.comm_groups``, scaled ones too."""
     options = _simulate_options(options)
     key = _args.choice("key", key, SWEEP_KEYS)
     jobs = _args.whole("jobs", jobs, 1, optional=False)
@@ -488,6 +499,7 @@ def simulate_sweep(
         jobs=jobs,
         ray=ray,
         exact=exact,
+        json_output=_args.path("json_output", json_output, optional=True),
     )
 
 
@@ -503,9 +515,9 @@ def _simulate_options(options: Any) -> SimulateOptions:
     return checked
 
 
-def _scale_point(source: str, target: str, count: int, *, compact: bool) -> ScaleResult:
+def _scale_point(source: str, target: str, count: int, comm_groups: str | None, *, compact: bool) -> ScaleResult:
     """``scale`` as a sweep's point calls it (a module-level function: a Ray task pickles it)."""
-    return scale(source, target, count, compact=compact)
+    return _scale(source, target, count, compact=compact, comm_groups=comm_groups)
 
 
 # -- text workloads (chakra_converter Text) --

@@ -66,5 +66,25 @@ def quantity(low: float, high: float, unit: str) -> Callable[[str], float]:
     return parse
 
 
+def quantities(low: float, high: float, unit: str) -> Callable[[str], str]:
+    """An ``argparse`` type: ``quantity(low, high, unit)`` values separated by commas (one a
+    dimension), given back as written (stripped) for the option's own parser."""
+    one = quantity(low, high, unit)
+
+    def parse(text: str) -> str:
+        parts = text.split(",")
+        for part in parts:
+            try:
+                one(part)
+            except argparse.ArgumentTypeError as exc:
+                raise argparse.ArgumentTypeError(
+                    f"{exc} (in {_quoted(text)})" if len(parts) > 1 else str(exc)
+                ) from None
+        return ",".join(part.strip() for part in parts)
+
+    parse.__name__ = "numbers"
+    return parse
+
+
 def _quoted(text: str, limit: int = 40) -> str:
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"

@@ -94,7 +94,12 @@ def with_flags(text: str, flags: Mapping[str, str]) -> str:
 
 
 #: The API's parameters that the command line spells otherwise than by their own name.
-_OTHER_NAMES = {"steps": "--step N or --all-steps", "ray_address": "--ray", "json_output": "--json"}
+_OTHER_NAMES = {
+    "steps": "--step N or --all-steps",
+    "ray_address": "--ray",
+    "json_output": "--json",
+    "out_prefix": "--out",
+}
 
 
 def flags_of(parser: argparse.ArgumentParser, command: str | None) -> dict[str, str]:

@@ -14,12 +14,25 @@ from tqdm import tqdm
 
 from .. import api
 from ..errors import ConverterError
+from ..ranks.scale import MAX_RANKS
 from ..simulate.sweep import parse as parse_sweep
-from .common import PROG, add_output_options, declare, positive, subcommand
+from .common import PROG, add_output_options, declare, subcommand
+from .numbers import MAX_JOBS, quantities, quantity, whole
 from .report import Reporter, with_flags
 
 COMMANDS = ("simulate",)
 _SHOWN_RANKS = 16
+#: The ranges simulate's numbers may take (a usage error outside): wide enough for any real
+#: machine, narrow enough that ASTRA-sim's integer ticks neither overflow nor round to nothing.
+BANDWIDTH_GBPS = (1e-3, 1e6)  # a link's, or the memory's (1 MB/s .. 1 PB/s)
+LATENCY_NS = (1e-3, 1e9)  # a link's (1 ps .. 1 s)
+PEAK_TFLOPS = (1e-3, 1e6)
+TIMEOUT_S = (1e-3, 1e7)  # (about 116 days)
+MAX_ACTIVE_CHUNKS = 1024
+
+
+def _range(limits: tuple[float, float]) -> str:
+    return f"{limits[0]:g} to {limits[1]:g}"
 
 
 def add(commands: Any) -> None:
@@ -54,8 +67,18 @@ def add(commands: Any) -> None:
         help="NPUs per dimension, product = ranks; one '*' is "
         "what the others leave (4,*); not needed for one dimension",
     )
-    net.add_argument("--bandwidth", metavar="GB/s,..", help="link bandwidth per dimension, or one for all (default 50)")
-    net.add_argument("--latency", metavar="ns,..", help="link latency per dimension, or one for all (default 500)")
+    net.add_argument(
+        "--bandwidth",
+        type=quantities(*BANDWIDTH_GBPS, "GB/s"),
+        metavar="GB/s,..",
+        help=f"link bandwidth per dimension, or one for all (default 50; {_range(BANDWIDTH_GBPS)})",
+    )
+    net.add_argument(
+        "--latency",
+        type=quantities(*LATENCY_NS, "ns"),
+        metavar="ns,..",
+        help=f"link latency per dimension, or one for all (default 500; {_range(LATENCY_NS)})",
+    )
     net.add_argument(
         "--backend",
         choices=("unaware", "aware"),
@@ -86,7 +109,7 @@ def add(commands: Any) -> None:
     )
     own.add_argument(
         "--active-chunks",
-        type=int,
+        type=whole(1, MAX_ACTIVE_CHUNKS),
         metavar="N",
         help="chunks in flight per dimension (active-chunks-per-dimension; default 1)",
     )
@@ -99,8 +122,18 @@ def add(commands: Any) -> None:
             f"{a.name} ({a.peak_tflops:g} TFLOPS, {a.mem_bandwidth_gbps:g} GB/s)" for a in api.ACCELERATORS.values()
         ),
     )
-    compute.add_argument("--peak-tflops", type=float, metavar="T", help="peak compute, TFLOPS")
-    compute.add_argument("--mem-bandwidth", type=float, metavar="GB/s", help="memory bandwidth, GB/s")
+    compute.add_argument(
+        "--peak-tflops",
+        type=quantity(*PEAK_TFLOPS, "TFLOPS"),
+        metavar="T",
+        help=f"peak compute, TFLOPS ({_range(PEAK_TFLOPS)})",
+    )
+    compute.add_argument(
+        "--mem-bandwidth",
+        type=quantity(*BANDWIDTH_GBPS, "GB/s"),
+        metavar="GB/s",
+        help=f"memory bandwidth, GB/s ({_range(BANDWIDTH_GBPS)})",
+    )
     parser.add_argument(
         "--replay",
         action="store_true",
@@ -125,7 +158,13 @@ def add(commands: Any) -> None:
         help="skip checking the files first (as the check command does; up to 8 ranks all, past "
         "that 4 of them) for what ASTRA-sim would abort on",
     )
-    parser.add_argument("--timeout", type=float, metavar="S", help="stop ASTRA-sim after S seconds (an error)")
+    parser.add_argument(
+        "--timeout",
+        type=quantity(*TIMEOUT_S, "s"),
+        metavar="S",
+        help="stop ASTRA-sim, and whatever it started, after S seconds (an error); a device or FIFO "
+        f"output gets S seconds to take its output too ({_range(TIMEOUT_S)})",
+    )
     out = parser.add_argument_group("outputs")
     out.add_argument(
         "--json", nargs="?", const="-", metavar="FILE", help="the result as JSON: on stdout, or written to FILE"
@@ -134,7 +173,7 @@ def add(commands: Any) -> None:
     width = parser.add_argument_group("data-parallel width (docs/reduced.md)")
     width.add_argument(
         "--ranks",
-        type=positive,
+        type=whole(1, MAX_RANKS),
         metavar="N",
         help="simulate the job as N data-parallel ranks (a "
         "multiple of the captured ones; of TP x PP with a layout file): on an equivalent reduced job "
@@ -152,7 +191,7 @@ def add(commands: Any) -> None:
     sweep.add_argument(
         "-j",
         "--jobs",
-        type=positive,
+        type=whole(1, MAX_JOBS),
         default=1,
         metavar="N",
         help="--sweep: values simulated at once in local processes (default 1)",
@@ -273,6 +312,11 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
         args.usage_error("--compact is for --sweep ranks=... (compact the job with the compact command)")
     if key == "bandwidth" and args.bandwidth:
         args.usage_error("--sweep bandwidth=... sets the bandwidth: drop --bandwidth")
+    if key == "bandwidth":
+        try:
+            quantities(*BANDWIDTH_GBPS, "GB/s")(",".join(points))
+        except argparse.ArgumentTypeError as exc:
+            args.usage_error(f"argument --sweep bandwidth=...: {exc}")
     if key == "accelerator" and (args.accelerator or args.peak_tflops or args.mem_bandwidth):
         args.usage_error(
             "--sweep accelerator=... sets the roofline: drop --accelerator, --peak-tflops and --mem-bandwidth"
@@ -293,6 +337,7 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
             jobs=args.jobs,
             ray=args.ray,
             exact=args.exact,
+            json_output=None if args.json in (None, "-") else args.json,
         )
     finally:
         bar.close()
@@ -300,7 +345,8 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
         print(json.dumps(sweep.as_json(), indent=2))
     else:
         print(sweep.table(), end="")
-    reporter.info(f"wrote {sweep.table_path}, {sweep.plot_path} and {sweep.json_path}")
+    also = "" if args.json in (None, "-") else f" (and the JSON to {args.json})"
+    reporter.info(f"wrote {sweep.table_path}, {sweep.plot_path} and {sweep.json_path}{also}")
     return 0
 
 

@@ -90,12 +90,19 @@ def find_ranks(in_prefix: str) -> list[str]:
 
 
 def scale(
-    in_prefix: str, out_prefix: str, ranks: int | None, *, progress: Progress | None = None, compact: bool = False
+    in_prefix: str,
+    out_prefix: str,
+    ranks: int | None,
+    *,
+    progress: Progress | None = None,
+    compact: bool = False,
+    comm_groups: str | None = None,
 ) -> ScaleResult:
     """Write the captured job ``IN.<k>.et`` as a data-parallel job of ``ranks`` ranks (None: the
     job's own size, as its rank 0 records it, ``jobsize.py``); see the module docstring for the
     rules. Raises a ``ConverterError`` (and writes nothing) on anything it cannot scale. With
-    ``compact``, each captured rank is compacted first (``compact/``), so every rank written is."""
+    ``compact``, each captured rank is compacted first (``compact/``), so every rank written is.
+    ``comm_groups``: the captured job's group file (default: ``commgroups.find``)."""
     started = time.perf_counter()
     inputs = find_ranks(in_prefix)
     if ranks is None:
@@ -106,19 +113,8 @@ def scale(
                 "a trace that holds it writes it)",
                 hint="give `ranks`",
             )
-    if not 1 <= ranks <= MAX_RANKS:
-        raise OptionError(f"`ranks` {ranks}: must be between 1 and {MAX_RANKS:,}")
     captured = len(inputs)
-    group_file = commgroups.find(in_prefix)
-    layout_file = layoutscale.find(in_prefix)
-    layout = layoutscale.read_layout(layout_file) if layout_file is not None else None
-    scaler = None
-    if layout_file is not None and layout is not None and layoutscale.needs_layout(layout):
-        scaler = layoutscale.LayoutScaler(layout, layout_file, captured, ranks)  # data x tensor x pipeline
-        groups, new_groups = _Groups(), scaler.groups()
-    else:
-        groups = _read_groups(group_file, captured, ranks) if group_file else _Groups()
-        new_groups = _new_groups(groups, captured, ranks)
+    group_file, layout_file, scaler, groups, new_groups = _grouping(in_prefix, captured, ranks, comm_groups)
     out_dir = os.path.dirname(out_prefix) or "."
     created = output_directory(out_dir)
     staged = OutputSet(shown=f"{out_prefix}.*")
@@ -199,6 +195,29 @@ def scale(
     )
 
 
+def check_ranks(in_prefix: str, ranks: int, comm_groups: str | None = None, option: str = "`ranks`") -> None:
+    """Raise the ``ConverterError`` that ``scale`` would for ``ranks`` before it reads a trace (the
+    count, the group file, the layout), ``option`` naming the count in messages: a sweep checks
+    every count before its first point."""
+    _grouping(in_prefix, len(find_ranks(in_prefix)), ranks, comm_groups, option)
+
+
+def _grouping(
+    in_prefix: str, captured: int, ranks: int, comm_groups: str | None, option: str = "`ranks`"
+) -> tuple[str | None, str | None, layoutscale.LayoutScaler | None, _Groups, dict[str, list[int]]]:
+    """The group file, the layout file, its scaler, the captured groups and the new ones."""
+    if not 1 <= ranks <= MAX_RANKS:
+        raise OptionError(f"{option} {ranks}: must be between 1 and {MAX_RANKS:,}")
+    group_file = comm_groups if comm_groups is not None else commgroups.find(in_prefix)
+    layout_file = layoutscale.find(in_prefix)
+    layout = layoutscale.read_layout(layout_file) if layout_file is not None else None
+    if layout_file is not None and layout is not None and layoutscale.needs_layout(layout):
+        scaler = layoutscale.LayoutScaler(layout, layout_file, captured, ranks)  # data x tensor x pipeline
+        return group_file, layout_file, scaler, _Groups(), scaler.groups()
+    groups = _read_groups(group_file, captured, ranks, option) if group_file else _Groups()
+    return group_file, layout_file, None, groups, _new_groups(groups, captured, ranks)
+
+
 def _targets(out_prefix: str, ranks: int, inputs: Sequence[str]) -> list[OutputTarget]:
     """Every output checked before any work: OUT.<r>.et, then OUT.comm_group.json; a rank file
     of the prefix beyond N (another job's) is refused rather than left to mix with this one."""
@@ -217,7 +236,7 @@ def _targets(out_prefix: str, ranks: int, inputs: Sequence[str]) -> list[OutputT
     return [*targets, group_target]
 
 
-def _read_groups(path: str, captured: int, ranks: int) -> _Groups:
+def _read_groups(path: str, captured: int, ranks: int, option: str = "`ranks`") -> _Groups:
     raw = commgroups.read(path)
     groups = _Groups()
     for name, members in raw.items():
@@ -240,7 +259,7 @@ def _read_groups(path: str, captured: int, ranks: int) -> _Groups:
         name, members = next(iter(groups.sub.items()))
         raise OptionError(
             f"{path}: communicator group {name} {members} does not tile {ranks} ranks: with "
-            f"sub-groups, `ranks` must be a multiple of the {captured} captured ranks"
+            f"sub-groups, {option} must be a multiple of the {captured} captured ranks"
         )
     copies = ranks // captured
     if groups.sub and groups.stride * copies > MAX_GROUP_ID:

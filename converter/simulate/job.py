@@ -34,15 +34,25 @@ class Job:
 
     def estimate_nodes(self) -> int:
         """The job's node count: exact up to 8 ranks, else the counted ranks' nodes per byte times
-        the job's bytes (for a progress bar)."""
+        the job's bytes (for a progress bar; never an error: whether a terminal shows the bar
+        must not change what is refused)."""
         count = min(_SAMPLE, self.ranks)
         picks = sorted({round(k * (self.ranks - 1) / max(1, count - 1)) for k in range(count)})
-        counted = sum(count_nodes(self.rank_file(r)) for r in picks)
+        counted = sum(_nodes_or_none(self.rank_file(r)) for r in picks)
         if len(picks) == self.ranks:
             return counted
         sampled = sum(os.path.getsize(self.rank_file(r)) for r in picks)
         total = sum(os.path.getsize(self.rank_file(r)) for r in range(self.ranks))
         return round(counted * total / max(1, sampled))
+
+
+def _nodes_or_none(path: str) -> int:
+    """The nodes of a rank file, for an estimate: 0 for a file that cannot be read through (the
+    check, ``preflight.check_job``, judges the files, the same with or without a progress bar)."""
+    try:
+        return count_nodes(path)
+    except TraceFormatError:
+        return 0
 
 
 def find_job(prefix: str, comm_groups: str | None = None) -> Job:

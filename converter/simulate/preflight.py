@@ -8,6 +8,9 @@ what-if that changes nothing. Before a run:
   to ``WHOLE_JOB`` ranks, with the checks across ranks (collectives in the same order, sends
   matched); past that, ``SAMPLE`` ranks spread over the job, each alone. The first fatal problem
   is the error, with what to do (a default conversion, not ``--astra-sim``, is the usual cause);
+* every other rank's records are walked without decoding them (``count_nodes``): a truncated
+  file, whose cut node ASTRA-sim would drop without a word, is refused whatever rank it is (it
+  used to be found only where the progress bar happened to count it: on a terminal);
 * a roofline (``--accelerator``, ``--peak-tflops``, ``--mem-bandwidth``) times non-CPU compute
   nodes only (a node without ``is_cpu_op`` is a CPU op to ASTRA-sim's feeder): on a job whose
   checked ranks have none it would change nothing, so it is refused;
@@ -20,7 +23,7 @@ import os
 
 from ..check.rules import Problem, check, check_file
 from ..errors import JobCheckError
-from ..et.decode import CPU_OP_FALSE, EtTrace, read_et
+from ..et.decode import CPU_OP_FALSE, EtTrace, count_nodes, read_et
 from ..ranks import commgroups
 from ..schema.chakra import NodeType
 from .configs import Accelerator
@@ -66,6 +69,10 @@ def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "--
     fix; or a roofline on a job without accelerator compute nodes."""
     picks = sampled_ranks(job.ranks)
     traces = [read_et(job.rank_file(r)) for r in picks]
+    picked = set(picks)
+    for rank in range(job.ranks):
+        if rank not in picked:
+            count_nodes(job.rank_file(rank))  # a truncated or undelimited file: its TraceFormatError
     if len(picks) == job.ranks:
         report = check(
             traces, None if job.comm_groups is None else commgroups.read(job.comm_groups, "communicator group file")

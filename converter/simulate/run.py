@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from ..children import die_with_parent, end_group
 from ..errors import ConverterError, SimulatorError
@@ -196,24 +196,26 @@ def simulate(
     backend: str = "unaware",
     roofline: Accelerator | None = None,
     simulator: str,
-    timeline: str | None = None,
+    timeline: str | IO[str] | None = None,
     timeout: float | None = None,
     progress: Callable[[Progress], None] | None = None,
     setup: Setup | None = None,
 ) -> SimulationResult:
     """Run ``job`` on ``network`` and read the result; the timeline (if asked for) is written
-    atomically: it exists only if the run succeeded. ``setup``: the system and remote-memory
-    configs (default: ours, ``make_setup``), and the user's network file if any."""
+    atomically: it exists only if the run succeeded (or, given an open file, written into it: its
+    caller commits it, ``outputs.Outputs``). ``setup``: the system and remote-memory configs
+    (default: ours, ``make_setup``), and the user's network file if any."""
     setup = setup or make_setup(len(network.npus), roofline)
-    target = check_output(timeline, *(job.rank_file(r) for r in range(job.ranks))) if timeline else None
+    path = timeline if isinstance(timeline, str) else None
+    target = check_output(path, *(job.rank_file(r) for r in range(job.ranks))) if path else None
     total = job.estimate_nodes() if progress is not None else 0
     started = time.monotonic()
     with ExitStack() as stack:
         workdir = make_workdir("chakra-simulate-")
         stack.callback(shutil.rmtree, workdir, True)
         writer = None
-        if target is not None:
-            out = stack.enter_context(atomic_text_output(target))
+        out = stack.enter_context(atomic_text_output(target)) if target is not None else timeline
+        if out is not None and not isinstance(out, str):
             writer = TimelineWriter(out, job.ranks, f"{job.prefix} on {network.name}, {backend}")
         reader = LogReader(job.ranks, writer.span if writer else None)
         returncode, stderr = _run(
@@ -248,7 +250,7 @@ def simulate(
         job.comm_groups,
         simulator,
         time.monotonic() - started,
-        timeline,
+        path,
         writer.events if writer else 0,
         warnings,
         setup,
@@ -551,7 +553,7 @@ def simulate_prefix(
     prefix: str,
     options: SimulateOptions,
     *,
-    timeline: str | None = None,
+    timeline: str | IO[str] | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> SimulationResult:
     """Everything checked first (the job, its groups, the network, the roofline, the simulator),
@@ -578,7 +580,7 @@ def run_job(
     setup: Setup,
     simulator: str,
     *,
-    timeline: str | None = None,
+    timeline: str | IO[str] | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> SimulationResult:
     """``simulate`` as ``options`` ask it (their backend and timeout), everything else checked and

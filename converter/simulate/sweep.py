@@ -11,8 +11,9 @@ other, in ``jobs`` local worker processes, or as Ray tasks (``ray``: the rules o
 deterministic), and the points are reported in the sweep's order.
 
 Everything is checked before the first simulation: the job, each network at each value, the
-roofline, the simulator, matplotlib, the outputs. The three outputs are written at the end, each
-atomically: a failing point leaves none.
+roofline, the simulator, matplotlib, what ``scale`` would refuse at each rank count, the outputs
+(against every input and each other, ``outputs.py``). The outputs are written at the end, all
+or nothing: a failing point, a failing write or a signal leaves none.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConverterError
-from ..io.output import OutputTarget, atomic_output, atomic_text_output, check_output
 from ..ranks.onray import run_on_ray
+from ..ranks.scale import check_ranks
 from ..workers import run_all
 from . import configs, preflight
 from .job import Job, find_job
+from .outputs import Outputs, inputs_of
 from .plot import pyplot, sweep_png
 from .reduced import Plan
 from .run import (
@@ -49,7 +51,7 @@ from .run import (
 )
 from .width import plan_for, run_plan
 
-Scale = Callable[[str, str, int], Any]
+Scale = Callable[[str, str, int, str | None], Any]  # (captured, scaled, ranks, the group file)
 KEYS = {"ranks": "ranks", "bandwidth": "bandwidth (GB/s)", "accelerator": "accelerator"}
 
 
@@ -188,12 +190,13 @@ def sweep(
     jobs: int = 1,
     ray: str | None = None,
     exact: bool = False,
+    json_output: str | None = None,
 ) -> SweepResult:
     """Simulate ``prefix`` at each of ``points`` (the values of ``key``) on each topology. With
     ``jobs`` > 1 the values run in that many local processes, with ``ray`` (an address, or "auto")
     as tasks on that Ray cluster; ``progress`` is heard only when they run here one by one. A
     rank count runs on its equivalent reduced job where one is proven (``width``, docs/reduced.md),
-    unless ``exact``."""
+    unless ``exact``. ``json_output``: the sweep's JSON written there too (``--json FILE``)."""
     if key not in KEYS:
         raise ConverterError(f"--sweep {key}=...: one of {', '.join(KEYS)}")
     values = [str(p) for p in points]
@@ -224,6 +227,11 @@ def sweep(
             )
             setup_of(point_options, network, roofline)
         scaled = key == "ranks" and (count != job.ranks or scale_capture)
+        if scaled:  # what scale would refuse at this count, refused before the first point runs
+            try:
+                check_ranks(prefix, count, options.comm_groups, "the rank count")
+            except ConverterError as exc:
+                raise ConverterError(f"--sweep ranks={value}: {exc}") from None
         tasks.append(
             _Task(
                 index,
@@ -247,8 +255,12 @@ def sweep(
     find_simulator(options.backend, options.astra_sim_bin)
     pyplot()
     out = out_prefix or f"{prefix}.sweep"
-    inputs = [job.rank_file(r) for r in range(job.ranks)]
-    targets = {ext: check_output(f"{out}.{ext}", *inputs) for ext in ("md", "png", "json")}
+    paths = {ext: f"{out}.{ext}" for ext in ("md", "png", "json")}
+    outputs = Outputs.check(  # against every input and each other, before the first point
+        [*(("`out_prefix`", path) for path in paths.values()), ("`json_output`", json_output)],
+        inputs_of(job, options),
+        options.timeout,
+    )
     parent = work_dir or tempfile.gettempdir()
     if not os.path.isdir(parent):
         raise ConverterError(f"--work-dir {parent}: no such directory")
@@ -262,10 +274,10 @@ def sweep(
             for point in outcome.points:
                 on_point(point)
     done = [p for index in range(len(tasks)) for p in outcomes[index]]
-    result = SweepResult(
-        prefix, job.ranks, options.backend, done, targets["md"].path, targets["png"].path, targets["json"].path, key
-    )
-    _write(result, targets, topologies, options)
+    result = SweepResult(prefix, job.ranks, options.backend, done, paths["md"], paths["png"], paths["json"], key)
+    with outputs:  # every output, or none
+        _write(result, outputs, topologies, options, json_output)
+        outputs.commit()
     return result
 
 
@@ -337,7 +349,7 @@ def _simulate_task(task: _Task, progress: Callable[[Progress], None] | None) -> 
             if point_job is None and task.scale is not None:
                 started = time.monotonic()
                 scaled_prefix = os.path.join(scratch, os.path.basename(task.prefix))
-                task.scale(task.prefix, scaled_prefix, task.ranks)
+                task.scale(task.prefix, scaled_prefix, task.ranks, options.comm_groups)
                 point_job, scaled = find_job(scaled_prefix), time.monotonic() - started
             assert point_job is not None
             result = run_job(point_job, network, options, roofline, setup, simulator, progress=progress)
@@ -391,7 +403,11 @@ def plot_title(outcome: SweepResult, options: SimulateOptions) -> str:
 
 
 def _write(
-    outcome: SweepResult, targets: dict[str, OutputTarget], topologies: Sequence[str], options: SimulateOptions
+    outcome: SweepResult,
+    outputs: Outputs,
+    topologies: Sequence[str],
+    options: SimulateOptions,
+    json_output: str | None,
 ) -> None:
     values = list(dict.fromkeys(p.value for p in outcome.points))
     numeric = outcome.key != "accelerator"
@@ -407,10 +423,8 @@ def _write(
         log_x=numeric,
         tick_labels=None if numeric else values,
     )
-    with atomic_text_output(targets["md"]) as fh:
-        fh.write(outcome.table())
-    with atomic_output(targets["png"]) as fh:
-        fh.write(png)
-    with atomic_text_output(targets["json"]) as fh:
-        json.dump(outcome.as_json(), fh, indent=2)
-        fh.write("\n")
+    numbers = (json.dumps(outcome.as_json(), indent=2) + "\n").encode()
+    outputs.put(outcome.table_path, outcome.table().encode())
+    outputs.put(outcome.plot_path, png)
+    outputs.put(outcome.json_path, numbers)
+    outputs.put(json_output, numbers)

@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
-from typing import Any
+from typing import IO, Any
 
 from ..errors import ConverterError
 from ..et import wire
@@ -88,7 +88,7 @@ def simulate_width(
     exact: bool = False,
     compact: bool = False,
     work_dir: str | None = None,
-    timeline: str | None = None,
+    timeline: str | IO[str] | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> SimulationResult:
     """Everything checked first (the job, the network at N ranks, the roofline, the configs, the
@@ -131,7 +131,7 @@ def run_plan(
     *,
     compact: bool,
     work_dir: str | None,
-    timeline: str | None = None,
+    timeline: str | IO[str] | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> SimulationResult:
     """Write the job ``chosen`` names (in a temporary folder) and run it. A reduced job is always
@@ -147,7 +147,7 @@ def run_plan(
             scratch = make_workdir("chakra-ranks-", work_dir)
             stack.callback(shutil.rmtree, scratch, True)
             written = os.path.join(scratch, os.path.basename(job.prefix))
-            scale(job.prefix, written, chosen.simulated_ranks, compact=compact)
+            scale(job.prefix, written, chosen.simulated_ranks, compact=compact, comm_groups=job.comm_groups)
             if chosen.resize:
                 _resize(written, chosen.simulated_ranks, dict(chosen.resize))
             target = find_job(written)
