@@ -253,7 +253,6 @@ def sweep(
             job, roofline, f"--sweep accelerator={values[0]}" if key == "accelerator" else roofline_option(first)
         )
     find_simulator(options.backend, options.astra_sim_bin)
-    pyplot()
     out = out_prefix or f"{prefix}.sweep"
     paths = {ext: f"{out}.{ext}" for ext in ("md", "png", "json")}
     outputs = Outputs.check(  # against every input and each other, before the first point
@@ -261,6 +260,7 @@ def sweep(
         inputs_of(job, options),
         options.timeout,
     )
+    pyplot()
     parent = work_dir or tempfile.gettempdir()
     if not os.path.isdir(parent):
         raise ConverterError(f"--work-dir {parent}: no such directory")
