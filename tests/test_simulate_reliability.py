@@ -166,11 +166,11 @@ def test_both_outputs_are_written_together(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
 
 
-def test_a_sweep_whose_plot_cannot_be_written_writes_nothing(tmp_path: Path) -> None:
-    """OUT.png a FIFO nobody reads: the sweep committed OUT.md, then failed."""
-    pytest.importorskip("matplotlib")
+def test_a_sweep_whose_plot_is_a_fifo_nobody_reads_is_refused_before_its_first_point(tmp_path: Path) -> None:
+    """OUT.png a FIFO nobody reads: the sweep simulated every point, committed OUT.md, then failed."""
     _job(tmp_path)
     os.mkfifo(tmp_path / "x.png")
+    record = tmp_path.parent / f"{tmp_path.name}-record"
     done = run_cli(
         "simulate",
         "job",
@@ -182,11 +182,34 @@ def test_a_sweep_whose_plot_cannot_be_written_writes_nothing(tmp_path: Path) -> 
         "x",
         "--json",
         "all.json",
+        cwd=tmp_path,
+        env={**os.environ, "FAKE_RECORD": str(record)},
+    )
+    assert_one_error(done, "x.png: --out: is a FIFO that no process is reading")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fake-astra-sim", "job.0.et", "job.1.et", "x.png"]
+    assert not record.exists()
+
+
+def test_a_sweep_whose_last_output_cannot_be_written_writes_none(tmp_path: Path) -> None:
+    """``--json /dev/full``, written after the points: OUT.md, OUT.png and OUT.json stay unwritten."""
+    pytest.importorskip("matplotlib")
+    _job(tmp_path)
+    done = run_cli(
+        "simulate",
+        "job",
+        "--astra-sim-bin",
+        _fake(tmp_path),
+        "--sweep",
+        "bandwidth=50",
+        "--out",
+        "x",
+        "--json",
+        "/dev/full",
         "--quiet",
         cwd=tmp_path,
     )
-    assert_one_error(done, "x.png: --out: cannot write: a FIFO that no process is reading")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fake-astra-sim", "job.0.et", "job.1.et", "x.png"]
+    assert_one_error(done, "/dev/full: --json: cannot write: No space left on device")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fake-astra-sim", "job.0.et", "job.1.et"]
 
 
 # -- a device or FIFO output: never waited on past --timeout, a signal ends the wait ---------------

@@ -7,8 +7,9 @@ each other (two options naming one file are refused), so a run never replaces a 
 nor writes one output over another. ``Outputs`` then writes them: the regular files through one
 ``io.OutputSet`` (staged where no user sees them, renamed together at the end: a failure or a
 signal leaves every old file as it was, and no temporary file), a character device or a FIFO
-(``/dev/stdout``, a pipe to another program) written through before that commit, never waited on
-past ``--timeout`` and stopped by a signal like any other wait.
+(``/dev/stdout``, a pipe to another program) is opened when it is checked (a FIFO nobody reads is
+refused before anything runs; it is held open so its reader does not see an end) and written
+through before that commit, never waited on past ``--timeout``, a signal ending the wait.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Outputs:
         self._targets = targets  # path -> (its option, its target)
         self._timeout = timeout
         self._files = OutputSet(unnamed=True, shown=" and ".join(targets))
+        self._through: dict[str, int] = {}  # path -> the descriptor of a device or FIFO, open from the check on
 
     @classmethod
     def check(
@@ -74,13 +76,29 @@ class Outputs:
                         path, f"{option}: {other_option} names the same file ({earlier}); give each output its own"
                     )
             targets[path] = (option, target)
-        return cls(targets, timeout)
+        outputs = cls(targets, timeout)
+        try:
+            for path, (option, target) in targets.items():
+                if target.write_through:  # opened now, and held: a FIFO needs its reader before anything runs
+                    outputs._through[path] = _open_through(target, option)
+        except BaseException:
+            outputs.close()
+            raise
+        return outputs
 
     def __enter__(self) -> Outputs:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop whatever was not committed; let go of the devices and FIFOs."""
         self._files.discard()
+        for fd in self._through.values():
+            with suppress(OSError):
+                os.close(fd)
+        self._through.clear()
 
     @contextmanager
     def text(self, path: str | None) -> Iterator[IO[str] | None]:
@@ -127,10 +145,7 @@ class Outputs:
         until the deadline only, and a signal ends the wait as it ends any other."""
         option = self._targets[target.path][0]
         deadline = None if self._timeout is None else time.monotonic() + self._timeout
-        try:
-            fd = os.open(target.final, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError as exc:
-            raise OutputError(target.path, f"{option}: cannot write: {_reason(exc)}") from None
+        fd = self._through.pop(target.path)
         try:
             for chunk in chunks:
                 view = memoryview(chunk)
@@ -153,6 +168,17 @@ class Outputs:
             raise OutputError(target.path, f"{option}: cannot write: {_reason(exc)}") from None
         finally:
             os.close(fd)
+
+
+def _open_through(target: OutputTarget, option: str) -> int:
+    """A device or FIFO opened for writing without waiting (a FIFO nobody reads is refused)."""
+    try:
+        return os.open(target.final, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        problem = (
+            "is a FIFO that no process is reading" if exc.errno == errno.ENXIO else f"cannot write: {_reason(exc)}"
+        )
+        raise OutputError(target.path, f"{option}: {problem}") from None
 
 
 def _reason(exc: OSError) -> str:
