@@ -10,19 +10,21 @@ import argparse
 import fcntl
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
+from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.cli.main import build_parser
-from chakra_convert_fast.converter.errors import ConverterError, OutputError
-from chakra_convert_fast.converter.io.output import check_output
+from chakra_convert_fast.converter.errors import ConverterError, OutputError, TraceFormatError
 from chakra_convert_fast.converter.simulate.job import find_job
 from chakra_convert_fast.converter.simulate.logs import MAX_LINE, LogReader
 from chakra_convert_fast.converter.simulate.outputs import Outputs
@@ -93,45 +95,71 @@ def _gone(pid: int) -> bool:
 
 # -- outputs: checked against every input and each other, before anything runs ---------------------
 @pytest.mark.parametrize(
-    ("args", "expected"),
+    ("outputs", "options", "expected"),
     [
-        (("--json", "job.0.et"), "job.0.et: --json: the output would overwrite the input job.0.et"),
-        (("--timeline", "job.1.et"), "job.1.et: --timeline: the output would overwrite the input job.1.et"),
-        (("--json", "job.comm_group.json"), "--json: the output would overwrite the input job.comm_group.json"),
-        (("--comm-groups", "mine.json", "--timeline", "mine.json"), "--timeline: the output would overwrite"),
+        ({"json_output": "job.0.et"}, {}, "job.0.et: --json: the output would overwrite the input job.0.et"),
+        ({"timeline": "job.1.et"}, {}, "job.1.et: --timeline: the output would overwrite the input job.1.et"),
+        ({"json_output": "job.comm_group.json"}, {}, "--json: the output would overwrite the input job.comm_group"),
+        ({"timeline": "mine.json"}, {"comm_groups": "mine.json"}, "--timeline: the output would overwrite"),
         (
-            ("--system-config", "sys.json", "--json", "sys.json"),
-            "--json: the output would overwrite the input sys.json",
+            {"json_output": "sys.json"},
+            {"system_config": "sys.json"},
+            "--json: the output would overwrite the input sys",
         ),
-        (("--json", "BIN"), "--json: the output would overwrite the input"),
-        (("--timeline", "BIN"), "--timeline: the output would overwrite the input"),
-        (("--json", "same", "--timeline", "same"), "same: --json: --timeline names the same file (same)"),
-        (("--json", "same", "--timeline", "./same"), "--timeline names the same file"),
-        (("--json", "missing/r.json"), "r.json: --json: output directory"),
-        (("--sweep", "bandwidth=50,100", "--out", "job.comm_group"), "--out: the output would overwrite"),
-        (("--sweep", "bandwidth=50", "--out", "x", "--json", "x.md"), "x.md: --json: --out names the same file"),
+        ({"json_output": "BIN"}, {}, "--json: the output would overwrite the input"),
+        ({"timeline": "BIN"}, {}, "--timeline: the output would overwrite the input"),
+        ({"json_output": "same", "timeline": "same"}, {}, "same: --json: --timeline names the same file (same)"),
+        ({"json_output": "same", "timeline": "./same"}, {}, "--timeline names the same file"),
+        ({"json_output": "missing/r.json"}, {}, "r.json: --json: output directory"),
+        ({"out_prefix": "job.comm_group"}, {}, "job.comm_group.json: --out: the output would overwrite"),
+        ({"out_prefix": "x", "json_output": "x.md"}, {}, "x.md: --json: --out names the same file"),
     ],
 )
 def test_an_output_naming_an_input_is_refused_before_anything_runs(
-    tmp_path: Path, args: tuple[str, ...], expected: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    outputs: dict[str, str],
+    options: dict[str, str],
+    expected: str,
 ) -> None:
     _job(tmp_path)
     (tmp_path / "job.comm_group.json").write_text("{}")
     (tmp_path / "mine.json").write_text('{"1": [0, 1]}')
     (tmp_path / "sys.json").write_text('{"scheduling-policy": "LIFO"}')
-    fake = _fake(tmp_path)
-    simulator = fake / "bin" / "AstraSim_Analytical_Congestion_Unaware"
-    args = tuple(str(simulator) if a == "BIN" else a for a in args)
+    simulator = _fake(tmp_path) / "bin" / "AstraSim_Analytical_Congestion_Unaware"
+    outputs = {k: str(simulator) if v == "BIN" else v for k, v in outputs.items()}
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     code = simulator.read_bytes()
     record = tmp_path.parent / f"{tmp_path.name}-record"
-    done = run_cli(
-        "simulate", "job", "--astra-sim-bin", fake, *args, cwd=tmp_path, env={**os.environ, "FAKE_RECORD": str(record)}
+    monkeypatch.setenv("FAKE_RECORD", str(record))
+    monkeypatch.chdir(tmp_path)
+    chosen = api.SimulateOptions(
+        astra_sim_bin=str(simulator), comm_groups=options.get("comm_groups"), system_config=options.get("system_config")
     )
-    assert_one_error(done, expected)
+    json_output = outputs.get("json_output")
+    with pytest.raises(OutputError, match=re.escape(expected)):
+        if "out_prefix" in outputs:
+            api.simulate_sweep(
+                "job",
+                [50, 100],
+                ["Ring"],
+                chosen,
+                key="bandwidth",
+                out_prefix=outputs["out_prefix"],
+                json_output=json_output,
+            )
+        else:
+            api.simulate("job", chosen, json_output=json_output, timeline=outputs.get("timeline"))
     assert not record.exists()  # the simulator never ran
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
     assert simulator.read_bytes() == code
+
+
+def test_an_output_naming_an_input_is_one_line_from_the_command(tmp_path: Path) -> None:
+    _job(tmp_path)
+    done = run_cli("simulate", "job", "--astra-sim-bin", _fake(tmp_path), "--json", "job.0.et", cwd=tmp_path)
+    assert_one_error(done, "job.0.et: --json: the output would overwrite the input job.0.et; choose another path")
+    assert (tmp_path / "job.0.et").read_bytes() == (DATA / "tiny.0.et").read_bytes()
 
 
 def test_json_on_a_full_device_leaves_the_timeline_as_it_was(tmp_path: Path) -> None:
@@ -166,26 +194,17 @@ def test_both_outputs_are_written_together(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
 
 
-def test_a_sweep_whose_plot_is_a_fifo_nobody_reads_is_refused_before_its_first_point(tmp_path: Path) -> None:
+def test_a_sweep_whose_plot_is_a_fifo_nobody_reads_is_refused_before_its_first_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """OUT.png a FIFO nobody reads: the sweep simulated every point, committed OUT.md, then failed."""
     _job(tmp_path)
     os.mkfifo(tmp_path / "x.png")
     record = tmp_path.parent / f"{tmp_path.name}-record"
-    done = run_cli(
-        "simulate",
-        "job",
-        "--astra-sim-bin",
-        _fake(tmp_path),
-        "--sweep",
-        "bandwidth=50,100",
-        "--out",
-        "x",
-        "--json",
-        "all.json",
-        cwd=tmp_path,
-        env={**os.environ, "FAKE_RECORD": str(record)},
-    )
-    assert_one_error(done, "x.png: --out: is a FIFO that no process is reading")
+    monkeypatch.setenv("FAKE_RECORD", str(record))
+    options = api.SimulateOptions(astra_sim_bin=str(_fake(tmp_path)))
+    with pytest.raises(OutputError, match=r"x\.png: --out: is a FIFO that no process is reading"):
+        api.simulate_sweep(tmp_path / "job", [50, 100], ["Ring"], options, key="bandwidth", out_prefix=tmp_path / "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fake-astra-sim", "job.0.et", "job.1.et", "x.png"]
     assert not record.exists()
 
@@ -194,21 +213,17 @@ def test_a_sweep_whose_last_output_cannot_be_written_writes_none(tmp_path: Path)
     """``--json /dev/full``, written after the points: OUT.md, OUT.png and OUT.json stay unwritten."""
     pytest.importorskip("matplotlib")
     _job(tmp_path)
-    done = run_cli(
-        "simulate",
-        "job",
-        "--astra-sim-bin",
-        _fake(tmp_path),
-        "--sweep",
-        "bandwidth=50",
-        "--out",
-        "x",
-        "--json",
-        "/dev/full",
-        "--quiet",
-        cwd=tmp_path,
-    )
-    assert_one_error(done, "/dev/full: --json: cannot write: No space left on device")
+    options = api.SimulateOptions(astra_sim_bin=str(_fake(tmp_path)))
+    with pytest.raises(OutputError, match="/dev/full: --json: cannot write: No space left on device"):
+        api.simulate_sweep(
+            tmp_path / "job",
+            [50],
+            ["Ring"],
+            options,
+            key="bandwidth",
+            out_prefix=tmp_path / "x",
+            json_output="/dev/full",
+        )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fake-astra-sim", "job.0.et", "job.1.et"]
 
 
@@ -283,23 +298,26 @@ def _pipe_bytes(fifo: Path, reader: int) -> int:
 
 
 # -- the simulator's children ---------------------------------------------------------------------
-def test_a_child_writing_into_the_log_is_stopped_by_the_timeout(tmp_path: Path) -> None:
-    """``--timeout`` was not checked once the simulator itself had exited."""
+def test_a_child_writing_into_the_log_is_stopped_with_the_simulator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--timeout`` was not checked once the simulator itself had exited, and its child kept
+    the log coming: the run never ended."""
     _job(tmp_path)
     pid = tmp_path / "child.pid"
-    env = {**os.environ, "FAKE_MODE": "child-writes", "FAKE_PID": str(pid)}
-    done = run_cli("simulate", "job", "--astra-sim-bin", _fake(tmp_path), "--timeout", "3", cwd=tmp_path, env=env)
-    assert done.returncode in (0, 1), done.stderr
+    monkeypatch.setenv("FAKE_MODE", "child-writes")
+    monkeypatch.setenv("FAKE_PID", str(pid))
+    options = api.SimulateOptions(astra_sim_bin=str(_fake(tmp_path)), timeout=20)
+    assert api.simulate(tmp_path / "job", options).step_ns == 1001
     assert pid.exists() and _gone(int(pid.read_text()))
 
 
-def test_a_child_the_simulator_leaves_running_ends_with_it(tmp_path: Path) -> None:
+def test_a_child_the_simulator_leaves_running_ends_with_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _job(tmp_path)
     pid = tmp_path / "child.pid"
-    env = {**os.environ, "FAKE_MODE": "child-holds", "FAKE_PID": str(pid)}
-    done = run_cli("simulate", "job", "--astra-sim-bin", _fake(tmp_path), "--json", "r.json", cwd=tmp_path, env=env)
-    assert done.returncode == 0, done.stderr
-    assert json.loads((tmp_path / "r.json").read_text())["step_ns"] == 1001
+    monkeypatch.setenv("FAKE_MODE", "child-holds")
+    monkeypatch.setenv("FAKE_PID", str(pid))
+    assert api.simulate(tmp_path / "job", api.SimulateOptions(astra_sim_bin=str(_fake(tmp_path)))).step_ns == 1001
     assert pid.exists() and _gone(int(pid.read_text()))
 
 
@@ -378,23 +396,26 @@ def test_a_sweeps_bandwidths_are_in_range(tmp_path: Path) -> None:
 
 
 # -- inputs and paths -----------------------------------------------------------------------------
-def test_a_relative_simulator_path_or_home_works(tmp_path: Path) -> None:
+def test_a_relative_simulator_path_or_home_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """It always failed "No such file": the simulator runs in a temporary folder."""
     _job(tmp_path)
     _fake(tmp_path)
-    by_option = run_cli("simulate", "job", "--astra-sim-bin", "fake-astra-sim", "--json", "a.json", cwd=tmp_path)
-    assert by_option.returncode == 0, by_option.stderr
-    by_home = run_cli(
-        "simulate", "job", "--json", "b.json", cwd=tmp_path, env={**os.environ, "ASTRA_SIM_HOME": "fake-astra-sim"}
+    monkeypatch.chdir(tmp_path)
+    by_option = api.simulate("job", api.SimulateOptions(astra_sim_bin="fake-astra-sim"))
+    monkeypatch.setenv("ASTRA_SIM_HOME", "fake-astra-sim")
+    by_home = api.simulate("job")
+    assert (
+        by_option.simulator
+        == by_home.simulator
+        == str(tmp_path / "fake-astra-sim" / "bin" / "AstraSim_Analytical_Congestion_Unaware")
     )
-    assert by_home.returncode == 0, by_home.stderr
-    assert json.loads((tmp_path / "b.json").read_text())["simulator"] == str(
-        tmp_path / "fake-astra-sim" / "bin" / "AstraSim_Analytical_Congestion_Unaware"
-    )
+    assert by_option.step_ns == by_home.step_ns == 1001
 
 
 @pytest.mark.parametrize("folder", ["empty", "two words", "a=b", "new\nline"])
-def test_no_temporary_folder_changes_what_the_simulator_reads(tmp_path: Path, folder: str) -> None:
+def test_no_temporary_folder_changes_what_the_simulator_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str
+) -> None:
     """A TMPDIR holding "empty" made ASTRA-sim ignore the group file; a newline in a job's path
     reached its option parser."""
     where = tmp_path / folder
@@ -402,11 +423,9 @@ def test_no_temporary_folder_changes_what_the_simulator_reads(tmp_path: Path, fo
     _job(where)
     (where / "job.comm_group.json").write_text('{"1": [0, 1]}')
     record = tmp_path / "record"
-    env = {**os.environ, "TMPDIR": str(where), "FAKE_RECORD": str(record)}
-    done = run_cli(
-        "simulate", where / "job", "--astra-sim-bin", _fake(tmp_path), "--json", tmp_path / "r.json", env=env
-    )
-    assert done.returncode == 0, done.stderr
+    monkeypatch.setattr(tempfile, "tempdir", str(where))  # TMPDIR, as tempfile reads it
+    monkeypatch.setenv("FAKE_RECORD", str(record))
+    assert api.simulate(where / "job", api.SimulateOptions(astra_sim_bin=str(_fake(tmp_path)))).step_ns == 1001
     (run,) = _records(record)
     assert run["groups_arg"] == "groups.json" and run["groups"] == {"1": [0, 1]} and run["ranks"] == 2
     assert str(run["cwd"]).startswith(str(where))  # the temporary folder was the odd one
@@ -423,21 +442,15 @@ def test_a_stray_rank_file_is_refused_by_name_at_no_cost(tmp_path: Path) -> None
     assert (soft, hard) == resource.getrlimit(resource.RLIMIT_AS)
 
 
-def test_a_truncated_rank_file_is_refused_whatever_its_rank(tmp_path: Path) -> None:
-    """Past 8 ranks only 4 are decoded; the others were not looked at (without a terminal)."""
+def test_a_truncated_rank_file_is_refused_whatever_its_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past 8 ranks only 4 are decoded; the others were looked at only by a terminal's progress bar."""
     _job(tmp_path, ranks=10)
-    cut = tmp_path / "job.5.et"  # not among the 4 checked (0, 3, 6, 9)
+    cut = tmp_path / "job.5.et"  # not among the 4 decoded (0, 3, 6, 9)
     cut.write_bytes(cut.read_bytes()[:-5])
     record = tmp_path / "record"
-    done = run_cli(
-        "simulate",
-        "job",
-        "--astra-sim-bin",
-        _fake(tmp_path),
-        cwd=tmp_path,
-        env={**os.environ, "FAKE_RECORD": str(record)},
-    )
-    assert_one_error(done, "job.5.et: truncated: the record at byte")
+    monkeypatch.setenv("FAKE_RECORD", str(record))
+    with pytest.raises(TraceFormatError, match=r"job\.5\.et: truncated: the record at byte \d+ ends past the end"):
+        api.simulate(tmp_path / "job", api.SimulateOptions(astra_sim_bin=str(_fake(tmp_path))))
     assert not record.exists()
 
 
@@ -462,34 +475,23 @@ def test_a_sweep_checks_every_rank_count_before_the_first_point(tmp_path: Path) 
     assert "--ranks" not in done.stderr and not record.exists()
 
 
-def test_a_sweep_uses_comm_groups_at_every_point_and_writes_its_json(tmp_path: Path) -> None:
+def test_a_sweep_uses_comm_groups_at_every_point_and_writes_its_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("matplotlib")
     _job(tmp_path)
     (tmp_path / "job.comm_group.json").write_text("{}")
     (tmp_path / "mine.json").write_text('{"1": [0, 1]}')
     record = tmp_path / "record"
-    done = run_cli(
-        "simulate",
-        "job",
-        "--astra-sim-bin",
-        _fake(tmp_path),
-        "--sweep",
-        "ranks=2,4",
-        "--exact",
-        "--comm-groups",
-        "mine.json",
-        "--no-check",
-        "--json",
-        "all.json",
-        cwd=tmp_path,
-        env={**os.environ, "FAKE_RECORD": str(record)},
+    monkeypatch.setenv("FAKE_RECORD", str(record))
+    options = api.SimulateOptions(
+        astra_sim_bin=str(_fake(tmp_path)), comm_groups=str(tmp_path / "mine.json"), check=False
     )
-    assert done.returncode == 0, done.stderr
+    api.simulate_sweep(tmp_path / "job", [2, 4], ["Ring"], options, exact=True, json_output=tmp_path / "all.json")
     assert [(r["ranks"], r["groups"]) for r in _records(record)] == [(2, {"1": [0, 1]}), (4, {"1": [0, 1, 2, 3]})]
     written = json.loads((tmp_path / "all.json").read_text())
     assert written == json.loads((tmp_path / "job.sweep.json").read_text())
     assert [p["ranks"] for p in written["points"]] == [2, 4]
-    assert check_output(tmp_path / "all.json").path  # a regular file, written whole
 
 
 # -- the real simulator ---------------------------------------------------------------------------
