@@ -97,22 +97,26 @@ def _gone(pid: int) -> bool:
 @pytest.mark.parametrize(
     ("outputs", "options", "expected"),
     [
-        ({"json_output": "job.0.et"}, {}, "job.0.et: --json: the output would overwrite the input job.0.et"),
-        ({"timeline": "job.1.et"}, {}, "job.1.et: --timeline: the output would overwrite the input job.1.et"),
-        ({"json_output": "job.comm_group.json"}, {}, "--json: the output would overwrite the input job.comm_group"),
-        ({"timeline": "mine.json"}, {"comm_groups": "mine.json"}, "--timeline: the output would overwrite"),
+        ({"json_output": "job.0.et"}, {}, "job.0.et: `json_output`: the output would overwrite the input job.0.et"),
+        ({"timeline": "job.1.et"}, {}, "job.1.et: `timeline`: the output would overwrite the input job.1.et"),
+        (
+            {"json_output": "job.comm_group.json"},
+            {},
+            "`json_output`: the output would overwrite the input job.comm_group",
+        ),
+        ({"timeline": "mine.json"}, {"comm_groups": "mine.json"}, "`timeline`: the output would overwrite"),
         (
             {"json_output": "sys.json"},
             {"system_config": "sys.json"},
-            "--json: the output would overwrite the input sys",
+            "`json_output`: the output would overwrite the input sys",
         ),
-        ({"json_output": "BIN"}, {}, "--json: the output would overwrite the input"),
-        ({"timeline": "BIN"}, {}, "--timeline: the output would overwrite the input"),
-        ({"json_output": "same", "timeline": "same"}, {}, "same: --json: --timeline names the same file (same)"),
-        ({"json_output": "same", "timeline": "./same"}, {}, "--timeline names the same file"),
-        ({"json_output": "missing/r.json"}, {}, "r.json: --json: output directory"),
-        ({"out_prefix": "job.comm_group"}, {}, "job.comm_group.json: --out: the output would overwrite"),
-        ({"out_prefix": "x", "json_output": "x.md"}, {}, "x.md: --json: --out names the same file"),
+        ({"json_output": "BIN"}, {}, "`json_output`: the output would overwrite the input"),
+        ({"timeline": "BIN"}, {}, "`timeline`: the output would overwrite the input"),
+        ({"json_output": "same", "timeline": "same"}, {}, "same: `json_output`: `timeline` names the same file (same)"),
+        ({"json_output": "same", "timeline": "./same"}, {}, "`timeline` names the same file"),
+        ({"json_output": "missing/r.json"}, {}, "r.json: `json_output`: output directory"),
+        ({"out_prefix": "job.comm_group"}, {}, "job.comm_group.json: `out_prefix`: the output would overwrite"),
+        ({"out_prefix": "x", "json_output": "x.md"}, {}, "x.md: `json_output`: `out_prefix` names the same file"),
     ],
 )
 def test_an_output_naming_an_input_is_refused_before_anything_runs(
@@ -203,7 +207,7 @@ def test_a_sweep_whose_plot_is_a_fifo_nobody_reads_is_refused_before_its_first_p
     record = tmp_path.parent / f"{tmp_path.name}-record"
     monkeypatch.setenv("FAKE_RECORD", str(record))
     options = api.SimulateOptions(astra_sim_bin=str(_fake(tmp_path)))
-    with pytest.raises(OutputError, match=r"x\.png: --out: is a FIFO that no process is reading"):
+    with pytest.raises(OutputError, match=r"x\.png: `out_prefix`: is a FIFO that no process is reading"):
         api.simulate_sweep(tmp_path / "job", [50, 100], ["Ring"], options, key="bandwidth", out_prefix=tmp_path / "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fake-astra-sim", "job.0.et", "job.1.et", "x.png"]
     assert not record.exists()
@@ -214,7 +218,7 @@ def test_a_sweep_whose_last_output_cannot_be_written_writes_none(tmp_path: Path)
     pytest.importorskip("matplotlib")
     _job(tmp_path)
     options = api.SimulateOptions(astra_sim_bin=str(_fake(tmp_path)))
-    with pytest.raises(OutputError, match="/dev/full: --json: cannot write: No space left on device"):
+    with pytest.raises(OutputError, match="/dev/full: `json_output`: cannot write: No space left on device"):
         api.simulate_sweep(
             tmp_path / "job",
             [50],
@@ -248,7 +252,7 @@ def test_a_fifo_output_whose_reader_stalls_is_given_up_at_the_timeout(tmp_path: 
     reader = _stalled_reader(fifo)
     try:
         outputs = Outputs.check([("--json", str(fifo))], [], timeout=0.5)
-        with outputs, pytest.raises(OutputError, match=r"its reader did not take the output within --timeout 0\.5 s"):
+        with outputs, pytest.raises(OutputError, match=r"its reader did not take the output within `timeout` 0\.5 s"):
             outputs.put(str(fifo), b"x" * (1 << 20))
     finally:
         reader.kill()
