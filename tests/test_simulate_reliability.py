@@ -475,7 +475,7 @@ def test_a_sweep_checks_every_rank_count_before_the_first_point(tmp_path: Path) 
         cwd=tmp_path,
         env={**os.environ, "FAKE_RECORD": str(record)},
     )
-    assert_one_error(done, "--sweep ranks=3: ", "the rank count must be a multiple of the 2 captured ranks")
+    assert_one_error(done, "--sweep ranks=3: ", "the rank count must be a multiple of the 2 captured ranks", status=2)
     assert "--ranks" not in done.stderr and not record.exists()
 
 

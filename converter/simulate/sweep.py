@@ -28,7 +28,7 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import ConverterError
+from ..errors import ConverterError, OptionError
 from ..ranks.onray import run_on_ray
 from ..ranks.scale import check_ranks
 from ..workers import run_all
@@ -230,8 +230,9 @@ def sweep(
         if scaled:  # what scale would refuse at this count, refused before the first point runs
             try:
                 check_ranks(prefix, count, options.comm_groups, "the rank count")
-            except ConverterError as exc:
-                raise ConverterError(f"--sweep ranks={value}: {exc}") from None
+            except ConverterError as exc:  # an OptionError (a count that cannot apply) stays one: exit 2
+                kind = OptionError if isinstance(exc, OptionError) else ConverterError
+                raise kind(f"--sweep ranks={value}: {exc}") from None
         tasks.append(
             _Task(
                 index,
