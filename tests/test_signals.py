@@ -10,6 +10,7 @@ signal is sent, and they are resumed, so the timing of the machine does not matt
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 import os
 import shutil
@@ -567,3 +568,22 @@ def test_generate_stopped_half_way_writes_nothing_and_says_so_in_a_short_line(si
     stderr = signal_and_wait(process, group, signum)
     assert_stopped_cleanly(process, stderr, signum)
     assert listing(out) == ["ALL_REDUCE.0.et"] and (out / "ALL_REDUCE.0.et").read_bytes() == b"old"
+
+
+def test_an_interruption_names_only_outputs_still_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep's scaled job, committed into a temporary folder that is gone by the time the signal
+    is reported, is not named; outputs still in place are (a path, a ``PREFIX.*`` set)."""
+    cli_main = importlib.import_module("chakra_convert_fast.converter.cli.main")  # the package re-exports main()
+    kept = tmp_path / "result.json"
+    kept.write_text("{}")
+    (tmp_path / "job.0.et").write_bytes(b"")
+    gone = tmp_path / "removed" / "job"
+    monkeypatch.setattr(cli_main, "committed_outputs", lambda: [f"{gone}.*", str(kept), f"{tmp_path}/job.*"])
+    assert cli_main._interrupted(None, "interrupted", 130) == 130
+    err = capsys.readouterr().err
+    assert str(gone) not in err and str(kept) in err and f"{tmp_path}/job.*" in err
+    monkeypatch.setattr(cli_main, "committed_outputs", lambda: [f"{gone}.*"])
+    assert cli_main._interrupted(None, "interrupted", 130) == 130
+    assert capsys.readouterr().err.strip().endswith("interrupted; no output written")

@@ -5,6 +5,7 @@ one line on errors)."""
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import signal
 import sys
@@ -132,12 +133,23 @@ def _status(exc: ConverterError) -> int:
 
 
 def _interrupted(reporter: Reporter | None, what: str, status: int) -> int:
-    """A signal ended the command: say what was written before it (nothing, mostly)."""
-    written = committed_outputs()
+    """A signal ended the command: say what was written before it (nothing, mostly). An output
+    that is gone again (a sweep's scaled job, written into a temporary folder since removed) is
+    not named: the user could not find it."""
+    written = [name for name in committed_outputs() if _still_there(name)]
     if not written:
         return _fail(reporter, f"{what}; no output written", status)
     names = ", ".join(shown(path) for path in written)
     return _fail(reporter, f"{what} after {names} was written; nothing else written", status)
+
+
+def _still_there(name: str) -> bool:
+    """Whether a committed output, as its set names it (a path, ``PREFIX.*``, ``A and B``), exists."""
+    if os.path.lexists(name):
+        return True
+    if " and " in name:
+        return any(_still_there(part) for part in name.split(" and "))
+    return "*" in name and bool(glob.glob(name))
 
 
 def _fail(reporter: Reporter | None, message: str, status: int) -> int:
