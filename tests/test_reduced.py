@@ -246,8 +246,8 @@ def test_a_wide_full_job_runs_only_when_asked_for(tmp_path: Path) -> None:
     assert plan_for(job, configs.network("Switch", 8192), 8192, "unaware", setup, exact=False).warning
     with pytest.raises(ConverterError) as refused:
         plan_for(job, configs.network("Switch", 16384), 16384, "unaware", setup, exact=False)
-    assert "--ranks 16,384: no reduced job stands for it (" in str(refused.value)
-    assert "it runs only with --exact; a ring on the last dimension gets a reduced job" in str(refused.value)
+    assert "`ranks` 16,384: no reduced job stands for it (" in str(refused.value)
+    assert "it runs only with `exact`; a ring on the last dimension gets a reduced job" in str(refused.value)
     assert not plan_for(job, configs.network("Switch", 16384), 16384, "unaware", setup, exact=True).reduced
 
 

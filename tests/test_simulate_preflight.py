@@ -35,7 +35,7 @@ def _default_conversion(prefix: Path, ranks: int) -> Path:
 
 def test_a_default_conversion_names_astra_sim_conversion(tmp_path: Path) -> None:
     prefix = _default_conversion(tmp_path / "job", 2)
-    with pytest.raises(JobCheckError, match="converted without --astra-sim") as caught:
+    with pytest.raises(JobCheckError, match="converted without `astra_sim`") as caught:
         api.simulate(prefix)
     assert "job.0.et" in str(caught.value) and "check" in str(caught.value)
     assert_one_error(run_cli("simulate", prefix), "converted without --astra-sim", "name no node")
@@ -72,7 +72,7 @@ def test_a_roofline_on_accelerator_nodes_passes_the_check(tmp_path: Path) -> Non
 
 def test_a_one_rank_job_names_scale(tmp_path: Path) -> None:
     prefix = write_job(tmp_path / "job", 1)
-    assert_one_error(run_cli("simulate", prefix), "a job of 1 rank", f"scale {prefix} OUT --ranks N")
+    assert_one_error(run_cli("simulate", prefix), "a job of 1 rank", "--ranks N here", f"scale {prefix} to N ranks")
 
 
 def test_a_prefix_matching_nothing_names_the_jobs_there(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def find_job(prefix: str, comm_groups: str | None = None) -> Job:
             raise TraceFormatError(path, "cannot open: Permission denied")
     count = len(ranks)
     groups_path = comm_groups if comm_groups is not None else commgroups.find(prefix)
-    option = "--comm-groups" if comm_groups is not None else "communicator group file"
+    option = "`comm_groups`" if comm_groups is not None else "communicator group file"
     groups = {} if groups_path is None else read_groups(groups_path, count, option)
     return Job(prefix, count, groups_path, groups)
 

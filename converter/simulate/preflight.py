@@ -36,14 +36,14 @@ SAMPLE = 4  # ranks checked, each alone, in a larger job
 
 #: The usual cause of each fatal problem ``check`` finds in a file, and its fix.
 _ASTRA_SIM = (
-    "converted without --astra-sim? convert again with it (convert/convert-all --astra-sim; "
+    "converted without `astra_sim`? convert again with it (convert/convert-all `astra_sim`; "
     "chakra-profile --convert writes it)"
 )
 _FIXES = (
     ("METADATA", _ASTRA_SIM),
     ("dependencies name no node", _ASTRA_SIM),
     ("marked is_cpu_op", _ASTRA_SIM),
-    ("group", "give the job's communicator group file with --comm-groups"),
+    ("group", "give the job's communicator group file with `comm_groups`"),
 )
 
 
@@ -51,9 +51,9 @@ def one_rank(job: Job) -> None:
     """A one-rank job cannot be simulated on a network: say how to make the job it stands for."""
     if job.ranks == 1:
         raise JobCheckError(
-            f"{job.prefix}: a job of 1 rank ({job.rank_file(0)}): ASTRA-sim's network needs 2 NPUs or more; make "
-            f"the job of N ranks it stands for with `chakra-convert-fast scale {job.prefix} OUT --ranks N` and "
-            "simulate OUT (or --sweep ranks=2,4,... here)"
+            f"{job.prefix}: a job of 1 rank ({job.rank_file(0)}): ASTRA-sim's network needs 2 NPUs or more; "
+            f"simulate the job of N ranks it stands for: `ranks` N here, or scale {job.prefix} to N ranks and "
+            "simulate that"
         )
 
 
@@ -64,7 +64,7 @@ def sampled_ranks(ranks: int) -> list[int]:
     return sorted({round(k * (ranks - 1) / (SAMPLE - 1)) for k in range(SAMPLE)})
 
 
-def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "--accelerator") -> None:
+def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "`accelerator`") -> None:
     """Raise a ``JobCheckError`` naming the first thing ASTRA-sim would abort or stall on, and its
     fix; or a roofline on a job without accelerator compute nodes."""
     picks = sampled_ranks(job.ranks)
@@ -88,7 +88,7 @@ def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "--
         raise JobCheckError(
             f"{roofline_option}: {job.prefix} has no accelerator (non-CPU) compute node in {checked} ranks: every "
             "compute node is a CPU op, replayed for its traced duration, so the roofline would change nothing; "
-            "convert with --roofline --target accelerator (chakra-profile --convert --roofline --target "
+            "convert with `roofline` and `target` accelerator (chakra-profile --convert --roofline --target "
             "accelerator), or simulate without it"
         )
 

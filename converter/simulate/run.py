@@ -164,7 +164,7 @@ def find_simulator(backend: str, given: str | None = None) -> str:
         found = _in(given, name)
         if found is None:
             raise SimulatorError(
-                f"--astra-sim-bin {given}: no ASTRA-sim there (an executable, or a folder with "
+                f"`astra_sim_bin` {given}: no ASTRA-sim there (an executable, or a folder with "
                 f"bin/{name}); {HOW_TO_GET}"
             )
         return found
@@ -374,7 +374,7 @@ def _follow(
         if timeout is not None and now - started > timeout:
             end_group(process.pid)
             process.wait()
-            raise SimulatorError(f"ASTRA-sim did not end within {timeout:g} s (--timeout); stopped")
+            raise SimulatorError(f"ASTRA-sim did not end within {timeout:g} s (`timeout`); stopped")
         if exited_at is None and process.poll() is not None:
             exited_at = now
             end_group(process.pid)  # a child it left running (a writer holding the log open) ends with it
@@ -545,8 +545,8 @@ class SimulateOptions:
 def roofline_option(options: SimulateOptions) -> str:
     """The option that asked for a roofline, as messages name it."""
     if options.accelerator is not None:
-        return f"--accelerator {options.accelerator}"
-    return "--peak-tflops" if options.peak_tflops is not None else "--mem-bandwidth"
+        return f"`accelerator` {options.accelerator}"
+    return "`peak_tflops`" if options.peak_tflops is not None else "`mem_bandwidth`"
 
 
 def simulate_prefix(
@@ -559,7 +559,7 @@ def simulate_prefix(
     """Everything checked first (the job, its groups, the network, the roofline, the simulator),
     then the run."""
     if options.backend not in BINARIES:
-        raise ConverterError(f"--backend {options.backend}: one of {', '.join(BINARIES)}")
+        raise ConverterError(f"`backend` {options.backend}: one of {', '.join(BINARIES)}")
     job = find_job(prefix, options.comm_groups)
     preflight.one_rank(job)
     network = network_of(options, job.ranks)

@@ -154,23 +154,23 @@ def parse(text: str) -> tuple[str, list[str]]:
     items = [v.strip() for v in values.split(",")] if values.strip() else []
     if key not in KEYS or not items or any(not v for v in items):
         raise ConverterError(
-            f"--sweep {text}: expected KEY=V1,V2,... with KEY one of {', '.join(KEYS)} "
+            f"`sweep` {text}: expected KEY=V1,V2,... with KEY one of {', '.join(KEYS)} "
             "(e.g. ranks=2,8,64; bandwidth=25,50,100; accelerator=A100,H100)"
         )
     if key == "ranks" and not all(v.isdigit() and int(v) >= 1 for v in items):
-        raise ConverterError(f"--sweep {text}: rank counts are whole numbers, at least 1")
+        raise ConverterError(f"`sweep` {text}: rank counts are whole numbers, at least 1")
     if key == "bandwidth":
         try:
             bad = [v for v in items if not 0 < float(v) < float("inf")]
         except ValueError:
             bad = items
         if bad:
-            raise ConverterError(f"--sweep {text}: bandwidths are positive numbers (GB/s, every link)")
+            raise ConverterError(f"`sweep` {text}: bandwidths are positive numbers (GB/s, every link)")
     if key == "accelerator":
         for name in items:
             configs.accelerator(name, None, None)  # a preset, or its error
     if len(set(items)) != len(items):
-        raise ConverterError(f"--sweep {text}: a value is given twice")
+        raise ConverterError(f"`sweep` {text}: a value is given twice")
     return key, items
 
 
@@ -198,20 +198,20 @@ def sweep(
     rank count runs on its equivalent reduced job where one is proven (``width``, docs/reduced.md),
     unless ``exact``. ``json_output``: the sweep's JSON written there too (``--json FILE``)."""
     if key not in KEYS:
-        raise ConverterError(f"--sweep {key}=...: one of {', '.join(KEYS)}")
+        raise ConverterError(f"`key` {key}: one of {', '.join(KEYS)}")
     values = [str(p) for p in points]
     if not values:
-        raise ConverterError(f"--sweep {key}=...: no values")
+        raise ConverterError(f"`values`: none given for `key` {key}")
     if key == "ranks" and any(not v.isdigit() or int(v) < 1 for v in values):
-        raise ConverterError("--sweep ranks=...: rank counts are at least 1")
+        raise ConverterError("`values`: rank counts are at least 1")
     if key == "ranks":
         values = [str(n) for n in sorted({int(v) for v in values})]
     if options.backend not in BINARIES:
-        raise ConverterError(f"--backend {options.backend}: one of {', '.join(BINARIES)}")
+        raise ConverterError(f"`backend` {options.backend}: one of {', '.join(BINARIES)}")
     if jobs < 1:
-        raise ConverterError(f"--jobs {jobs}: at least 1")
+        raise ConverterError(f"`jobs` {jobs}: at least 1")
     if key == "bandwidth" and options.network_config is not None:
-        raise ConverterError("--sweep bandwidth=... sets every link's bandwidth: not with --network-config")
+        raise ConverterError("a sweep of bandwidths sets every link's bandwidth: not with `network_config`")
     job = find_job(prefix, options.comm_groups)
     tasks = []
     for index, value in enumerate(values):
@@ -232,7 +232,7 @@ def sweep(
                 check_ranks(prefix, count, options.comm_groups, "the rank count")
             except ConverterError as exc:  # an OptionError (a count that cannot apply) stays one: exit 2
                 kind = OptionError if isinstance(exc, OptionError) else ConverterError
-                raise kind(f"--sweep ranks={value}: {exc}") from None
+                raise kind(f"`sweep` ranks={value}: {exc}") from None
         tasks.append(
             _Task(
                 index,
@@ -251,7 +251,7 @@ def sweep(
     if options.check:
         roofline = configs.accelerator(first.accelerator, first.peak_tflops, first.mem_bandwidth)
         preflight.check_job(
-            job, roofline, f"--sweep accelerator={values[0]}" if key == "accelerator" else roofline_option(first)
+            job, roofline, f"`sweep` accelerator={values[0]}" if key == "accelerator" else roofline_option(first)
         )
     find_simulator(options.backend, options.astra_sim_bin)
     out = out_prefix or f"{prefix}.sweep"
@@ -264,12 +264,12 @@ def sweep(
     pyplot()
     parent = work_dir or tempfile.gettempdir()
     if not os.path.isdir(parent):
-        raise ConverterError(f"--work-dir {parent}: no such directory")
+        raise ConverterError(f"`work_dir` {parent}: no such directory")
     here = ray is None and jobs == 1
     outcomes: dict[int, list[SweepPoint]] = {}
     for outcome in _outcomes(tasks, jobs, ray, progress if here else None):
         if outcome.error is not None:
-            raise ConverterError(f"--sweep {key}={values[outcome.index]}: {outcome.error}")
+            raise ConverterError(f"`sweep` {key}={values[outcome.index]}: {outcome.error}")
         outcomes[outcome.index] = outcome.points
         if on_point is not None:
             for point in outcome.points:

@@ -52,12 +52,12 @@ def plan_for(job: Job, network: Network, ranks: int, backend: str, setup: Setup,
     if ranks == job.ranks:
         return reduced.full(ranks, job.ranks, network, "the captured width")
     if exact:
-        return reduced.full(ranks, job.ranks, network, "--exact")
+        return reduced.full(ranks, job.ranks, network, "`exact`")
     chosen = reduced.plan(job, network, ranks, setup.system, backend)
     if chosen.warning is not None and ranks > FULL_WITHOUT_ASKING:
         raise ConverterError(
-            f"--ranks {ranks:,}: no reduced job stands for it ({chosen.reason}), and the full job of {ranks:,} "
-            f"ranks takes hours in ASTRA-sim: it runs only with --exact; {chosen.advice.split(';')[0]}"
+            f"`ranks` {ranks:,}: no reduced job stands for it ({chosen.reason}), and the full job of {ranks:,} "
+            f"ranks takes hours in ASTRA-sim: it runs only with `exact`; {chosen.advice.split(';')[0]}"
         )
     return chosen
 
@@ -70,13 +70,13 @@ def check_width(job: Job, ranks: int) -> None:
         unit = layout.mesh.tp * layout.mesh.pp
         if ranks < 2 * unit or ranks % unit:
             raise ConverterError(
-                f"--ranks {ranks}: a job of tensor-parallel {layout.mesh.tp} x pipeline-parallel {layout.mesh.pp} "
+                f"`ranks` {ranks}: a job of tensor-parallel {layout.mesh.tp} x pipeline-parallel {layout.mesh.pp} "
                 f"(its layout file) scales to a multiple of {unit} (data-parallel degree 2 or more)"
             )
         return
     if ranks < 1 or ranks % job.ranks:
         raise ConverterError(
-            f"--ranks {ranks}: a data-parallel job of {job.ranks} captured rank(s) scales to a multiple of {job.ranks}"
+            f"`ranks` {ranks}: a data-parallel job of {job.ranks} captured rank(s) scales to a multiple of {job.ranks}"
         )
 
 
@@ -94,7 +94,7 @@ def simulate_width(
     """Everything checked first (the job, the network at N ranks, the roofline, the configs, the
     simulator), then the reduced or the full job written and run."""
     if options.backend not in BINARIES:
-        raise ConverterError(f"--backend {options.backend}: one of {', '.join(BINARIES)}")
+        raise ConverterError(f"`backend` {options.backend}: one of {', '.join(BINARIES)}")
     job = find_job(prefix, options.comm_groups)
     check_width(job, ranks)
     network = network_of(options, ranks)
@@ -105,7 +105,7 @@ def simulate_width(
         preflight.check_job(job, roofline, roofline_option(options))
     simulator = find_simulator(options.backend, options.astra_sim_bin)
     if work_dir is not None and not os.path.isdir(work_dir):
-        raise ConverterError(f"--work-dir {work_dir}: no such directory")
+        raise ConverterError(f"`work_dir` {work_dir}: no such directory")
     chosen = plan_for(job, network, ranks, options.backend, setup, exact)
     return run_plan(
         job,
