@@ -213,6 +213,13 @@ def _tensor_parallel(model_name: str, block: Any, tp_mesh: Any, tp: int) -> None
 
 
 # -- data parallelism -----------------------------------------------------------------------------
+def _world_mesh(device: torch.device) -> Any:
+    """Every rank in one mesh dimension, on ``device``'s type (its group: the default one)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device.type, (dist.get_world_size(),))
+
+
 def _data_parallel(
     module: nn.Module, model_name: str, layout: Layout, mesh: Any, device: torch.device, units: list[list[list[int]]]
 ) -> nn.Module:
@@ -220,9 +227,13 @@ def _data_parallel(
         from torch.distributed.fsdp import fully_shard
 
         units.extend(fsdp_units(module, list(_blocks(model_name, module))))
+        # FSDP alone: a one-dimension mesh over every rank on this run's device type. Left to
+        # fully_shard, it would be made on the machine's default device (CUDA wherever a GPU is
+        # present), and a --device cpu job's ranks past the GPU count failed to start.
+        dp_mesh = mesh["dp"] if mesh is not None else _world_mesh(device)
         for block in _blocks(model_name, module):
-            fully_shard(block, mesh=mesh["dp"] if mesh is not None else None)
-        fully_shard(module, mesh=mesh["dp"] if mesh is not None else None)
+            fully_shard(block, mesh=dp_mesh)
+        fully_shard(module, mesh=dp_mesh)
         return module
     if layout.tp > 1:
         from torch.distributed.tensor.parallel.ddp import _pre_dp_module_transform

@@ -73,3 +73,26 @@ def test_tiny_models_train_one_step(model: str) -> None:
     loss = module(input_ids=ids, labels=ids).loss
     loss.backward()
     assert torch.isfinite(loss)
+
+
+def test_fsdp_alone_shards_on_the_runs_device_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--dp fsdp`` with no TP/PP mesh shards over a mesh of the run's device type: left to
+    fully_shard, the mesh was the machine's default device (CUDA on a GPU server), and a
+    ``--device cpu`` job's ranks past the GPU count failed ("invalid device ordinal")."""
+    import torch.distributed as dist
+    import torch.distributed.fsdp as fsdp
+    from torch._C._distributed_c10d import HashStore
+
+    from chakra_convert_fast.profiler import parallel
+    from chakra_convert_fast.profiler.layouts import make_layout
+
+    meshes: list[object] = []
+    monkeypatch.setattr(fsdp, "fully_shard", lambda module, mesh=None: meshes.append(mesh))
+    module = models.build_model("gpt2", models.resolve_shape("gpt2", "tiny", {}), 100, SPECIAL)
+    dist.init_process_group("gloo", store=HashStore(), rank=0, world_size=1)
+    try:
+        parallel._data_parallel(module, "gpt2", make_layout(1, 1, 1, "fsdp", 1, "1f1b"), None, torch.device("cpu"), [])
+    finally:
+        dist.destroy_process_group()
+    assert len(meshes) == 3  # two blocks, then the whole model
+    assert all(getattr(m, "device_type", None) == "cpu" for m in meshes)
