@@ -125,8 +125,8 @@ def test_an_option_error_is_a_usage_error_of_one_line_naming_the_flag(tmp_path: 
     assert "`" not in line
 
 
-#: Modules whose messages still quote flags: the Kineto front end's (its "without --kineto").
-_FLAGS_LEFT = ("kineto/",)
+#: Modules whose messages still quote flags: none.
+_FLAGS_LEFT: tuple[str, ...] = ()
 
 
 def test_library_errors_quote_no_flags() -> None:

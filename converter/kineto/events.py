@@ -153,7 +153,7 @@ def read_events(path: str | os.PathLike[str]) -> KinetoEvents:
             trace.device_name = name if isinstance(name, str) else None
         elif key in ("nodes", "schema") and not seen:
             raise TraceFormatError(
-                trace.path, "a Chakra host or merged trace, not a Kineto trace (convert it without --kineto)"
+                trace.path, "a Chakra host or merged trace, not a Kineto trace: convert it as a host trace"
             )
 
     count = 0
