@@ -76,17 +76,26 @@ class Trainer:
 
 
 def _all_reduce_gradients(module: nn.Module, group: Any) -> None:
-    """The mean of the stage's gradients over its data-parallel group, as one flat all-reduce."""
-    grads = [p.grad for p in module.parameters() if p.grad is not None]
-    if not grads:
-        return
-    flat = torch.cat([g.flatten() for g in grads])
-    dist.all_reduce(flat, group=group)
-    flat /= dist.get_world_size(group)
-    offset = 0
-    for g in grads:
-        g.copy_(flat[offset : offset + g.numel()].view_as(g))
-        offset += g.numel()
+    """The mean of the stage's gradients over its data-parallel group, as one flat all-reduce.
+    Under tensor parallelism a gradient is a DTensor: its local shard is what this rank reduces
+    (``to_local`` with autograd off is that shard itself, so the copy back lands in the DTensor)."""
+    with torch.no_grad():
+        grads = [_local(p.grad) for p in module.parameters() if p.grad is not None]
+        if not grads:
+            return
+        flat = torch.cat([g.flatten() for g in grads])
+        dist.all_reduce(flat, group=group)
+        flat /= dist.get_world_size(group)
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local shard (a plain tensor as it is)."""
+    to_local = getattr(tensor, "to_local", None)
+    return tensor if to_local is None else cast(torch.Tensor, to_local())
 
 
 def mesh_groups(mesh: Any, rank: int) -> dict[str, dict[str, Any]]:

@@ -96,3 +96,28 @@ def test_fsdp_alone_shards_on_the_runs_device_type(monkeypatch: pytest.MonkeyPat
         dist.destroy_process_group()
     assert len(meshes) == 3  # two blocks, then the whole model
     assert all(getattr(m, "device_type", None) == "cpu" for m in meshes)
+
+
+def test_pipeline_gradient_all_reduce_takes_tensor_parallel_shards() -> None:
+    """``--tp 2 --pp 2``: a stage's gradients are DTensors (tensor-parallel shards) beside plain
+    tensors; the flat all-reduce over the data-parallel group reduces each local shard and writes
+    it back (it failed: "mixed torch.Tensor and DTensor")."""
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import HashStore
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    from chakra_convert_fast.profiler import parallel
+
+    dist.init_process_group("gloo", store=HashStore(), rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        module = torch.nn.Linear(4, 2)
+        sharded = torch.nn.Parameter(distribute_tensor(torch.ones(2, 4), mesh, [Shard(0)]))
+        module.weight = sharded
+        module.weight.grad = distribute_tensor(torch.full((2, 4), 3.0), mesh, [Shard(0)])
+        module.bias.grad = torch.full((2,), 5.0)
+        parallel._all_reduce_gradients(module, dist.group.WORLD)
+        assert module.weight.grad.to_local().eq(3.0).all() and module.bias.grad.eq(5.0).all()
+    finally:
+        dist.destroy_process_group()
