@@ -417,6 +417,7 @@ def test_roofline_from_the_launching_op(tmp_path: Path, accelerator: bool) -> No
     assert "orphan_kernel" not in values
     assert result.roofline is not None and (result.roofline.costed, result.roofline.none) == (4, 1)
     assert any("1 of 5 GPU compute node(s) got no num_ops/tensor_size" in w for w in result.warnings)
+    assert not any("--" in w for w in result.warnings)  # the API's names (`roofline`), not the flags
     orphan = trace.names.index("orphan_kernel")
     assert bool(trace.cpu_ops[orphan] == CPU_OP_TRUE) is accelerator
 

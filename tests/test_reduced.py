@@ -163,7 +163,7 @@ def test_other_algorithms_on_the_last_dimension_run_full_and_warn(
     assert [r.comm_ns for r in result.ranks] == [r.comm_ns for r in exact.ranks]
     (warning,) = result.warnings
     assert "\n" not in warning and why in warning
-    assert "--collective ring" in warning and "--exact" in warning and not exact.warnings
+    assert "`collective` ring" in warning and "`exact`" in warning and not exact.warnings  # the API's names
 
 
 @pytest.mark.parametrize(("algorithm", "topology"), [("oneRing", "Switch"), ("oneHalvingDoubling", "Ring")])
@@ -319,6 +319,7 @@ def test_sweep_says_where_the_full_job_ran_for_want_of_a_reduced_one(
     assert done.returncode == 0, done.stderr
     (line,) = [x for x in done.stderr.splitlines() if "warning" in x]  # the captured width: none
     assert "8 ranks on Switch 8: the full job of 8 ranks ran" in line and "doubleBinaryTree" in line
+    assert "(--collective ring," in line and "; --exact runs it" in line and "`" not in line  # the flags
     points = json.loads(out.with_suffix(".json").read_text())["points"]
     assert [bool(p["warning"]) for p in points] == [False, True]
 

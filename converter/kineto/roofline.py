@@ -52,10 +52,10 @@ class KinetoRoofline:
         fate = (
             "written as CPU ops replayed for their traced durations (ASTRA-sim's roofline cannot time them)"
             if self.accelerator
-            else "ASTRA-sim's roofline refuses such a GPU node (--target accelerator replays them as CPU ops)"
+            else "ASTRA-sim's roofline refuses such a GPU node (`target` accelerator replays them as CPU ops)"
         )
         return [
-            f"--roofline: {self.none:,} of {self.kernels:,} GPU compute node(s) got no num_ops/tensor_size "
+            f"`roofline`: {self.none:,} of {self.kernels:,} GPU compute node(s) got no num_ops/tensor_size "
             f"({why}): {fate}"
         ]
 

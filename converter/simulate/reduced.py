@@ -88,7 +88,7 @@ class Plan:
     reason: str  # why the full job runs, or how the reduced one was made
     resize: tuple[tuple[int, int], ...] = ()  # (bytes, bytes in the reduced job): chunks bumped to N
     worst_error: float = 0.0  # the largest relative difference the model predicts for a collective
-    #: where the full job runs because no reduced job is proven for it (not --exact, nor a job already
+    #: where the full job runs because no reduced job is proven for it (not `exact`, nor a job already
     #: small): what to do about it; the result then carries ``warning``
     advice: str = ""
 
@@ -146,11 +146,12 @@ def full(ranks: int, captured: int, network: Network, reason: str, advice: str =
 
 
 #: What to do where the full job runs for want of a reduced one (Plan.advice), by cause.
-EXACT = "--exact runs it without this warning (docs/reduced.md)"
+#: Parameters in backticks, as every library message names them (the command line shows its flags).
+EXACT = "`exact` runs it without this warning (docs/reduced.md)"
 ADVICE = {
-    "backend": f"--backend unaware gets a reduced job; {EXACT}",
+    "backend": f"`backend` unaware gets a reduced job; {EXACT}",
     "algorithm": (
-        "a ring on the last dimension gets a reduced job (--collective ring, or one algorithm a dimension "
+        "a ring on the last dimension gets a reduced job (`collective` ring, or one algorithm a dimension "
         f"ending in ring: direct,ring); {EXACT}"
     ),
     "system": f"the system configuration's defaults get a reduced job; {EXACT}",

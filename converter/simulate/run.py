@@ -46,7 +46,7 @@ ENV = "ASTRA_SIM_HOME"
 BINARIES = {"unaware": "AstraSim_Analytical_Congestion_Unaware", "aware": "AstraSim_Analytical_Congestion_Aware"}
 HOW_TO_GET = (
     "build it with astra-sim/build.sh DEST (docs/getting-astra-sim.md) and set ASTRA_SIM_HOME=DEST, "
-    "or pass --astra-sim-bin"
+    "or pass `astra_sim_bin`"
 )
 _POLL_SECONDS = 0.25
 _DRAIN_SECONDS = 2.0  # after the simulator exits, the longest its log pipe is read for
