@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..schema.chakra import CollectiveCommType, NodeType
+from ..schema.opcost import dtype_bytes
 
 HOST_OP_PREFIX = "c10d::"
 WORKER_OP_PREFIX = "gloo:"
@@ -63,27 +64,8 @@ _PEER, _TAG = 2, 3
 #: The ``c10d::`` ops that become communication nodes under --astra-sim.
 HOST_COLLECTIVES = frozenset(_OPS)
 
-#: Bytes per element of the dtypes the execution trace observer writes inside ``Tensor(...)``.
-DTYPE_BYTES: dict[str, int] = {
-    "float": 4,
-    "double": 8,
-    "c10::Half": 2,
-    "c10::BFloat16": 2,
-    "long int": 8,
-    "long": 8,
-    "int": 4,
-    "short int": 2,
-    "short": 2,
-    "signed char": 1,
-    "unsigned char": 1,
-    "bool": 1,
-    "c10::complex<float>": 8,
-    "c10::complex<double>": 16,
-    "c10::complex<c10::Half>": 4,
-    "c10::Float8_e4m3fn": 1,
-    "c10::Float8_e5m2": 1,
-    "nullptr (uninitialized)": 0,
-}
+#: A dtype the observer writes for a tensor with no storage: no bytes.
+UNINITIALIZED = "nullptr (uninitialized)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +114,7 @@ def tensor_bytes(value: Any, shape: Any, type_name: Any) -> int:
         raise TypeError(f"{len(dtypes)} tensor types but {len(leaves)} tensors in {type_name!r}")
     total = 0
     for dtype, (tensor, dims) in zip(dtypes, leaves, strict=True):
-        element = DTYPE_BYTES.get(dtype)
+        element = 0 if dtype == UNINITIALIZED else dtype_bytes(dtype)  # the one dtype table: schema/opcost
         if element is None:  # a dtype we have no size for: the observer's numel x element size
             total += tensor[3] * tensor[4]
             continue

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..convert.roofline import MIN_BYTES
-from ..schema.opcost import DTYPE_BYTES, BadShapes, Cost, op_cost
+from ..schema.opcost import BadShapes, Cost, dtype_bytes, op_cost
 from .events import Event
 
 _CAP = (1 << 63) - 1
@@ -65,7 +65,7 @@ def kineto_types(types: list[Any]) -> list[Any]:
     host trace's (``Tensor(float)``; anything else is no tensor: left out of the bytes)."""
     out: list[Any] = []
     for name in types:
-        if isinstance(name, str) and name.strip().removeprefix("c10::") in DTYPE_BYTES:
+        if isinstance(name, str) and dtype_bytes(name) is not None:
             out.append(f"Tensor({name})")
         else:
             out.append("")  # a scalar, a list of tensors (one dtype for the list is not recorded), None

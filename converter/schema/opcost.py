@@ -466,10 +466,16 @@ def tensors(shapes: Sequence[Any], types: Sequence[Any]) -> list[Tensor]:
     return out
 
 
+def dtype_bytes(name: str) -> int | None:
+    """Bytes an element of a dtype as a trace names it (``c10::BFloat16``, ``BFloat16``, ``float``);
+    None for one without a size here."""
+    return DTYPE_BYTES.get(name.strip().removeprefix("c10::"))
+
+
 def _tensor(shape: Any, dtype: str) -> Tensor:
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         raise BadShapes(f"shape {shape!r} of a {dtype} tensor is not a list of sizes")
-    itemsize = DTYPE_BYTES.get(dtype.strip().removeprefix("c10::"))
+    itemsize = dtype_bytes(dtype)
     if itemsize is None:
         raise BadShapes(f"unknown dtype {dtype!r}")
     return Tensor(tuple(shape), itemsize)
