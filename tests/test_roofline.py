@@ -114,22 +114,9 @@ def test_attention_kernels_and_backward() -> None:
         "aten::_scaled_dot_product_flash_attention_for_cpu",
     ):
         assert op_cost(name, [q, k, v], ["Tensor(c10::BFloat16)"] * 3, [q], ["Tensor(c10::BFloat16)"]).flops == forward
-    grad = op_cost(
-        "aten::_scaled_dot_product_flash_attention_backward",
-        [q, q, k, v],
-        ["Tensor(c10::BFloat16)"] * 4,
-        [q, k, v],
-        ["Tensor(c10::BFloat16)"] * 3,
-    )
-    assert grad.flops == 2 * forward
-    cudnn_grad = op_cost(
-        "aten::_cudnn_attention_backward",
-        [q, q, k, v],
-        ["Tensor(c10::BFloat16)"] * 4,
-        [q, k, v],
-        ["Tensor(c10::BFloat16)"] * 3,
-    )
-    assert cudnn_grad.flops == 2 * forward
+    for name in ("aten::_scaled_dot_product_flash_attention_backward", "aten::_cudnn_attention_backward"):
+        grad = op_cost(name, [q, q, k, v], ["Tensor(c10::BFloat16)"] * 4, [q, k, v], ["Tensor(c10::BFloat16)"] * 3)
+        assert grad.flops == 2 * forward
 
 
 def test_convolution_backward_counts_input_and_weight_gradients() -> None:
