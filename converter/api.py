@@ -60,6 +60,7 @@ from .repair import repair as _repair
 from .schema.opcost import Cost, op_cost
 from .simulate.configs import ACCELERATORS, Accelerator, Network
 from .simulate.job import find_job
+from .simulate.optioncheck import checked as _check_simulate_options
 from .simulate.outputs import Outputs, inputs_of
 from .simulate.reduced import Plan as SimulationPlan
 from .simulate.run import Progress as SimulationProgress
@@ -194,7 +195,7 @@ def convert_kineto(
     return _convert_kineto(
         _args.path("input_path", input_path),
         _args.path("output_path", output_path),
-        step=_args.whole("step", step, 0),
+        step=_args.whole("step", step, 0, _args.MAX_STEP),
         rank=_args.rank("rank", rank),
         drop=_args.kinds("drop", drop, DEPENDENCY_KINDS),
         roofline=roofline,
@@ -280,7 +281,7 @@ def convert_all(
         allow_mismatch=_args.flag("allow_mismatch", allow_mismatch),
         on_rank_done=_args.function("on_rank_done", on_rank_done),
         ray_address=_args.text("ray_address", ray_address),
-        step=_args.whole("step", step, 0),
+        step=_args.whole("step", step, 0, _args.MAX_STEP),
     )
 
 
@@ -465,6 +466,7 @@ def simulate_sweep(
     point uses ``options.comm_groups``, scaled ones too."""
     options = _simulate_options(options)
     key = _args.choice("key", key, SWEEP_KEYS)
+    _args.only_with([("replay", options.replay)], "for one simulation (a sweep of traced durations is flat)", False)
     jobs = _args.whole("jobs", jobs, 1, optional=False)
     ray = _args.text("ray", ray)
     _args.only_with(
@@ -505,7 +507,7 @@ def simulate_sweep(
 
 def _simulate_options(options: Any) -> SimulateOptions:
     """The options of ``simulate`` and ``simulate_sweep``; a network file is the whole network."""
-    checked = _args.instance("options", options, SimulateOptions, SimulateOptions)
+    checked = _check_simulate_options(_args.instance("options", options, SimulateOptions, SimulateOptions))
     if checked.network_config is not None:
         given = [
             ("topology", checked.topology != "Ring"),
@@ -654,6 +656,8 @@ def roofline_cost(
 
 
 def _steps(name: str, value: Any) -> StepChoice:
-    if value is None or value == ALL_STEPS or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+    if value is None or value == ALL_STEPS:
         return value  # type: ignore[no-any-return]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _args.whole(name, value, 0, _args.MAX_STEP)  # type: ignore[no-any-return]
     raise TypeError(f"{name} must be None, a step number or {ALL_STEPS!r}, got {value!r}")

@@ -23,6 +23,8 @@ from .errors import OptionError
 MAX_JOBS = 4096
 #: The most ranks a job has (``scale``, ``simulate``'s ``ranks``; a rank is below it).
 MAX_RANKS = 1 << 20
+#: The highest step number (``ProfilerStep#N``; an int64 in the traces).
+MAX_STEP = (1 << 63) - 1
 
 _T = TypeVar("_T")
 

@@ -87,7 +87,7 @@ def test_double_binary_tree_is_an_all_reduce_only() -> None:
         ({}, "{", "not JSON"),
         ({}, json.dumps({"all-reduce-implementation": ["ring"]}), "1 entr(ies) for a network of 2"),
         ({}, json.dumps({"all-gather-implementation": ["tree", "ring"]}), "names 'tree'"),
-        ({}, json.dumps({"active-chunks-per-dimension": "2"}), "not a whole number"),
+        ({}, json.dumps({"active-chunks-per-dimension": "2"}), "must be a whole number"),
     ],
 )
 def test_system_refusals(tmp_path: Path, kwargs: dict[str, object], content: str | None, expected: str) -> None:
@@ -102,12 +102,15 @@ def test_system_refusals(tmp_path: Path, kwargs: dict[str, object], content: str
 
 def test_remote_memory_config(tmp_path: Path) -> None:
     path = tmp_path / "mem.json"
-    path.write_text('{"memory-type": "NO_MEMORY_EXPANSION", "extra": 1}')
-    assert make_setup(1, None, remote_memory_file=str(path)).remote_memory["extra"] == 1
+    path.write_text('{"memory-type": "NO_MEMORY_EXPANSION", "remote-mem-bw": 10}')
+    assert make_setup(1, None, remote_memory_file=str(path)).remote_memory["remote-mem-bw"] == 10
+    path.write_text('{"memory-type": "NO_MEMORY_EXPANSION", "extra": 1}')  # ASTRA-sim would ignore it silently
+    with pytest.raises(ConverterError, match="unknown key 'extra'"):
+        make_setup(1, None, remote_memory_file=str(path))
     path.write_text("{}")
     with pytest.raises(ConverterError, match='no "memory-type"'):
         make_setup(1, None, remote_memory_file=str(path))
-    with pytest.raises(ConverterError, match="cannot read it"):
+    with pytest.raises(ConverterError, match="no such file"):
         make_setup(1, None, remote_memory_file=str(tmp_path / "missing.json"))
 
 
@@ -132,7 +135,7 @@ def test_network_files_as_astra_sim_writes_them(tmp_path: Path, text: str) -> No
         ("topology: [ Torus ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "'Torus' is not one of"),
         ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "4 NPUs, but the job has 8"),
         ("topology: [ Ring, Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "1 npus_count value(s)"),
-        ("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ -1 ]\nlatency: [ 5 ]\n", "positive links"),
+        ("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ -1 ]\nlatency: [ 5 ]\n", "bandwidth '-1': must be a number from 0.001"),
         ("topology: [ Ring\n", "must close on its line"),
     ],
 )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import api
+from ..arguments import MAX_STEP
 from ..io.read import same_file
 from ..ranks.scale import MAX_RANKS
 from .numbers import MAX_JOBS, whole
@@ -190,7 +191,7 @@ def add_pair_options(parser: argparse.ArgumentParser, *, required: bool, step: b
     if step:
         steps.add_argument(
             "--step",
-            type=nonnegative,
+            type=step_number,
             metavar="N",
             help="link ProfilerStep#N alone (default: the steps the Kineto trace covers, when the "
             "host trace holds more)",
@@ -207,14 +208,8 @@ def pair_steps(args: argparse.Namespace) -> api.StepChoice:
     return api.ALL_STEPS if args.all_steps else args.step
 
 
-def nonnegative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+#: ``--step N``: a step number (``ProfilerStep#N``), ASCII decimal, 0 to 2^63 - 1.
+step_number = whole(0, MAX_STEP)
 
 
 def add_jobs_option(parser: argparse.ArgumentParser) -> None:

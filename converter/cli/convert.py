@@ -17,6 +17,7 @@ from .common import (
     conversion_options,
     declare,
     pair_steps,
+    step_number,
     subcommand,
 )
 from .report import ProgressBars, Reporter
@@ -47,7 +48,7 @@ def _add_convert(commands: Any) -> None:
     kineto.add_argument("--kineto", action="store_true", help="INPUT is a Kineto (Chrome JSON) trace")
     kineto.add_argument(
         "--step",
-        type=int,
+        type=step_number,
         metavar="N",
         help="convert ProfilerStep#N: of a Kineto trace alone "
         "(default: the last complete step), or of a host + device pair (default: the steps the "

@@ -14,6 +14,7 @@ from .common import (
     committed_once,
     conversion_options,
     declare,
+    step_number,
     subcommand,
 )
 from .numbers import MAX_JOBS, whole
@@ -65,7 +66,7 @@ def _add_convert_all(commands: Any) -> None:
     )
     parser.add_argument(
         "--step",
-        type=int,
+        type=step_number,
         metavar="N",
         help="a directory of Kineto traces alone: convert ProfilerStep#N (default: each trace's last complete step)",
     )

@@ -15,6 +15,10 @@ from tqdm import tqdm
 from .. import api
 from ..errors import ConverterError
 from ..ranks.scale import MAX_RANKS
+
+# The ranges simulate's numbers may take (a usage error outside): the library's, which its options
+# (``SimulateOptions``) and the user's config files are held to as well.
+from ..simulate.bounds import BANDWIDTH_GBPS, LATENCY_NS, MAX_ACTIVE_CHUNKS, PEAK_TFLOPS, TIMEOUT_S
 from ..simulate.sweep import parse as parse_sweep
 from .common import PROG, add_output_options, declare, subcommand
 from .numbers import MAX_JOBS, quantities, quantity, whole
@@ -22,13 +26,6 @@ from .report import Reporter, with_flags
 
 COMMANDS = ("simulate",)
 _SHOWN_RANKS = 16
-#: The ranges simulate's numbers may take (a usage error outside): wide enough for any real
-#: machine, narrow enough that ASTRA-sim's integer ticks neither overflow nor round to nothing.
-BANDWIDTH_GBPS = (1e-3, 1e6)  # a link's, or the memory's (1 MB/s .. 1 PB/s)
-LATENCY_NS = (1e-3, 1e9)  # a link's (1 ps .. 1 s)
-PEAK_TFLOPS = (1e-3, 1e6)
-TIMEOUT_S = (1e-3, 1e7)  # (about 116 days)
-MAX_ACTIVE_CHUNKS = 1024
 
 
 def _range(limits: tuple[float, float]) -> str:
@@ -183,6 +180,7 @@ def add(commands: Any) -> None:
     sweep = parser.add_argument_group("sweep")
     sweep.add_argument(
         "--sweep",
+        action="append",
         metavar="KEY=V,..",
         help="simulate each value on each --topology: ranks=N,.. "
         "(the job scaled to each count, the scale command), bandwidth=GB/s,.. (every link), "
@@ -255,6 +253,12 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
             "and --latency (or drop --network-config)"
         )
     topologies = args.topology or ["Ring"]
+    if args.sweep and len(args.sweep) > 1:
+        keys = ", ".join(s.split("=", 1)[0] for s in args.sweep)
+        args.usage_error(
+            f"--sweep is given {len(args.sweep)} times ({keys}): a sweep varies one thing; "
+            "give one --sweep KEY=V1,V2,.. (several --topology make its lines)"
+        )
     if args.sweep:
         return _run_sweep(args, reporter, topologies)
     if len(topologies) > 1:
@@ -303,7 +307,7 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
     if args.ranks is not None:
         args.usage_error("--ranks is one width; --sweep ranks=... gives several")
     try:
-        key, points = parse_sweep(args.sweep)
+        key, points = parse_sweep(args.sweep[0])
     except ConverterError as exc:
         args.usage_error(with_flags(str(exc), reporter.flags))
     if args.exact and key != "ranks":
@@ -417,7 +421,7 @@ def result_lines(result: api.SimulationResult) -> list[str]:
             f"{result.roofline.mem_bandwidth_gbps:g} GB/s"
         )
     )
-    if result.roofline is None and system.get("roofline-enabled"):
+    if result.roofline is None and system.get("roofline-enabled") and not result.replay:
         compute = f"roofline of the system config: {system.get('peak-perf')} TFLOPS, {system.get('local-mem-bw')} GB/s"
     plan = result.plan
     lines = [

@@ -283,20 +283,17 @@ def _run(
     total: int,
 ) -> tuple[int, str]:
     events = os.path.join(workdir, "events.log")
-    files = {
-        "system.json": json.dumps(setup.system),
-        "remote_memory.json": json.dumps(setup.remote_memory),
+    files = {  # the user's configs too, as read and checked here (configfiles): one network for both
+        "system.json": json.dumps(setup.system, allow_nan=False),
+        "remote_memory.json": json.dumps(setup.remote_memory, allow_nan=False),
+        "network.yml": network.yaml(),
         "logging.toml": logging_config("events.log"),
     }
-    if not setup.network_file:
-        files["network.yml"] = network.yaml()
     try:
         os.mkfifo(events, 0o600)
         for name, text in files.items():
             with open(os.path.join(workdir, name), "w", encoding="utf-8") as fh:
                 fh.write(text)
-        if setup.network_file:  # the user's file, under a name that holds nothing ASTRA-sim could misread
-            os.symlink(os.path.abspath(setup.network_file), os.path.join(workdir, "network.yml"))
         workload = _workload_argument(job, workdir)
     except OSError as exc:
         raise SimulatorError(f"{workdir}: cannot write ASTRA-sim's configs: {exc.strerror or exc}") from None

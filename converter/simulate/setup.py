@@ -9,10 +9,12 @@ before a run, and what ``simulate`` still sets over them stated.
   ``--active-chunks``. Its implementation lists must name algorithms ASTRA-sim knows, one a
   network dimension.
 * ``--network-config FILE`` (ASTRA-sim's analytical YAML: ``topology``, ``npus_count``,
-  ``bandwidth``, ``latency``): given to ASTRA-sim as it is, nothing set over it; checked for
-  known topologies, one value a dimension, positive links and NPUs that multiply to the job's
-  ranks. It replaces ``--topology``, ``--npus-per-dim``, ``--bandwidth`` and ``--latency``.
-* ``--remote-memory-config FILE`` (JSON with ``memory-type``): given as it is.
+  ``bandwidth``, ``latency``): nothing set over it; checked for known topologies, one value a
+  dimension, links in the command line's ranges and NPUs that multiply to the job's ranks, and
+  given to ASTRA-sim as read here (``configfiles``: each file read once, strictly, and written
+  back by us, so that ASTRA-sim and this package read one network). It replaces
+  ``--topology``, ``--npus-per-dim``, ``--bandwidth`` and ``--latency``.
+* ``--remote-memory-config FILE`` (JSON with ``memory-type``): checked, and given as read.
 
 The algorithms (``astra-sim/system/astraccl/CollectiveImplLookup.cc`` at 518bd51): ring, oneRing,
 direct, oneDirect, halvingDoubling, oneHalvingDoubling, doubleBinaryTree. doubleBinaryTree is an
@@ -22,14 +24,13 @@ any collective it is given): on that dimension the other collectives keep ring.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
 from ..errors import ConverterError, OptionError
+from . import bounds, configfiles
 from .configs import REMOTE_MEMORY, TOPOLOGIES, Accelerator, Network, system_config
 
 #: ASTRA-sim's names of its native collective algorithms, by the lower-case name users type.
@@ -54,7 +55,7 @@ class Setup:
 
     system: dict[str, Any]
     remote_memory: dict[str, Any]
-    network_file: str | None = None  # the user's network file, given to ASTRA-sim as it is
+    network_file: str | None = None  # the user's network file (ASTRA-sim is given it as read: configfiles)
     system_file: str | None = None
     remote_memory_file: str | None = None
     overridden: tuple[str, ...] = ()  # keys of the user's system file that simulate set
@@ -125,7 +126,12 @@ def make_setup(
     if system_file is None:
         system = ours
     else:
-        system = _json_object(system_file, "`system_config`")
+        system = configfiles.checked(
+            configfiles.read_json_object(system_file, "`system_config`"),
+            configfiles.SYSTEM_KEYS,
+            "`system_config`",
+            system_file,
+        )
         for key in ("trace-enabled", *(_ROOFLINE_KEYS if roofline is not None else ())):
             if system.get(key) != ours[key]:
                 overridden.append(key)
@@ -174,7 +180,12 @@ def _check_system(system: dict[str, Any], dimensions: int, path: str) -> None:
 
 
 def _remote_memory(path: str) -> dict[str, Any]:
-    data = _json_object(path, "`remote_memory_config`")
+    data = configfiles.checked(
+        configfiles.read_json_object(path, "`remote_memory_config`"),
+        configfiles.REMOTE_MEMORY_KEYS,
+        "`remote_memory_config`",
+        path,
+    )
     if not isinstance(data.get("memory-type"), str):
         raise ConverterError(
             f'`remote_memory_config` {path}: no "memory-type" (e.g. "NO_MEMORY_EXPANSION", as ASTRA-sim\'s examples)'
@@ -182,32 +193,11 @@ def _remote_memory(path: str) -> dict[str, Any]:
     return data
 
 
-def _json_object(path: str, option: str) -> dict[str, Any]:
-    text = _read(path, option)
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ConverterError(f"{option} {path}: not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConverterError(f"{option} {path}: expected a JSON object")
-    return data
-
-
-def _read(path: str, option: str) -> str:
-    if os.path.isdir(path):
-        raise ConverterError(f"{option} {path}: a folder, not a file")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read(1 << 20)
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConverterError(f"{option} {path}: cannot read it: {reason}") from None
-
-
 def read_network(path: str, ranks: int | None) -> Network:
-    """The user's network file, checked (against a job of ``ranks`` when given)."""
-    fields = _yaml_lists(_read(path, "`network_config`"), path)
-    missing = [k for k in ("topology", "npus_count", "bandwidth", "latency") if k not in fields]
+    """The user's network file, checked (against a job of ``ranks`` when given): ASTRA-sim is
+    given this ``Network`` as ``Network.yaml`` writes it, never the file (``configfiles``)."""
+    fields = configfiles.network_fields(configfiles.read_text(path, "`network_config`"), path)
+    missing = [k for k in configfiles.NETWORK_KEYS if k not in fields]
     if missing:
         raise ConverterError(
             f"`network_config` {path}: no {', '.join(missing)} (ASTRA-sim's analytical network: "
@@ -221,48 +211,20 @@ def read_network(path: str, ranks: int | None) -> Network:
             )
         topology.append(name)
     dims = len(topology)
-    try:
-        npus = tuple(int(v) for v in fields["npus_count"])
-        bandwidth = tuple(float(v) for v in fields["bandwidth"])
-        latency = tuple(float(v) for v in fields["latency"])
-    except ValueError:
-        raise ConverterError(f"`network_config` {path}: npus_count, bandwidth and latency must be numbers") from None
-    for key, values in (("npus_count", npus), ("bandwidth", bandwidth), ("latency", latency)):
-        if len(values) != dims:
-            raise ConverterError(f"`network_config` {path}: {len(values)} {key} value(s) for {dims} dimension(s)")
-    if any(n < 2 for n in npus) or any(not 0 < v < float("inf") for v in (*bandwidth, *latency)):
-        raise ConverterError(f"`network_config` {path}: every dimension needs 2 NPUs or more and positive links")
+    if not 1 <= dims <= bounds.MAX_DIMENSIONS:
+        raise ConverterError(f"`network_config` {path}: {dims} dimensions (1 to {bounds.MAX_DIMENSIONS})")
+    for key in ("npus_count", "bandwidth", "latency"):
+        if len(fields[key]) != dims:
+            raise ConverterError(f"`network_config` {path}: {len(fields[key])} {key} value(s) for {dims} dimension(s)")
+    npus = tuple(configfiles.whole_value(v, "npus_count", path, 2, bounds.MAX_RANKS) for v in fields["npus_count"])
+    bandwidth = tuple(
+        configfiles.real_value(v, "bandwidth", path, bounds.BANDWIDTH_GBPS, "GB/s") for v in fields["bandwidth"]
+    )
+    latency = tuple(configfiles.real_value(v, "latency", path, bounds.LATENCY_NS, "ns") for v in fields["latency"])
+    if prod(npus) > bounds.MAX_RANKS:
+        raise ConverterError(f"`network_config` {path}: {prod(npus):,} NPUs (at most {bounds.MAX_RANKS:,})")
     if ranks is not None and prod(npus) != ranks:
         raise ConverterError(
             f"`network_config` {path}: {'x'.join(map(str, npus))} = {prod(npus)} NPUs, but the job has {ranks} ranks"
         )
     return Network(tuple(topology), npus, bandwidth, latency)
-
-
-def _yaml_lists(text: str, path: str) -> dict[str, list[str]]:
-    """The flat YAML of ASTRA-sim's network files: ``key: [ a, b ]``, ``key: a`` or a block list
-    (``key:`` then ``- a`` lines); comments after ``#``."""
-    fields: dict[str, list[str]] = {}
-    current: str | None = None
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].rstrip()
-        if not line.strip():
-            continue
-        stripped = line.strip()
-        if stripped.startswith("- ") and current is not None and line[0] in " -":
-            fields[current].append(stripped[2:].strip().strip("'\""))
-            continue
-        key, colon, value = stripped.partition(":")
-        if not colon or line[0] == " ":
-            raise ConverterError(f"`network_config` {path}: line {number}: expected 'key: [ values ]'")
-        key, value = key.strip(), value.strip()
-        if value.startswith("["):
-            if not value.endswith("]"):
-                raise ConverterError(f"`network_config` {path}: line {number}: a list must close on its line")
-            items = [v.strip().strip("'\"") for v in value[1:-1].split(",") if v.strip()]
-            fields[key], current = items, None
-        elif value:
-            fields[key], current = [value.strip("'\"")], None
-        else:
-            fields[key], current = [], key
-    return fields

@@ -18,7 +18,7 @@ from typing import IO, Any
 from ..errors import ConverterError
 from ..et import wire
 from ..et.decode import attribute_spans, read_et
-from ..ranks.scale import scale
+from ..ranks.scale import check_ranks, scale
 from . import configs, preflight, reduced
 from .configs import Accelerator, Network
 from .job import Job, find_job
@@ -53,6 +53,14 @@ def plan_for(job: Job, network: Network, ranks: int, backend: str, setup: Setup,
         return reduced.full(ranks, job.ranks, network, "the captured width")
     if exact:
         return reduced.full(ranks, job.ranks, network, "`exact`")
+    if ranks % job.ranks and reduced.layout_of(job.prefix) is None:
+        return reduced.full(
+            ranks,
+            job.ranks,
+            network,
+            f"{ranks:,} is not a multiple of the {job.ranks} captured ranks",
+            f"a multiple of {job.ranks} gets a reduced job; {reduced.EXACT}",
+        )
     chosen = reduced.plan(job, network, ranks, setup.system, backend)
     if chosen.warning is not None and ranks > FULL_WITHOUT_ASKING:
         raise ConverterError(
@@ -63,8 +71,9 @@ def plan_for(job: Job, network: Network, ranks: int, backend: str, setup: Setup,
 
 
 def check_width(job: Job, ranks: int) -> None:
-    """N a multiple of the captured ranks; of TP x PP where a layout file gives them (``scale``:
-    the data-parallel degree becomes N / (TP x PP), each rank a copy of one captured)."""
+    """N any count ``scale`` takes (rank r a copy of captured rank r mod K; with sub-groups, a
+    multiple of them); of TP x PP where a layout file gives them (``scale``: the data-parallel
+    degree becomes N / (TP x PP), each rank a copy of one captured)."""
     layout = reduced.layout_of(job.prefix)
     if layout is not None:
         unit = layout.mesh.tp * layout.mesh.pp
@@ -74,10 +83,7 @@ def check_width(job: Job, ranks: int) -> None:
                 f"(its layout file) scales to a multiple of {unit} (data-parallel degree 2 or more)"
             )
         return
-    if ranks < 1 or ranks % job.ranks:
-        raise ConverterError(
-            f"`ranks` {ranks}: a data-parallel job of {job.ranks} captured rank(s) scales to a multiple of {job.ranks}"
-        )
+    check_ranks(job.prefix, ranks, job.comm_groups)  # what scale takes (rank r a copy of r mod K), sweeps too
 
 
 def simulate_width(
