@@ -135,7 +135,10 @@ def test_network_files_as_astra_sim_writes_them(tmp_path: Path, text: str) -> No
         ("topology: [ Torus ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "'Torus' is not one of"),
         ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "4 NPUs, but the job has 8"),
         ("topology: [ Ring, Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n", "1 npus_count value(s)"),
-        ("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ -1 ]\nlatency: [ 5 ]\n", "bandwidth '-1': must be a number from 0.001"),
+        (
+            "topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ -1 ]\nlatency: [ 5 ]\n",
+            "bandwidth '-1': must be a number from 0.001",
+        ),
         ("topology: [ Ring\n", "must close on its line"),
     ],
 )
