@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from chakra_convert_fast.converter.cli.numbers import quantity, whole
 from chakra_convert_fast.profiler.convert import CONVERTERS, ConverterUnavailable, ensure_available
 from chakra_convert_fast.profiler.layouts import DP_MODES, SCHEDULES, Layout, make_layout, shape_problems
 from chakra_convert_fast.profiler.models import MODELS, SIZE_CHOICES, check_size, resolve_shape, resolve_size
@@ -22,18 +23,12 @@ PRECISIONS = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+#: The bounds of the numbers (ASCII decimal, a usage error outside: ``cli/numbers.py``).
+MAX_NPROC = 1024  # ranks on one machine
+MAX_COUNT = 1_000_000  # a model dimension, a batch, steps
+MAX_SEED = (1 << 32) - 1  # numpy's seeds (torch's are wider)
+_positive = whole(1, MAX_COUNT)
+_non_negative = whole(0, MAX_COUNT)
 
 
 def _version() -> str:
@@ -73,8 +68,8 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
         help="embedding rows at least (default: the tokenizer's; base keeps the real size)",
     )
     p.add_argument("--batch-size", type=_positive, default=4, help="examples per rank per step (default 4)")
-    p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default 1e-4)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lr", type=quantity(0, 1e3, ""), default=1e-4, help="AdamW learning rate (default 1e-4)")
+    p.add_argument("--seed", type=whole(0, MAX_SEED), default=0)
 
     p.add_argument(
         "--data", default=None, help="SQuAD v1.1 JSON file; 'squad' for the hub dataset; default: the shipped sample"
@@ -83,7 +78,7 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
         "--tokenizer", default=None, help="a real tokenizer (local path or hub name) instead of the offline default"
     )
 
-    p.add_argument("--nproc", type=_positive, default=1, help="ranks to launch (default 1)")
+    p.add_argument("--nproc", type=whole(1, MAX_NPROC), default=1, help="ranks to launch (default 1)")
     p.add_argument("--backend", choices=BACKENDS, default="auto", help="auto: nccl on GPUs, gloo on CPU")
     p.add_argument("--device", choices=DEVICES, default="auto", help="auto: cuda when every rank has a GPU")
     p.add_argument(
@@ -185,6 +180,9 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "chakra-profile") 
         check_size(args.model, args.size)
     except ValueError as e:
         parser.error(str(e))
+    problem = _outdir_problem(args.outdir)
+    if problem:
+        parser.error(f"--outdir {args.outdir}: {problem}")
     if args.backend == "nccl" and args.device == "cpu":
         parser.error("--backend nccl needs --device cuda")
     if not args.host_trace and args.convert and (args.compact or args.roofline or args.converter != "fast"):
@@ -201,6 +199,18 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "chakra-profile") 
     except ValueError as e:
         parser.error(str(e))
     return args
+
+
+def _outdir_problem(outdir: str) -> str | None:
+    """Why ``outdir`` cannot take the capture (checked before any model is built), or None."""
+    path = os.path.abspath(outdir)
+    while not os.path.lexists(path):
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        return f"{path} is not a directory" if path != os.path.abspath(outdir) else "not a directory"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{path} is not writable"
+    return None
 
 
 def world_size() -> int:
@@ -295,9 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from chakra_convert_fast.profiler import train
 
         return train.main(argv)
-    import subprocess
+    from chakra_convert_fast.profiler.launch import run_ranks
 
-    return subprocess.call(launch_command(argv, args.nproc))
+    return run_ranks(launch_command(argv, args.nproc), args.outdir)
 
 
 if __name__ == "__main__":

@@ -242,7 +242,7 @@ def test_simulate_options_checked(
 
 def test_simulate_options_numbers_as_numbers(tmp_path: Path, fake: Path) -> None:
     """``bandwidth=50.0`` raised ``AttributeError``: a number, or one a dimension, is taken."""
-    result = api.simulate(str(_job(tmp_path)), api.SimulateOptions(bandwidth=25.0, latency=[100]))
+    result = api.simulate(str(_job(tmp_path)), api.SimulateOptions(bandwidth=25.0, latency=[100]))  # type: ignore[arg-type]
     assert result.network.bandwidth == (25.0,) and result.network.latency == (100.0,)
     (run,) = _runs(fake)
     assert "bandwidth: [ 25.0 ]" in run["network"]
