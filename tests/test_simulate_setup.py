@@ -85,9 +85,21 @@ def test_double_binary_tree_is_an_all_reduce_only() -> None:
         ({"active_chunks": 0}, None, "at least 1"),
         ({}, "[1]", "expected a JSON object"),
         ({}, "{", "not JSON"),
-        ({}, json.dumps({"all-reduce-implementation": ["ring"]}), "1 entr(ies) for a network of 2"),
-        ({}, json.dumps({"all-gather-implementation": ["tree", "ring"]}), "names 'tree'"),
+        ({}, json.dumps({**json.loads(SHARED), "all-reduce-implementation": ["ring"]}), "1 entr(ies) for a network"),
+        (
+            {},
+            json.dumps(
+                {
+                    **json.loads(SHARED),
+                    **{k: ["ring", "ring"] for k in IMPLEMENTATIONS},
+                    "all-gather-implementation": ["tree", "ring"],
+                }
+            ),
+            "names 'tree'",
+        ),
         ({}, json.dumps({"active-chunks-per-dimension": "2"}), "must be a whole number"),
+        ({}, json.dumps({"scheduling-policy": "LIFO"}), "no preferred-dataset-splits, all-reduce-implementation"),
+        ({"collective": "ring"}, json.dumps({"scheduling-policy": "LIFO"}), "no preferred-dataset-splits (ASTRA"),
     ],
 )
 def test_system_refusals(tmp_path: Path, kwargs: dict[str, object], content: str | None, expected: str) -> None:

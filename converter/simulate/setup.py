@@ -154,10 +154,15 @@ def make_setup(
 
 
 def _check_system(system: dict[str, Any], dimensions: int, path: str) -> None:
+    missing = [key for key in ("preferred-dataset-splits", *IMPLEMENTATIONS) if key not in system]
+    if missing:  # ASTRA-sim's default splits (0) divide by zero; a collective without an algorithm never runs
+        raise ConverterError(
+            f"`system_config` {path}: no {', '.join(missing)} (ASTRA-sim needs them: its default of "
+            "preferred-dataset-splits, 0, divides by zero, and a collective without an implementation never "
+            'ends; e.g. 4 and ["ring"], one a dimension, or set the algorithms with `collective`)'
+        )
     for key in IMPLEMENTATIONS:
-        value = system.get(key)
-        if value is None:
-            continue
+        value = system[key]
         if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             raise ConverterError(f"`system_config` {path}: {key} must be a list of algorithm names")
         for name in value:
