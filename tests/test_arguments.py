@@ -28,7 +28,7 @@ SIM = api.SimulateOptions
         (
             lambda p: loose.convert_kineto(p / "k.json", p / "o.et", step=-1),
             OptionError,
-            "`step` -1: must be at least 0",
+            "`step` -1: must be from 0 to 9,223,372,036,854,775,807",
         ),
         (lambda p: loose.convert_kineto(p / "k.json", p / "o.et", rank=1 << 20), OptionError, "`rank` 1048576"),
         (lambda p: loose.convert_kineto(p / "k.json", p / "o.et", drop=["x"]), OptionError, "`drop`: unknown x"),
