@@ -92,7 +92,10 @@ def _runs(record: Path) -> list[dict[str, Any]]:
     ("text", "expected"),
     [
         (NETWORK + "bandwidth: [ 1 ]\n", "line 5: bandwidth is given twice"),
-        (NETWORK.replace("[ 2 ]", "[ 02 ]"), "npus_count '02': not a whole number in plain decimal (yaml-cpp"),
+        (
+            NETWORK.replace("[ 2 ]", "[ 02 ]"),
+            "npus_count '02': not a whole number in plain decimal (yaml-cpp, ASTRA-sim's reader, takes a leading 0 for octal",
+        ),
         (NETWORK.replace("[ 2 ]", "[ 0x2 ]"), "npus_count '0x2': not a whole number in plain decimal"),
         (NETWORK + "bandwith: [ 1 ]\n", "unknown key 'bandwith'"),
         (NETWORK.replace("[ 50 ]", "[ 1e-300 ]"), "bandwidth '1e-300': must be a number from 0.001 to 1e+06 GB/s"),

@@ -277,7 +277,8 @@ def whole_value(text: str, key: str, path: str, low: int, high: int) -> int:
     """A whole number of the network file, in plain decimal (no leading zero: yaml-cpp would read
     ``010`` as 8), from ``low`` to ``high``."""
     if not _WHOLE.fullmatch(text) or len(text) > _MAX_DIGITS:
-        hint = " (yaml-cpp, ASTRA-sim's reader, takes a leading 0 for octal: write 8 or 10)" if text[:1] == "0" else ""
+        hint = " (yaml-cpp, ASTRA-sim's reader, takes a leading 0 for octal, 0x for hex: write it without)"
+        hint = hint if text.lstrip("+-")[:1] == "0" else ""
         raise ConverterError(
             f"`network_config` {path}: {key} {_quoted(text)}: not a whole number in plain decimal{hint}"
         )
