@@ -94,7 +94,7 @@ def _runs(record: Path) -> list[dict[str, Any]]:
         (NETWORK + "bandwidth: [ 1 ]\n", "line 5: bandwidth is given twice"),
         (
             NETWORK.replace("[ 2 ]", "[ 02 ]"),
-            "npus_count '02': not a whole number in plain decimal (yaml-cpp, ASTRA-sim's reader, takes a leading 0 for octal",
+            "npus_count '02': not a whole number in plain decimal (yaml-cpp, ASTRA-sim's reader, takes a leading 0",
         ),
         (NETWORK.replace("[ 2 ]", "[ 0x2 ]"), "npus_count '0x2': not a whole number in plain decimal"),
         (NETWORK + "bandwith: [ 1 ]\n", "unknown key 'bandwith'"),
