@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,10 @@ from typing import Any
 import pytest
 
 from chakra_convert_fast.converter import api
-from chakra_convert_fast.converter.errors import OptionError
+from chakra_convert_fast.converter.cli.main import build_parser
+from chakra_convert_fast.converter.errors import ConverterError, OptionError
 
-from .clirun import CLI, assert_one_error, run_cli
+from .clirun import assert_one_error, run_cli
 
 DATA = Path(__file__).resolve().parent / "data" / "astra_sim"
 
@@ -106,9 +106,22 @@ def _runs(record: Path) -> list[dict[str, Any]]:
 )
 def test_network_file_refusals(tmp_path: Path, fake: Path, text: str, expected: str) -> None:
     (tmp_path / "net.yml").write_text(text)
-    done = run_cli("simulate", _job(tmp_path), "--network-config", tmp_path / "net.yml")
-    assert_one_error(done, "--network-config", "net.yml", expected)
+    with pytest.raises(ConverterError) as caught:
+        api.simulate(_job(tmp_path), api.SimulateOptions(network_config=str(tmp_path / "net.yml")))
+    assert "`network_config`" in str(caught.value) and "net.yml" in str(caught.value)
+    assert expected in str(caught.value)
     assert not _runs(fake)  # ASTRA-sim never ran
+
+
+def test_config_refusal_on_the_command_line(tmp_path: Path, fake: Path) -> None:
+    """The contract: one line naming the flag and the file, exit 1, ASTRA-sim never started."""
+    (tmp_path / "net.yml").write_text(NETWORK + "bandwidth: [ 1 ]\n")
+    done = run_cli("simulate", _job(tmp_path), "--network-config", tmp_path / "net.yml")
+    assert_one_error(done, "--network-config", "net.yml", "line 5: bandwidth is given twice: give it once")
+    (tmp_path / "sys.json").write_text(json.dumps({**SYSTEM, "preferred-dataset-splits": -4}))
+    done = run_cli("simulate", _job(tmp_path), "--system-config", tmp_path / "sys.json")
+    assert_one_error(done, "--system-config", "sys.json", "preferred-dataset-splits -4: must be a whole number")
+    assert not _runs(fake)
 
 
 def test_network_file_is_given_as_read(tmp_path: Path, fake: Path) -> None:
@@ -160,8 +173,10 @@ def test_network_file_with_ranks_exact_gets_the_file_as_read(tmp_path: Path, fak
 )
 def test_system_config_bounds(tmp_path: Path, fake: Path, change: dict[str, Any], expected: str) -> None:
     (tmp_path / "sys.json").write_text(json.dumps({**SYSTEM, **change}))
-    done = run_cli("simulate", _job(tmp_path), "--system-config", tmp_path / "sys.json")
-    assert_one_error(done, "--system-config", "sys.json", expected)
+    with pytest.raises(ConverterError) as caught:
+        api.simulate(_job(tmp_path), api.SimulateOptions(system_config=str(tmp_path / "sys.json")))
+    assert str(caught.value).startswith(f"`system_config` {tmp_path / 'sys.json'}: ")
+    assert expected in str(caught.value)
     assert not _runs(fake)
 
 
@@ -176,9 +191,11 @@ def test_system_config_bounds(tmp_path: Path, fake: Path, change: dict[str, Any]
     ],
 )
 def test_system_config_json_refusals(tmp_path: Path, fake: Path, text: str, expected: str) -> None:
-    (tmp_path / "sys.json").write_bytes(text.encode("utf-8", "surrogateescape") if text != "\xff" else b"\xff")
-    done = run_cli("simulate", _job(tmp_path), "--system-config", tmp_path / "sys.json")
-    assert_one_error(done, "--system-config", "sys.json", expected)
+    (tmp_path / "sys.json").write_bytes(text.encode() if text != "\xff" else b"\xff")
+    with pytest.raises(ConverterError) as caught:
+        api.simulate(_job(tmp_path), api.SimulateOptions(system_config=str(tmp_path / "sys.json")))
+    assert str(caught.value).startswith(f"`system_config` {tmp_path / 'sys.json'}: ")
+    assert expected in str(caught.value)
 
 
 def test_system_config_is_given_as_read(tmp_path: Path, fake: Path) -> None:
@@ -195,19 +212,20 @@ def test_system_config_is_given_as_read(tmp_path: Path, fake: Path) -> None:
 
 def test_remote_memory_bounds(tmp_path: Path, fake: Path) -> None:
     (tmp_path / "mem.json").write_text('{"memory-type": "NO_MEMORY_EXPANSION", "remote-mem-bw": -1}')
-    done = run_cli("simulate", _job(tmp_path), "--remote-memory-config", tmp_path / "mem.json")
-    assert_one_error(done, "--remote-memory-config", "remote-mem-bw -1: must be a number from 0.001")
+    with pytest.raises(ConverterError, match=r"`remote_memory_config` .*remote-mem-bw -1: must be a number from 0.001"):
+        api.simulate(_job(tmp_path), api.SimulateOptions(remote_memory_config=str(tmp_path / "mem.json")))
 
 
 # -- 11: a FIFO (or a device) as a config is refused, never waited on --------------------------------
-@pytest.mark.parametrize("option", ["--system-config", "--network-config", "--remote-memory-config"])
-def test_fifo_config_refused(tmp_path: Path, fake: Path, option: str) -> None:
+def test_fifo_config_refused(tmp_path: Path, fake: Path) -> None:
     fifo = tmp_path / "config.fifo"
     os.mkfifo(fifo)
-    done = run_cli("simulate", _job(tmp_path), option, fifo, "--timeout", "5", timeout=30)
-    assert_one_error(done, "config.fifo", option, "is a FIFO, not a regular file")
-    done = run_cli("simulate", _job(tmp_path), option, "/dev/zero", timeout=30)
-    assert_one_error(done, "/dev/zero", option, "is a character device, not a regular file")
+    done = run_cli("simulate", _job(tmp_path), "--system-config", fifo, "--timeout", "5", timeout=30)
+    assert_one_error(done, "config.fifo: --system-config: is a FIFO, not a regular file")
+    for name in ("system_config", "network_config", "remote_memory_config"):
+        for path, kind in ((str(fifo), "FIFO"), ("/dev/zero", "character device")):
+            with pytest.raises(ConverterError, match=f"`{name}`: is a {kind}, not a regular file"):
+                api.simulate(_job(tmp_path), api.SimulateOptions(**{name: path}))  # type: ignore[arg-type]
     assert not _runs(fake)
 
 
@@ -253,23 +271,33 @@ def test_simulate_options_numbers_as_numbers(tmp_path: Path, fake: Path) -> None
 
 # -- 6: --replay refuses what it would ignore --------------------------------------------------------
 @pytest.mark.parametrize(
-    ("flags", "expected"),
+    ("options", "expected"),
     [
-        (["--accelerator", "H100"], "--accelerator is only without --replay"),
-        (["--bandwidth", "100"], "--bandwidth is only without --replay"),
-        (["--peak-tflops", "100", "--mem-bandwidth", "100"], "--peak-tflops, --mem-bandwidth are only without"),
-        (["--topology", "Switch"], "--topology is only without --replay"),
-        (["--collective", "direct"], "--collective is only without --replay"),
-        (["--sweep", "bandwidth=25,50"], "--replay is only for one simulation (a sweep of traced durations is flat)"),
-        (["--sweep", "ranks=2,4"], "--replay is only for one simulation"),
+        ({"accelerator": "H100"}, "`accelerator` is only without `replay`"),
+        ({"bandwidth": "100"}, "`bandwidth` is only without `replay`"),
+        ({"peak_tflops": 100.0, "mem_bandwidth": 100.0}, "`peak_tflops`, `mem_bandwidth` are only without"),
+        ({"topology": "Switch"}, "`topology` is only without `replay`"),
+        ({"npus_per_dim": "2"}, "`npus_per_dim` is only without `replay`"),
+        ({"latency": "5"}, "`latency` is only without `replay`"),
+        ({"collective": "direct"}, "`collective` is only without `replay`"),
+        ({"active_chunks": 2}, "`active_chunks` is only without `replay`"),
     ],
 )
-def test_replay_refuses_what_it_ignores(tmp_path: Path, fake: Path, flags: list[str], expected: str) -> None:
-    done = run_cli("simulate", _job(tmp_path), "--replay", *flags)
-    assert_one_error(done, expected, status=2)
+def test_replay_refuses_what_it_ignores(tmp_path: Path, fake: Path, options: dict[str, Any], expected: str) -> None:
+    with pytest.raises(OptionError) as caught:
+        api.simulate(_job(tmp_path), api.SimulateOptions(replay=True, **options))
+    assert expected in str(caught.value)
+    with pytest.raises(OptionError, match="`replay` is only for one simulation"):
+        api.simulate_sweep(_job(tmp_path), [2, 4], ["Ring"], api.SimulateOptions(replay=True))
     assert not _runs(fake)
-    with pytest.raises(OptionError, match="only without `replay`"):
-        api.simulate(str(_job(tmp_path)), api.SimulateOptions(replay=True, accelerator="H100"))
+
+
+def test_replay_refusals_on_the_command_line(tmp_path: Path, fake: Path) -> None:
+    done = run_cli("simulate", _job(tmp_path), "--replay", "--accelerator", "H100")
+    assert_one_error(done, "--accelerator is only without --replay (every node takes its traced duration", status=2)
+    done = run_cli("simulate", _job(tmp_path), "--replay", "--sweep", "bandwidth=25,50")
+    assert_one_error(done, "--replay is only for one simulation (a sweep of traced durations is flat)", status=2)
+    assert not _runs(fake)
 
 
 # -- 20, 21: --ranks takes what scale takes; one --sweep; --step bounded ------------------------------
@@ -301,9 +329,12 @@ def test_repeated_sweep_refused(tmp_path: Path, fake: Path) -> None:
         ("9" * 30, "argument --step: must be at most 9,223,372,036,854,775,807"),
     ],
 )
-def test_step_bounded(tmp_path: Path, command: str, value: str, expected: str) -> None:
-    done = subprocess.run([*CLI, command, "a", "b", "--step", value], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and expected in done.stderr, done.stderr
+def test_step_bounded(
+    tmp_path: Path, command: str, value: str, expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args([command, "a", "b", "--step", value])
+    assert exc.value.code == 2 and expected in capsys.readouterr().err
     with pytest.raises(OptionError, match="`step` 9223372036854775808: must be from 0"):
         api.convert_kineto(tmp_path / "k.json", tmp_path / "o.et", step=1 << 63)
 
