@@ -198,15 +198,17 @@ def test_system_config_json_refusals(tmp_path: Path, fake: Path, text: str, expe
     assert expected in str(caught.value)
 
 
-def test_system_config_is_given_as_read(tmp_path: Path, fake: Path) -> None:
+@pytest.mark.parametrize("padding", [0, 2 << 20])
+def test_system_config_is_given_as_read(tmp_path: Path, fake: Path, padding: int) -> None:
     """A switch written ``false`` (which ASTRA-sim's ``!= 0`` takes for on) is given as 0; a file
-    over 1 MiB (its whitespace) is read whole (it was "not JSON")."""
+    of 2 MiB (whitespace inside its object) is read whole (it was "not JSON": 1 MiB was read)."""
     text = json.dumps({**SYSTEM, "roofline-enabled": False, "model-shared-bus": True}, indent=2)
-    (tmp_path / "sys.json").write_text(text + " " * (2 << 20))
+    (tmp_path / "sys.json").write_text(text[:-1] + " " * padding + "}")
     done = run_cli("simulate", _job(tmp_path), "--system-config", tmp_path / "sys.json")
     assert done.returncode == 0, done.stderr
     (run,) = _runs(fake)
-    assert run["system"]["roofline-enabled"] == 0 and run["system"]["model-shared-bus"] == 1
+    switches = (run["system"]["roofline-enabled"], run["system"]["model-shared-bus"])
+    assert switches == (0, 1) and all(type(v) is int for v in switches)  # not JSON false/true
     assert run["system"]["preferred-dataset-splits"] == 4
 
 
