@@ -517,7 +517,9 @@ def _signal_name(number: int) -> str:
 
 @dataclass(frozen=True)
 class SimulateOptions:
-    """What ``simulate`` is asked for (the command line's options, as strings where it takes lists)."""
+    """What ``simulate`` is asked for (the command line's options, as strings where it takes lists;
+    ``bandwidth`` and ``latency`` also as a number, or one a dimension). ``api.simulate`` checks
+    every field as the command line checks its flags, ranges included (``optioncheck.py``)."""
 
     topology: str = "Ring"
     npus_per_dim: str | None = None
