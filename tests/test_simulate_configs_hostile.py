@@ -294,6 +294,17 @@ def test_replay_refuses_what_it_ignores(tmp_path: Path, fake: Path, options: dic
     assert not _runs(fake)
 
 
+def test_replay_header_with_a_roofline_system_config(tmp_path: Path, fake: Path) -> None:
+    """A system config that turns the roofline on is replayed all the same: the header says so (it
+    named the system config's roofline)."""
+    (tmp_path / "sys.json").write_text(json.dumps({**SYSTEM, "roofline-enabled": 1}))
+    done = run_cli("simulate", _job(tmp_path), "--replay", "--system-config", tmp_path / "sys.json")
+    assert done.returncode == 0, done.stderr
+    assert "compute: traced durations (replay-only)" in done.stdout.splitlines()[0], done.stdout
+    (run,) = _runs(fake)
+    assert run["system"]["replay-only"] == 1
+
+
 def test_replay_refusals_on_the_command_line(tmp_path: Path, fake: Path) -> None:
     done = run_cli("simulate", _job(tmp_path), "--replay", "--accelerator", "H100")
     assert_one_error(done, "--accelerator is only without --replay (every node takes its traced duration", status=2)
