@@ -28,14 +28,18 @@ dependency (or the gap nodes) for the ablation.
 
 from __future__ import annotations
 
+import math
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from sortedcontainers import SortedList
+
 from ..errors import TraceContentError
 from ..schema.chakra import NodeType
+from ..schema.kineto import event_name
 from ..schema.kineto import step_number as schema_step_number
 from . import comm
 from .events import HOST, RUNTIME, STEP, Event, KinetoEvents
@@ -112,8 +116,9 @@ def step_number(event: Event) -> int | None:
     return schema_step_number(event.name)
 
 
-def pick_step(trace: KinetoEvents, step: int | None, gpu_by_corr: dict[Any, list[Event]]) -> tuple[Event, int]:
-    """The ProfilerStep to convert and how many of its launches lack their GPU work."""
+def pick_step(trace: KinetoEvents, step: int | None, gpu_by_launch: dict[int, list[Event]]) -> tuple[Event, int]:
+    """The ProfilerStep to convert and how many of its launches lack their GPU work. A step that
+    lasts no time holds no event: refused when named, skipped by the default choice."""
     steps = [(n, e) for e in trace.steps if (n := step_number(e)) is not None]
     if not steps:
         raise TraceContentError(
@@ -126,34 +131,57 @@ def pick_step(trace: KinetoEvents, step: int | None, gpu_by_corr: dict[Any, list
         if not chosen:
             have = ", ".join(str(n) for n, _ in steps[:20])
             raise TraceContentError(trace.path, f"no ProfilerStep#{step} in the trace (it has {have})")
-        return chosen[-1], _missing_launches(trace, chosen[-1], gpu_by_corr)
+        if chosen[-1].dur <= 0:
+            raise TraceContentError(trace.path, f"{_empty(chosen[-1])}: choose another step")
+        return chosen[-1], _Launches(trace, gpu_by_launch).count(chosen[-1])[1]
+    lasting = [(n, e) for n, e in steps if e.dur > 0]
+    if not lasting:
+        raise TraceContentError(trace.path, f"{_empty(steps[-1][1])}, as does every step of the trace")
     # the last step whose kernels are all in the trace; one that launched none is skipped where
     # others did (the short step torch.profiler's stop() leaves)
-    counted = [(e, *_launches(trace, e, gpu_by_corr)) for _, e in reversed(steps)]
-    any_launches = any(launches for _, launches, _ in counted)
-    for event, launches, missing in counted:
-        if not missing and (launches or not any_launches):
+    launches = _Launches(trace, gpu_by_launch)
+    counted = [(e, *launches.count(e)) for _, e in reversed(lasting)]
+    any_launches = any(launched for _, launched, _ in counted)
+    for event, launched, missing in counted:
+        if not missing and (launched or not any_launches):
             return event, 0
-    return steps[-1][1], counted[0][2]
+    return lasting[-1][1], counted[0][2]
 
 
-def _launches(trace: KinetoEvents, step: Event, gpu_by_corr: dict[Any, list[Event]]) -> tuple[int, int]:
-    """Kernel launches of the step, and how many of them have no kernel in the trace."""
-    end = step.end
-    launches = [
-        e
-        for e in trace.host
-        if e.kind == RUNTIME and step.ts <= e.ts < end and e.pid == step.pid and _LAUNCH.match(e.name)
-    ]
-    return len(launches), sum(1 for e in launches if e.corr not in gpu_by_corr)
+def _empty(step: Event) -> str:
+    return f"{event_name(step.index, step.name)} lasts {step.dur:g} us: it holds no event to convert"
 
 
-def _missing_launches(trace: KinetoEvents, step: Event, gpu_by_corr: dict[Any, list[Event]]) -> int:
-    return _launches(trace, step, gpu_by_corr)[1]
+class _Launches:
+    """The kernel launches of each process, in time order, and how many lack their GPU work so far:
+    a step's are counted by two binary searches (each step scanning every host event made choosing
+    the default step quadratic in the steps)."""
+
+    def __init__(self, trace: KinetoEvents, gpu_by_launch: dict[int, list[Event]]) -> None:
+        self.by_pid: dict[Any, tuple[list[float], list[int]]] = {}
+        for e in trace.host:  # in time order
+            if e.kind == RUNTIME and _LAUNCH.match(e.name):
+                times, missing = self.by_pid.setdefault(e.pid, ([], [0]))
+                times.append(e.ts)
+                missing.append(missing[-1] + (e.index not in gpu_by_launch))
+
+    def count(self, step: Event) -> tuple[int, int]:
+        """Kernel launches of the step, and how many of them have no kernel in the trace."""
+        times, missing = self.by_pid.get(step.pid, ([], [0]))
+        first, last = bisect_left(times, step.ts), bisect_left(times, step.end)
+        return last - first, missing[last] - missing[first]
 
 
-def gpu_by_correlation(trace: KinetoEvents) -> dict[Any, list[Event]]:
-    """Launch correlation id -> the GPU ops it launched (``correlation``, else the ``ac2g`` flow)."""
+def launch_key(event: Event) -> Any:
+    """What links a launch to its GPU work: its correlation id, else its ``ac2g`` flow's start."""
+    return event.corr if event.corr is not None else ("flow", (event.tid, event.ts))
+
+
+def gpu_by_launch(trace: KinetoEvents) -> tuple[dict[int, list[Event]], int]:
+    """Each runtime call's GPU ops, by the call's ``index`` (linked by ``correlation``, else by the
+    ``ac2g`` flow), and how many correlation ids several calls share. A GPU op belongs to one call:
+    where calls share an id (ids restarted, traces joined), to the latest of them that started
+    before it, so repeated ids never multiply the GPU work."""
     found: dict[Any, list[Event]] = {}
     for gpu in trace.gpu:
         corr = gpu.corr
@@ -162,7 +190,22 @@ def gpu_by_correlation(trace: KinetoEvents) -> dict[Any, list[Event]]:
             corr = ("flow", trace.flow_starts.get(flow)) if flow is not None else None
         if corr is not None:
             found.setdefault(corr, []).append(gpu)
-    return found
+    calls: dict[Any, list[Event]] = {}
+    for event in trace.host:  # in time order
+        if event.kind == RUNTIME and (key := launch_key(event)) in found:
+            calls.setdefault(key, []).append(event)
+    by_launch: dict[int, list[Event]] = {}
+    repeated = 0
+    for key, launches in calls.items():
+        if len(launches) == 1:
+            by_launch[launches[0].index] = found[key]
+            continue
+        repeated += 1
+        starts = [e.ts for e in launches]
+        for gpu in found[key]:
+            at = max(0, bisect_right(starts, gpu.ts) - 1)
+            by_launch.setdefault(launches[at].index, []).append(gpu)
+    return by_launch, repeated
 
 
 class _Builder:
@@ -179,6 +222,13 @@ class _Builder:
         self.cursor = 0  # where the host timeline ends, rounded microseconds from the step's start
         #: stream -> ([ends], [nodes]) of its GPU ops so far, in launch order
         self.streams: dict[Any, tuple[list[float], list[Node]]] = {}
+        #: every GPU op so far as (end, -stream's place in ``streams``, place in its stream), and each
+        #: stream's last as (end, stream's place): the cross-stream and synchronisation searches are
+        #: binary searches, not a walk over every stream per op (quadratic with a stream per kernel)
+        self.ends = SortedList()
+        self.last_ends = SortedList()
+        self.keys: list[Any] = []  # the streams in order
+        self.places: dict[Any, int] = {}  # stream -> its place in ``keys``
         self.problems: Counter[tuple[str, str]] = Counter()
         self.default_group = 0  # collectives with no process-group args (put in group 0, every rank)
         self.sends: Counter[int] = Counter()
@@ -211,7 +261,7 @@ class _Builder:
             else:
                 self.host_node(GAP_NAME, point)
 
-    def build(self, gpu_by_corr: dict[Any, list[Event]]) -> None:
+    def build(self, by_launch: dict[int, list[Event]]) -> None:
         step = self.step
         pids = {step.pid} if any(e.pid == step.pid and e.kind != STEP for e in self.trace.host) else None
         events = [
@@ -219,7 +269,7 @@ class _Builder:
             for e in self.trace.host
             if step.ts <= e.ts < step.end and (pids is None or e.pid in pids) and (e.kind != STEP or e is step)
         ]
-        self.carry_in(gpu_by_corr)
+        self.carry_in(by_launch)
         stacks: dict[Any, list[Event]] = {}
         for i, event in enumerate(events):
             stack = stacks.setdefault(event.tid, [])
@@ -229,9 +279,7 @@ class _Builder:
             end = self.rt(event.end)
             if i + 1 < len(events):
                 end = min(end, self.rt(events[i + 1].ts))
-            launched = gpu_by_corr.get(event.corr, ()) if event.kind == RUNTIME else ()
-            if not launched and event.kind == RUNTIME and event.corr is None:
-                launched = gpu_by_corr.get(("flow", (event.tid, event.ts)), ())
+            launched = by_launch.get(event.index, ()) if event.kind == RUNTIME else ()
             sync = event.kind == RUNTIME and event.name in SYNC_CALLS
             waited = self.waited(event) if sync else []
             blocking = sync and (waited or launched)
@@ -250,7 +298,7 @@ class _Builder:
                 stack.append(event)
         self.gap_to(self.rt(step.end))
 
-    def carry_in(self, gpu_by_corr: dict[Any, list[Event]]) -> None:
+    def carry_in(self, by_launch: dict[int, list[Event]]) -> None:
         """GPU work launched before the step and still running or queued at its start: one GPU node
         (streams' backlogs would serialise on ASTRA-sim's one GPU), ending where the latest ends,
         that the step's first op on each such stream waits for."""
@@ -260,7 +308,7 @@ class _Builder:
             if event.ts >= step.ts:
                 break
             if event.kind == RUNTIME and event.pid == step.pid:
-                for gpu in gpu_by_corr.get(event.corr, ()):
+                for gpu in by_launch.get(event.index, ()):
                     if gpu.end > step.ts:
                         key = (gpu.pid, gpu.stream)
                         ends[key] = max(ends.get(key, gpu.end), gpu.end)
@@ -270,15 +318,25 @@ class _Builder:
         if self.costs is not None:
             self.costs.backlog(node)
         for key, end in ends.items():
-            self.streams[key] = ([end], [node])
+            self._push(key, end, node)
 
     def waited(self, call: Event) -> list[Node]:
         """Per stream, the last GPU op launched before ``call`` if it ended while the call ran."""
-        found = []
-        for ends, nodes in self.streams.values():
-            if ends and call.ts < ends[-1] <= call.end + _SLACK:
-                found.append(nodes[-1])
-        return found
+        ended = self.last_ends.irange((call.ts, math.inf), (call.end + _SLACK, math.inf))
+        return [self.streams[self.keys[place]][1][-1] for place in sorted(place for _, place in ended)]
+
+    def _push(self, key: Any, end: float, node: Node) -> None:
+        """Append a GPU op ending at ``end`` to stream ``key``."""
+        ends, nodes = self.streams.setdefault(key, ([], []))
+        place = self.places.setdefault(key, len(self.keys))
+        if place == len(self.keys):
+            self.keys.append(key)
+        if ends:
+            self.last_ends.remove((ends[-1], place))
+        ends.append(end)
+        nodes.append(node)
+        self.ends.add((end, -place, len(ends) - 1))
+        self.last_ends.add((end, place))
 
     def gpu_node(self, gpu: Event, launch: Node, call: Event, around: list[Event]) -> Node:
         key = (gpu.pid, gpu.stream)
@@ -304,26 +362,25 @@ class _Builder:
             self._communication(node, gpu, around)
         if self.costs is not None and node.comm is None:
             self.costs.kernel(node, gpu, around)
-        ends.append(gpu.end)
-        nodes.append(node)
+        self._push(key, gpu.end, node)
         self.gpu_end = max(self.gpu_end, gpu.end)
         node.end = gpu.end
         return node
 
     def _cross_stream(self, own: Any, ready: float, start: float) -> Node | None:
-        best: tuple[float, Node] | None = None
-        for key, (ends, nodes) in self.streams.items():
-            if key == own or not ends:
-                continue
-            at = bisect_right(ends, start + 0.5) - 1
-            if (
-                at >= 0
-                and ends[at] > ready - 0.5
-                and start - ends[at] <= _CROSS_STREAM_WINDOW
-                and (best is None or ends[at] > best[0])
-            ):
-                best = (ends[at], nodes[at])
-        return best[1] if best is not None else None
+        """The op of another stream that ended last by ``start`` (within the window), if it ended
+        after ``ready``; the earlier stream's where two ended at once."""
+        own_place = self.places.get(own)
+        at = self.ends.bisect_right((start + 0.5, math.inf, math.inf))
+        while at > 0:
+            at -= 1
+            end, place, position = self.ends[at]
+            if end <= ready - 0.5 or start - end > _CROSS_STREAM_WINDOW:
+                return None
+            if -place != own_place:
+                found: Node = self.streams[self.keys[-place]][1][position]
+                return found
+        return None
 
     def host_collective(self, event: Event, slot: Node, around: list[Event]) -> None:
         """A gloo collective (``gloo:all_reduce`` on the worker thread that did it): a communication
@@ -377,11 +434,11 @@ def build(
     unknown = drop - set(DEPENDENCY_KINDS)
     if unknown:
         raise ValueError(f"unknown dependency kinds {sorted(unknown)}; known: {', '.join(DEPENDENCY_KINDS)}")
-    by_corr = gpu_by_correlation(trace)
-    chosen, missing = pick_step(trace, step, by_corr)
+    by_launch, repeated = gpu_by_launch(trace)
+    chosen, missing = pick_step(trace, step, by_launch)
     costs = Costs(accelerator) if roofline else None
     builder = _Builder(trace, chosen, rank, drop, costs)
-    builder.build(by_corr)
+    builder.build(by_launch)
     number = step_number(chosen)
     assert number is not None
     graph = KinetoGraph(
@@ -398,6 +455,11 @@ def build(
         graph.warnings.append(
             f"ProfilerStep#{number}: {missing} launch(es) have no GPU op in the trace "
             "(the profiler stopped before their work was recorded); that work is left out"
+        )
+    if repeated:
+        graph.warnings.append(
+            f"{repeated:,} correlation id(s) are shared by several launches (ids restarted, or traces joined): "
+            "each GPU op is given to the latest of them that started before it"
         )
     for (what, problem), count in builder.problems.items():
         graph.warnings.append(f"{count} {what} kept as compute nodes: {problem}")

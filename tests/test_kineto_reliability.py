@@ -1,0 +1,177 @@
+"""The Kineto front end on hostile traces (issue 40): launches linked by ``ac2g`` flows alone,
+repeated correlation ids, a step that lasts no time, impossible peers and group names, malformed
+fields, a step chosen among thousands, a stream per kernel. Each case failed on the code before:
+a wrong graph with exit 0, an ``internal error``, or time quadratic in the trace (asserted here by
+counting the work, timed in ``bench/kineto_scaling.py``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chakra_convert_fast.converter import api
+from chakra_convert_fast.converter.errors import TraceContentError
+from chakra_convert_fast.converter.kineto import graph as kineto_graph
+from chakra_convert_fast.converter.kineto.events import read_events
+from chakra_convert_fast.converter.kineto.graph import build
+
+from .clirun import assert_one_error, listing, run_cli
+
+
+def event(name: str, ts: float, dur: float, cat: str = "cpu_op", tid: Any = 1, **extra: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, **extra}
+
+
+def step(number: int, ts: float, dur: float) -> dict[str, Any]:
+    return event(f"ProfilerStep#{number}", ts, dur, "user_annotation")
+
+
+def launch(corr: Any, ts: float, **args: Any) -> dict[str, Any]:
+    return event("cudaLaunchKernel", ts, 2, "cuda_runtime", args={"correlation": corr, **args})
+
+
+def kernel(name: str, corr: Any, ts: float, dur: float, stream: Any = 7, **args: Any) -> dict[str, Any]:
+    return event(name, ts, dur, "kernel", tid=stream, args={"correlation": corr, "stream": stream, **args})
+
+
+def write(path: Path, events: list[Any], **top: Any) -> Path:
+    path.write_text(json.dumps({"traceEvents": events, **top}))
+    return path
+
+
+# -- 3: launches linked to their kernels by ac2g flows alone ------------------------------------------
+def _flow_linked(steps: int) -> list[dict[str, Any]]:
+    """``steps`` steps of two launches each with no ``correlation``: each launch and its kernel
+    linked by an ``ac2g`` flow (start on the launching thread, end on the stream), then the short
+    step torch.profiler's stop() leaves (no launch)."""
+    events: list[dict[str, Any]] = []
+    for n in range(steps):
+        t = 100.0 * n
+        events.append(step(n + 1, t, 100))
+        for i, at in enumerate((t + 10, t + 40)):
+            flow = 2 * n + i + 1
+            events.append(event("cudaLaunchKernel", at, 2, "cuda_runtime"))
+            events.append(event(f"k{flow}", at + 5, 10, "kernel", tid=7, args={"stream": 7}))
+            events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": flow, "pid": 1, "tid": 1, "ts": at})
+            events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": flow, "pid": 1, "tid": 7, "ts": at + 5})
+    events.append(step(steps + 1, 100.0 * steps, 3))
+    return events
+
+
+def test_ac2g_flows_link_launches_to_their_kernels(tmp_path: Path) -> None:
+    """The default step is the last full one, not the launch-less stub; its two kernels are GPU
+    nodes; ``--step 1`` has no false "no GPU op" warning (the step choice now links launches as the
+    graph does: correlation, else the flow)."""
+    events = read_events(write(tmp_path / "flows.json", _flow_linked(3)))
+    graph = build(events)
+    assert (graph.step, graph.gpu_ops, graph.incomplete, graph.warnings) == (3, 2, 0, [])
+    first = build(events, 1)
+    assert (first.gpu_ops, first.incomplete, first.warnings) == (2, 0, [])
+    assert [n.name for n in first.nodes if not n.cpu] == ["k1", "k2"]
+
+
+# -- 8: a ProfilerStep that lasts no time ----------------------------------------------------------------
+def test_zero_duration_step_is_refused_or_skipped(tmp_path: Path) -> None:
+    """Named, it is refused in one line (it wrote an empty .et, exit 0); by default it is skipped
+    for a step that lasts; a trace whose every step lasts no time is refused."""
+    events = [step(1, 0, 100), launch(1, 10), kernel("k", 1, 20, 5), step(2, 100, 0)]
+    source = write(tmp_path / "zero.json", events)
+    done = run_cli("convert", "--step", "2", source, tmp_path / "z.et")
+    assert_one_error(done, "traceEvents[3] ('ProfilerStep#2') lasts 0 us: it holds no event to convert")
+    assert listing(tmp_path) == ["zero.json"]
+    result = api.convert_kineto(source, tmp_path / "z.et")
+    assert (result.step, result.gpu_ops) == (1, 1)
+    only = write(tmp_path / "only.json", [step(4, 50, 0), event("aten::mm", 50, 0)])
+    with pytest.raises(TraceContentError, match=r"ProfilerStep#4'\) lasts 0 us.*as does every step"):
+        api.convert_kineto(only, tmp_path / "o.et")
+
+
+# -- 9: correlation ids that repeat ----------------------------------------------------------------------
+def test_repeated_correlation_ids_do_not_multiply_gpu_work(tmp_path: Path) -> None:
+    """Two steps whose launches use the same correlation ids 1..4 (the ids restarted): each step
+    has its own four kernels (each launch took every kernel of its id: 8 per step, 20x with 20
+    repeats), and a warning says so."""
+    events: list[dict[str, Any]] = []
+    for n in range(20):
+        t = 1000.0 * n
+        events.append(step(n + 1, t, 1000))
+        for corr in range(1, 5):
+            events += [launch(corr, t + 100 * corr), kernel(f"k{n}_{corr}", corr, t + 100 * corr + 10, 20)]
+    graph = build(read_events(write(tmp_path / "repeat.json", events)))
+    assert graph.step == 20 and graph.gpu_ops == 4
+    assert sorted(n.name for n in graph.nodes if not n.cpu) == [f"k19_{c}" for c in range(1, 5)]
+    assert any("4 correlation id(s) are shared by several launches" in w for w in graph.warnings)
+
+
+# -- 14: choosing the default step among many ------------------------------------------------------------
+class _CountingList(list[Any]):
+    """A list that counts the items its loops visit."""
+
+    visits = 0
+
+    def __iter__(self) -> Any:
+        for item in super().__iter__():
+            self.visits += 1
+            yield item
+
+
+def test_default_step_choice_is_linear(tmp_path: Path) -> None:
+    """Every step's kernel is missing but the first's, so the choice looks at every step: the host
+    events are walked a few times in all (each step walked all of them: 8,000 steps took 53 s;
+    ``bench/kineto_scaling.py``)."""
+    steps = 300
+    events = [step(1, 0, 10), launch(1, 2), kernel("k", 1, 4, 2)]
+    for n in range(2, steps + 1):
+        events += [step(n, 10.0 * n, 10), launch(n, 10.0 * n + 2)]  # its kernel was not recorded
+    trace = read_events(write(tmp_path / "many.json", events))
+    trace.host = counting = _CountingList(trace.host)
+    graph = build(trace)
+    assert (graph.step, graph.gpu_ops) == (1, 1)
+    assert counting.visits <= 5 * len(trace.host)
+
+
+# -- 15: one stream per kernel ----------------------------------------------------------------------------
+class _CountingStreams(dict[Any, Any]):
+    visits = 0
+
+    def values(self) -> Any:
+        _CountingStreams.visits += len(self)
+        return super().values()
+
+    def items(self) -> Any:
+        _CountingStreams.visits += len(self)
+        return super().items()
+
+
+def test_a_stream_per_kernel_is_not_quadratic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """600 kernels, each on a stream of its own, each starting late (a cross-stream search) with a
+    synchronisation after every ten launches: no search walks every stream (20,000 kernels took
+    124 s); the cross-stream edges are the ones the timing shows (each kernel waits for the one
+    before, which ended 5 us before it started)."""
+    kernels = 600
+    events: list[dict[str, Any]] = [step(1, 0, 120.0 * kernels + 200)]
+    for i in range(kernels):
+        at = 120.0 * i
+        events += [launch(i + 1, at), kernel(f"k{i}", i + 1, at + 10, 115, stream=100 + i)]
+        if i % 10 == 9:
+            events.append(event("cudaStreamSynchronize", at + 70, 56, "cuda_runtime", tid=2, args={"correlation": 0}))
+    _CountingStreams.visits = 0
+    trace = read_events(write(tmp_path / "streams.json", events))
+    original = kineto_graph._Builder.__init__
+
+    def counting_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self.streams = _CountingStreams()
+
+    monkeypatch.setattr(kineto_graph._Builder, "__init__", counting_init)
+    graph = build(trace)
+    assert graph.gpu_ops == kernels
+    assert _CountingStreams.visits <= 2 * kernels
+    by_name = {n.name: n for n in graph.nodes}
+    for i in range(1, kernels):
+        assert by_name[f"k{i - 1}"].id in by_name[f"k{i}"].deps
+    waits = [n for n in graph.nodes if n.name == "cudaStreamSynchronize (wait)"]
+    assert len(waits) == kernels // 10 and all(by_name[f"k{10 * w + 9}"].id in n.deps for w, n in enumerate(waits))
