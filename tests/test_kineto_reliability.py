@@ -14,6 +14,7 @@ import pytest
 
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.errors import TraceContentError
+from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.kineto import graph as kineto_graph
 from chakra_convert_fast.converter.kineto.events import read_events
 from chakra_convert_fast.converter.kineto.graph import build
@@ -175,3 +176,112 @@ def test_a_stream_per_kernel_is_not_quadratic(tmp_path: Path, monkeypatch: pytes
         assert by_name[f"k{i - 1}"].id in by_name[f"k{i}"].deps
     waits = [n for n in graph.nodes if n.name == "cudaStreamSynchronize (wait)"]
     assert len(waits) == kernels // 10 and all(by_name[f"k{10 * w + 9}"].id in n.deps for w, n in enumerate(waits))
+
+
+# -- 10: sends to impossible ranks, odd group names ---------------------------------------------------
+def _nccl(collective: str, pg: Any = None, **args: Any) -> list[dict[str, Any]]:
+    kernel_args = {"Collective name": collective, "In msg nelems": 4, "dtype": "Float", **args}
+    if pg is not None:
+        kernel_args["Process Group Name"] = pg
+    return [step(1, 0, 100), launch(1, 10), kernel("ncclDevKernel_SendRecv", 1, 20, 5, **kernel_args)]
+
+
+@pytest.mark.parametrize(
+    ("case", "events", "warning"),
+    [
+        (
+            "rank -1",
+            _nccl("send", **{"Dst Rank": -1}),
+            "a send whose peer rank -1 is not among the job's ranks (0 to 127)",
+        ),
+        ("rank 500 of 128", _nccl("send", **{"Dst Rank": 500}), "a send whose peer rank 500 is not among the job's"),
+        ("from 500", _nccl("recv", **{"Src Rank": 500}), "a recv whose peer rank 500 is not among the job's"),
+        ("rank 10^30", _nccl("send", **{"Dst Rank": 10**30}), "a send whose peer rank 1e+30 is not among"),
+        ("itself", _nccl("send", **{"Dst Rank": 0}), "a send whose peer is its own rank (0)"),
+    ],
+)
+def test_send_to_an_impossible_rank_is_kept_as_compute(case: str, events: Any, warning: str, tmp_path: Path) -> None:
+    """It was a send node to rank -1 (or 500, or itself, or an internal error at 10^30), exit 0 and
+    no word: now a compute node, with a warning naming the peer."""
+    source = write(tmp_path / "p2p.json", events, distributedInfo={"rank": 0, "world_size": 128})
+    result = api.convert_kineto(source, tmp_path / "p2p.0.et")
+    assert result.comm_nodes == 0
+    assert any(warning in w and "kept as compute nodes" in w for w in result.warnings), result.warnings
+    good = write(tmp_path / "good.json", _nccl("send", **{"Dst Rank": 1}), distributedInfo={"rank": 0, "world_size": 2})
+    assert api.convert_kineto(good, tmp_path / "good.0.et").comm_nodes == 1
+
+
+@pytest.mark.parametrize(("name", "shown"), [("default_pg", "'default_pg'"), ("01", "'01'"), (["1"], "\"['1']\"")])
+def test_odd_group_names_are_warned(name: Any, shown: str, tmp_path: Path) -> None:
+    """A process group named but not as a group id (a word, a leading zero, a list) goes to the
+    default group with a warning naming it (it went there, or was written as "01", silently)."""
+    source = write(tmp_path / "pg.json", _nccl("allreduce", name), distributedInfo={"rank": 0, "world_size": 2})
+    result = api.convert_kineto(source, tmp_path / "pg.0.et")
+    assert result.comm_nodes == 1
+    trace = read_et(tmp_path / "pg.0.et")
+    assert [attrs.get("pg_name") for attrs in trace.comm.values()] == ["0"]
+    assert any("name a process group that is no group id ASTRA-sim reads" in w and shown in w for w in result.warnings)
+    plain = write(tmp_path / "one.json", _nccl("allreduce", "1"))
+    assert api.convert_kineto(plain, tmp_path / "one.0.et").warnings == []
+
+
+# -- 16: malformed fields: one line naming the file and the event --------------------------------------
+def _flow_with_id(flow: Any) -> list[dict[str, Any]]:
+    return [
+        step(1, 0, 100),
+        event("cudaLaunchKernel", 10, 2, "cuda_runtime"),
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": flow, "pid": 1, "tid": 1, "ts": 10},
+        event("k", 20, 5, "kernel", tid=7, args={"stream": 7}),
+    ]
+
+
+MALFORMED: dict[str, tuple[list[dict[str, Any]], dict[str, Any], str]] = {
+    "correlation a list": (
+        [step(1, 0, 100), launch([1], 10), kernel("k", 1, 20, 5)],
+        {},
+        "traceEvents[1] ('cudaLaunchKernel'): 'correlation' must be a number or a string, got [1]",
+    ),
+    "correlation an object": (
+        [step(1, 0, 100), launch(1, 10), kernel("k", {"a": 1}, 20, 5)],
+        {},
+        "traceEvents[2] ('k'): 'correlation' must be a number or a string, got {'a': 1}",
+    ),
+    "flow id a list": (_flow_with_id([1]), {}, "traceEvents[2] ('ac2g'): 'id' must be a number or a string, got [1]"),
+    "stream and tid a list": (
+        [step(1, 0, 100), launch(1, 10), kernel("k", 1, 20, 5, stream=[7])],
+        {},
+        "traceEvents[2] ('k'): 'tid' must be a number or a string, got [7]",
+    ),
+    "ts 1e20": (
+        [step(1, 0, 100), launch(1, 10), kernel("k", 1, 1e20, 5)],
+        {},
+        "traceEvents[2] ('k'): 'ts' 1e+20 is beyond 9,007,199,254,740,992 us",
+    ),
+    "step dur 1e20": (
+        [step(1, 0, 1e20), launch(1, 10), kernel("k", 1, 20, 5)],
+        {},
+        "traceEvents[0] ('ProfilerStep#1'): 'dur' 1e+20 is beyond",
+    ),
+    "message of 10^30 elements": (
+        _nccl("allreduce", **{"In msg nelems": 10**30}),
+        {},
+        "traceEvents[2] ('ncclDevKernel_SendRecv'): 'In msg nelems' 1e+30 is beyond 288,230,376,151,711,744 elements",
+    ),
+    "rank 10^30": (
+        _nccl("send", **{"Dst Rank": 1}),
+        {"distributedInfo": {"rank": 10**30}},
+        "distributedInfo's rank 1e+30 is beyond a job's ranks (0 to 1,048,575)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_fields_are_one_line_errors(case: str, tmp_path: Path) -> None:
+    """Each ended in `internal error: TypeError: unhashable type` or `ValueError: ... out of the
+    uint64 range`, naming neither the file nor the event."""
+    events, top, expected = MALFORMED[case]
+    source = write(tmp_path / "bad.json", events, **top)
+    done = run_cli("convert", "--roofline", source, tmp_path / "bad.0.et")
+    line = assert_one_error(done, expected)
+    assert f"{source}: " in line and "internal error" not in line
+    assert listing(tmp_path) == ["bad.json"]

@@ -12,7 +12,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from ..arguments import MAX_RANKS
 from ..compact.rewrite import CompactResult
+from ..errors import TraceContentError
 from ..io.output import check_output
 from ..io.read import check_input
 from .events import KinetoEvents, read_events
@@ -55,9 +57,13 @@ class KinetoConversion:
 
 
 def trace_rank(events: KinetoEvents) -> int | None:
-    """The rank in ``distributedInfo``, if any."""
+    """The rank in ``distributedInfo``, if any; one past the ranks a job can have is refused."""
     info = events.distributed_info or {}
     rank = info.get("rank")
+    if type(rank) is int and rank >= MAX_RANKS:
+        raise TraceContentError(
+            events.path, f"distributedInfo's rank {rank:.3g} is beyond a job's ranks (0 to {MAX_RANKS - 1:,})"
+        )
     return rank if type(rank) is int and rank >= 0 else None
 
 

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..arguments import MAX_RANKS
 from ..schema.astra import REPLAYED_COLLECTIVES, SIMULATED_COLLECTIVES, group_id
 from ..schema.chakra import CollectiveCommType
 
@@ -110,6 +111,7 @@ class CommInfo:
     peer: int | None = None
     problem: str | None = None
     defaulted_group: bool = False  # no process-group args: the default group
+    odd_group: str | None = None  # a process group named, but not as ASTRA-sim's group id (the default group)
 
 
 def _norm(name: Any) -> str:
@@ -139,9 +141,12 @@ def _input_bytes(dims: Any, types: Any) -> int | None:
     return _bytes(math.prod(first), dtype)
 
 
-def classify(kernel_name: str, kernel_args: Any, launch_ops: list[Any], rank: int | None) -> CommInfo:
+def classify(
+    kernel_name: str, kernel_args: Any, launch_ops: list[Any], rank: int | None, world: int | None = None
+) -> CommInfo:
     """The communication a kernel does. ``launch_ops``: the host events open around its launch,
-    innermost first (their ``name`` and ``args``)."""
+    innermost first (their ``name`` and ``args``); ``world``: the job's ranks, where known (a
+    peer must be one of them, and not ``rank`` itself)."""
     sources = [kernel_args] + [op.args for op in launch_ops if op.name == "record_param_comms"]
     found: CollectiveCommType | str | None = None
     nelems: Any = None
@@ -171,14 +176,26 @@ def classify(kernel_name: str, kernel_args: Any, launch_ops: list[Any], rank: in
             size = _input_bytes(op.args.input_dims, op.args.input_type)
             if size is not None:
                 break
-    defaulted = not (isinstance(pg, str) and group_id(pg) is not None)
+    defaulted = not (isinstance(pg, str) and str(group_id(pg)) == pg)
     info = CommInfo("coll", None, size or 0, DEFAULT_GROUP if defaulted else pg, defaulted_group=defaulted)
+    if defaulted and pg is not None:
+        info.odd_group = pg if isinstance(pg, str) else repr(pg)
     if found is None or found == "sendrecv":
         info.problem = "its collective is not in the trace (no 'Collective name', no nccl:/c10d:: op around its launch)"
     elif found in ("send", "recv"):
         info.kind = str(found)
         if type(peer) is not int or rank is None:
             info.problem = f"a {found} whose peer rank is not in the trace"
+        elif peer == rank:
+            info.problem = f"a {found} whose peer is its own rank ({rank})"
+        elif not 0 <= peer < (world or MAX_RANKS):
+            ranks = (
+                f"the job's ranks (0 to {world - 1:,})"
+                if world
+                else f"the ranks a job can have (0 to {MAX_RANKS - 1:,})"
+            )
+            shown = str(peer) if abs(peer) < 10**9 else f"{peer:.3g}"
+            info.problem = f"a {found} whose peer rank {shown} is not among {ranks}"
         info.peer = peer if type(peer) is int else None
     else:
         assert isinstance(found, CollectiveCommType)

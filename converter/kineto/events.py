@@ -89,6 +89,12 @@ _NONE = (None,) * _KEPT
 _RUNS = ExactDecoder(msgspec.json.Decoder(list[_Raw]))
 _ENCODE = msgspec.json.Encoder().encode
 
+#: The largest time or duration taken (microseconds: 285 years; the .et's times are whole
+#: microseconds in 64 bits), and message size in elements (16-byte elements stay in the int64
+#: ``comm_size``).
+MAX_TIME = float(1 << 53)
+MAX_ELEMENTS = 1 << 58
+
 #: Event kinds.
 HOST, RUNTIME, GPU, STEP = 0, 1, 2, 3
 
@@ -199,6 +205,9 @@ def _kept_args(raw: _Raw, shared: dict[Any, Any]) -> _Args:
 def _keep(trace: KinetoEvents, raw: _Raw, index: int) -> None:
     cat = raw.cat
     if cat == FLOW_CATEGORY:
+        if raw.ph in ("s", "f"):
+            _check_key(trace.path, index, raw.name, "id", raw.id)
+            _check_key(trace.path, index, raw.name, "tid", raw.tid)
         if raw.ph == "s":
             trace.flow_starts[raw.id] = (raw.tid, raw.ts)
         elif raw.ph == "f":
@@ -236,5 +245,29 @@ def _check(path: str, index: int, raw: _Raw) -> None:
             raise TraceFormatError(path, f"{where}: no '{key}'")
         if type(value) not in (int, float) or value != value or abs(value) == float("inf"):
             raise TraceFormatError(path, f"{where}: '{key}' must be a finite number, got {value!r}"[:200])
+        if abs(value) > MAX_TIME:
+            raise TraceFormatError(path, f"{where}: '{key}' {_short(value)} is beyond {MAX_TIME:,.0f} us (285 years)")
     if raw.dur < 0:
         raise TraceFormatError(path, f"{where}: negative 'dur' {raw.dur!r}")
+    for key in ("pid", "tid"):
+        _check_key(path, index, raw.name, key, getattr(raw, key))
+    args = raw.args
+    if args is None:
+        return
+    _check_key(path, index, raw.name, "correlation", args.correlation)
+    _check_key(path, index, raw.name, "stream", args.stream)
+    for key, value in (("In msg nelems", args.in_nelems), ("Out msg nelems", args.out_nelems)):
+        if type(value) is int and value > MAX_ELEMENTS:
+            raise TraceFormatError(path, f"{where}: '{key}' {_short(value)} is beyond {MAX_ELEMENTS:,} elements")
+
+
+def _check_key(path: str, index: int, name: Any, key: str, value: Any) -> None:
+    """Ids the graph looks events up by: a number or a string (or absent)."""
+    if value is not None and type(value) not in (int, float, str):
+        shown = _short(value)
+        raise TraceFormatError(path, f"{event_name(index, name)}: '{key}' must be a number or a string, got {shown}")
+
+
+def _short(value: Any) -> str:
+    text = f"{value:.3g}" if type(value) is int and abs(value) >= 10**15 and abs(value) < 1e300 else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -37,6 +37,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
+from ..arguments import MAX_RANKS
 from ..errors import TraceContentError
 from ..schema.chakra import NodeType
 from ..schema.kineto import event_name
@@ -231,6 +232,9 @@ class _Builder:
         self.places: dict[Any, int] = {}  # stream -> its place in ``keys``
         self.problems: Counter[tuple[str, str]] = Counter()
         self.default_group = 0  # collectives with no process-group args (put in group 0, every rank)
+        self.odd_groups: Counter[str] = Counter()  # process-group names that are no group id (the same)
+        world = (trace.distributed_info or {}).get("world_size")
+        self.world = world if type(world) is int and 0 < world <= MAX_RANKS else None
         self.sends: Counter[int] = Counter()
         self.recvs: Counter[int] = Counter()
         self.gpu_end = step.end
@@ -386,7 +390,7 @@ class _Builder:
         """A gloo collective (``gloo:all_reduce`` on the worker thread that did it): a communication
         node after its slot of the host timeline (which keeps tiling the step), lasting its traced
         duration; typed by its name, sized by its first input (``Input Dims`` x ``Input type``)."""
-        info = comm.classify(event.name, event.args, [event, *around], self.rank)
+        info = comm.classify(event.name, event.args, [event, *around], self.rank, self.world)
         if info.problem is not None:
             self.problems[("gloo collective(s)", info.problem)] += 1
             return
@@ -394,7 +398,7 @@ class _Builder:
         self._typed(node, info)
 
     def _communication(self, node: Node, gpu: Event, around: list[Event]) -> None:
-        info = comm.classify(gpu.name, gpu.args, around, self.rank)
+        info = comm.classify(gpu.name, gpu.args, around, self.rank, self.world)
         if info.problem is not None:
             self.problems[("NCCL kernel(s)", info.problem)] += 1
             return
@@ -403,6 +407,8 @@ class _Builder:
     def _typed(self, node: Node, info: comm.CommInfo) -> None:
         if info.defaulted_group and info.kind == "coll":
             self.default_group += 1
+        if info.odd_group is not None and info.kind == "coll":
+            self.odd_groups[info.odd_group] += 1
         node.comm = info
         self.comm_nodes += 1
         if info.kind == "coll":
@@ -466,6 +472,13 @@ def build(
     if costs is not None:
         graph.roofline = costs.assign()
         graph.warnings.extend(graph.roofline.warnings())
+    if builder.odd_groups:
+        names = ", ".join(repr(name[:40]) for name, _ in builder.odd_groups.most_common(3))
+        more = ", ..." if len(builder.odd_groups) > 3 else ""
+        graph.warnings.append(
+            f"{builder.odd_groups.total():,} collective(s) name a process group that is no group id ASTRA-sim reads "
+            f"(a whole number in ASCII digits, no leading zero): {names}{more}; put in the default group (every rank)"
+        )
     groups = _listed_groups(trace)
     if builder.default_group and groups > 1:
         graph.warnings.append(
