@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from chakra_convert_fast.converter import api
-from chakra_convert_fast.converter.errors import TraceContentError
+from chakra_convert_fast.converter.errors import OptionError, TraceContentError
 from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.kineto import graph as kineto_graph
 from chakra_convert_fast.converter.kineto.events import read_events
@@ -285,3 +285,46 @@ def test_malformed_fields_are_one_line_errors(case: str, tmp_path: Path) -> None
     line = assert_one_error(done, expected)
     assert f"{source}: " in line and "internal error" not in line
     assert listing(tmp_path) == ["bad.json"]
+
+
+# -- 18: convert-all of Kineto traces alone ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [
+        (["--simulate"], "--simulate"),
+        (["--roofline", "--target", "accelerator", "--host-time", "captured"], "--host-time"),
+        (["--break-cycles"], "--break-cycles"),
+    ],
+)
+def test_convert_all_refuses_options_a_kineto_job_cannot_use(options: list[str], flag: str, tmp_path: Path) -> None:
+    """As `convert` refuses them for one Kineto trace (they were ignored without a word, exit 0)."""
+    source = tmp_path / "in"
+    source.mkdir()
+    for rank in (0, 1):
+        write(source / f"rank{rank}.json", [step(1, 0, 100), launch(1, 10), kernel("k", 1, 20, 5)])
+    done = run_cli("convert-all", source, tmp_path / "out", "-j", "1", *options)
+    line = assert_one_error(done, f"{flag} is not for a job of Kineto traces alone", status=2)
+    assert "--" in line and "`" not in line
+    assert listing(tmp_path) == ["in"] and listing(source) == ["rank0.json", "rank1.json"]
+    with pytest.raises(OptionError, match="`simulate` is not for a job of Kineto traces alone"):
+        api.convert_all(source, tmp_path / "out", api.ConvertOptions(simulate=True))
+
+
+def test_rank_is_not_read_from_a_word_in_the_name(tmp_path: Path) -> None:
+    """A Kineto trace without distributedInfo named ``hta_mi250_rocm62.json`` has no rank in its
+    name (it was rank 62, beside rank 0, a job of 63 ranks with 61 missing); ``dlrm_eg_5`` still
+    has 5."""
+    from chakra_convert_fast.converter.ranks.discover import rank_from_name
+
+    assert [rank_from_name(n) for n in ("hta_mi250_rocm62.json", "gpt2.json", "dlrm_eg_5.json")] == [None, None, 5]
+    source = tmp_path / "in"
+    source.mkdir()
+    events = [step(1, 0, 100), launch(1, 10), kernel("k", 1, 20, 5)]
+    write(source / "rank0.json", events)
+    write(source / "hta_mi250_rocm62.json", events)
+    done = run_cli("convert-all", source, tmp_path / "out", "-j", "1")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.et")) == ["trace.0.et"]
+    (source / "rank0.json").unlink()
+    done = run_cli("convert-all", source, tmp_path / "out2", "-j", "1")
+    assert_one_error(done, "no host or Kineto traces", "with a rank found", "distributedInfo")

@@ -96,12 +96,34 @@ def convert_all(
     try:
         if step is not None and (found.hosts or not found.devices):
             raise OptionError(f"{directory}: `step` is for a job of Kineto traces alone (this one has host traces)")
+        if found.devices and not found.hosts:
+            _check_kineto_options(directory, options)
         result = _convert_all(found, output_dir, options, jobs, prefix, allow_mismatch, on_rank_done, ray_address, step)
     finally:
         if created:
             with suppress(OSError):  # only succeeds if nothing was written there
                 os.rmdir(output_dir)
     return result
+
+
+#: Conversion options that cannot apply to a Kineto trace alone (its output is always ASTRA-sim
+#: ready, its host timeline keeps its traced time), as ``convert`` refuses them.
+_NOT_FOR_KINETO = (
+    ("simulate", "the reference's execution model reads host traces"),
+    ("break_cycles", "its graph has no cycle"),
+    ("allow_missing_parents", "its graph names no parent"),
+)
+
+
+def _check_kineto_options(directory: str, options: ConvertOptions) -> None:
+    for name, why in _NOT_FOR_KINETO:
+        if getattr(options, name):
+            raise OptionError(f"{directory}: `{name}` is not for a job of Kineto traces alone ({why})")
+    if options.host_time != "none":
+        raise OptionError(
+            f"{directory}: `host_time` is not for a job of Kineto traces alone (its host timeline always keeps "
+            "its traced time)"
+        )
 
 
 def _convert_all(

@@ -21,7 +21,9 @@ from ..jsonstream import JsonObjectStream
 TRACE_SUFFIXES = (".json", ".json.gz")
 _SKIPPED_NAMES = ("merged", "linked")  # outputs of an earlier link: host-like, but not inputs
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[_-]?(\d+)", re.IGNORECASE)
-_LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+#: The last number of a name, standing alone (``dlrm_eg_3``): not the end of a word (``rocm62``,
+#: ``gpt2``), which names a version or a model, not a rank.
+_LAST_NUMBER = re.compile(r"(?<![A-Za-z0-9])(\d+)(?!.*\d)")
 
 
 @dataclass
@@ -60,7 +62,10 @@ def discover(directory: str) -> FoundTraces:
         elif kind == "host" and (rank := rank_from_name(name)) is not None:
             found.hosts.setdefault(rank, []).append(path)
     if not found.hosts and not found.devices:
-        raise ConverterError(f"{directory}: no host or Kineto traces (*.json, *.json.gz) with a rank found")
+        raise ConverterError(
+            f"{directory}: no host or Kineto traces (*.json, *.json.gz) with a rank found "
+            "(a Kineto trace's distributedInfo gives it, else a name like rank3_host.json, worker3.json, job_3.json)"
+        )
     return found
 
 
