@@ -41,6 +41,11 @@ from .io.read import TraceFile, open_trace
 C_SCANNER = json.decoder.c_scanstring is not None  # type: ignore[attr-defined]
 #: Where a file ends too early: the trace of a job killed before its observer closed the file.
 _CUT_OFF_HINT = " (cut off before its end? the repair command keeps its complete nodes)"
+#: A Kineto trace (``traceEvents``) is written whole when the profiler exports it: repair, which
+#: salvages a host trace node by node, cannot help one cut off.
+_KINETO_CUT_OFF_HINT = (
+    " (cut off before its end? the profiler writes a Kineto trace whole at its export: export or copy it again)"
+)
 _WS = re.compile(r"[ \t\n\r]*")
 _CHUNK_BYTES = 1 << 20
 #: Refill before decoding when less than this is buffered: a value cut by the buffer's end makes
@@ -144,6 +149,11 @@ class JsonObjectStream:
         """Characters before the cursor (an element's start, after ``stopped_at``)."""
         return self._base + self._pos
 
+    @property
+    def _cut_off_hint(self) -> str:
+        kineto = "traceEvents" in self.stream_keys and "nodes" not in self.stream_keys
+        return _KINETO_CUT_OFF_HINT if kineto else _CUT_OFF_HINT
+
     # -- opening and buffering ------------------------------------------------------------
     def _fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
@@ -214,7 +224,7 @@ class JsonObjectStream:
 
     def _unexpected(self, found: str, expectation: str) -> str:
         if not found:
-            return f"truncated JSON: the file ends where {expectation}{_CUT_OFF_HINT}"
+            return f"truncated JSON: the file ends where {expectation}{self._cut_off_hint}"
         return self._at(f"invalid JSON: {expectation}, found {found!r}")
 
     # -- values ---------------------------------------------------------------------------
@@ -259,7 +269,7 @@ class JsonObjectStream:
 
     def _decode_error(self, exc: json.JSONDecodeError) -> TraceFormatError:
         if exc.pos >= len(self._buf) - 1 or exc.msg.startswith("Unterminated"):
-            return self._fail(f"truncated JSON: the file ends in the middle of a value{_CUT_OFF_HINT}")
+            return self._fail(f"truncated JSON: the file ends in the middle of a value{self._cut_off_hint}")
         return self._fail(f"invalid JSON at character {self._base + exc.pos}: {exc.msg}")
 
     def _array(self) -> Iterator[Any]:

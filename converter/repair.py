@@ -25,7 +25,7 @@ import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, cast
 
 from .errors import TraceFormatError
 from .io.output import OutputTarget, atomic_text_output, check_output
@@ -50,6 +50,9 @@ _IN_STRING = re.compile(_PLAIN + rb"*")
 _ESCAPED = frozenset(b'"\\/bfnrtu')
 _TRACE_ARRAYS = frozenset({"nodes", "traceEvents"})  # a host/merged trace, a Kineto trace
 _OPEN, _CLOSE, _QUOTE, _BACKSLASH = b'{}"\\'
+#: Objects this deep in an open one are candidates for a complete trace saved after a cut one
+#: (it starts one level into the cut trace, or a few, where the cut fell inside a node).
+_NESTED = 16
 
 
 @dataclass(frozen=True)
@@ -72,15 +75,27 @@ class RepairResult:
     malformed: int = 0  # balanced objects skipped because they are not JSON traces
     dropped_count: int = -1  # how many complete objects precede the kept one (-1: len(dropped))
     salvaged: Salvaged | None = None  # a cut-off trace: its complete nodes were kept
+    gzip_cut: bool = False  # the file's gzip data was cut: what it held before the cut was read
+    cut_before: Span | None = None  # a trace cut off before the kept one (which was saved after it)
 
     @property
     def dropped_objects(self) -> int:
         return len(self.dropped) if self.dropped_count < 0 else self.dropped_count
 
     def describe(self) -> str:
+        cut = "; the gzip data was cut off too: what it held before the cut was read" if self.gzip_cut else ""
+        return self._describe() + cut
+
+    def _describe(self) -> str:
         if self.salvaged is not None:
             return self.salvaged.describe()
         count = self.dropped_objects
+        if self.cut_before is not None:
+            return (
+                f"kept the complete trace saved after a cut-off one ({self.kept.size} bytes at {self.kept.start}); "
+                f"dropped the cut-off trace before it ({self.cut_before.size} bytes at {self.cut_before.start})"
+                + (f" and {count:,} complete object(s) before that" if count else "")
+            )
         parts = [f"kept object {count + 1} ({self.kept.size} bytes)"]
         if count:
             sizes = ", ".join(f"{s.size} bytes at {s.start}" for s in self.dropped[:_SHOWN])
@@ -99,14 +114,30 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
     check_input(source)
     target = check_output(output_path, source)
     scanner = _Scanner()
-    with open_trace(source) as stream:
+    with open_trace(source, cut_ok=True) as stream:
         while chunk := stream.read(_CHUNK):
             scanner.feed(chunk)
+        gzip_cut = stream.cut
     candidates, malformed = list(scanner.spans), scanner.malformed
     before = scanner.count - len(candidates)  # complete objects no longer listed (only counted)
     while candidates and not _is_trace(source, candidates[-1]):
         candidates.pop()
         malformed += 1
+    nested = scanner.last_nested
+    if (
+        scanner.open_start is not None
+        and nested is not None
+        and nested.end == scanner.last_content
+        and _is_trace(source, nested)
+    ):  # a trace cut off, then a complete one: the complete one, as after a complete one
+        with open_trace(source, cut_ok=True) as stream, atomic_text_output(target) as out:
+            _copy_range(stream, out, nested)
+        cut = Span(scanner.open_start, nested.start)
+        shown = scanner.first[:_SHOWN]
+        complete = before + len(candidates)
+        return RepairResult(
+            source, target.path, nested, shown, 0, malformed, complete, cut_before=cut, gzip_cut=gzip_cut
+        )
     if not candidates and not before and scanner.open_start is not None:
         salvaged = _salvage_cut_off(source, target, scanner.open_start)
         if salvaged is not None:
@@ -119,6 +150,7 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
                 malformed,
                 0,
                 salvaged,
+                gzip_cut,
             )
     if not candidates:
         where = f" among the last {_CANDIDATES:,} objects" if before else ""
@@ -127,11 +159,18 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
             f"holds no complete JSON object to keep{where} (a trace: an object with a 'nodes' or 'traceEvents' array)",
         )
     kept = candidates[-1]
-    with open_trace(source) as stream, atomic_text_output(target) as out:
+    with open_trace(source, cut_ok=True) as stream, atomic_text_output(target) as out:
         _copy_range(stream, out, kept)
     shown = scanner.first[:_SHOWN] if before else candidates[:-1][:_SHOWN]
     return RepairResult(
-        source, target.path, kept, shown, scanner.last_content - kept.end, malformed, before + len(candidates) - 1
+        source,
+        target.path,
+        kept,
+        shown,
+        scanner.last_content - kept.end,
+        malformed,
+        before + len(candidates) - 1,
+        gzip_cut=gzip_cut,
     )
 
 
@@ -143,7 +182,7 @@ def _salvage_cut_off(source: str, target: OutputTarget, start: int) -> Salvaged 
     """The complete nodes of the open object at ``start``, written to ``target``; None (and nothing
     written) when it holds none."""
     try:
-        with open_trace(source) as stream, atomic_text_output(target) as out:
+        with open_trace(source, cut_ok=True) as stream, atomic_text_output(target) as out:
             result = salvage(stream, start, out)
             if result is None:
                 raise _NothingToSalvage
@@ -158,7 +197,8 @@ def _is_trace(path: str, span: Span) -> bool:
     """Whether the bytes of ``span`` are one JSON object with a ``nodes`` or ``traceEvents``
     array: read as the converter reads a file, array elements one at a time."""
     try:
-        with JsonObjectStream(path, _TRACE_ARRAYS, byte_range=(span.start, span.end)) as stream:
+        part = cast(IO[bytes], open_trace(path, (span.start, span.end), cut_ok=True))
+        with JsonObjectStream(path, _TRACE_ARRAYS, source=part) as stream:
             found = False
             for key, value in stream.items():
                 if key in _TRACE_ARRAYS:
@@ -187,6 +227,10 @@ class _Scanner:
         self._well_formed = True
         self._in_string = False
         self._escape = False  # the chunk ended right after a backslash
+        self._starts: list[int] = []  # where the open objects start, for the first _NESTED levels
+        #: the last object closed inside one still open: a complete trace saved after a cut one
+        #: reads as nested in it
+        self.last_nested: Span | None = None
 
     def feed(self, chunk: bytes) -> None:
         pos, size = 0, len(chunk)
@@ -227,9 +271,15 @@ class _Scanner:
             if self._depth == 0:
                 self._start, self._well_formed = self._base + pos, True
                 self.open_start = self._start
+            if self._depth < _NESTED:
+                self._starts.append(self._base + pos)
             self._depth += 1
         elif byte == _CLOSE and self._depth:
             self._depth -= 1
+            if self._depth < _NESTED:
+                start = self._starts.pop()
+                if self._depth:
+                    self.last_nested = Span(start, self._base + pos + 1)
             if self._depth == 0:
                 self.open_start = None
                 if self._well_formed:

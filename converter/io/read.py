@@ -36,9 +36,14 @@ class TraceFile:
 
     With ``byte_range`` (start, end), only those bytes of the content are read, as if they were
     the whole file (``size`` is then the range's length): one object among several.
+    With ``cut_ok``, gzip data cut before its end (a copy or a save that stopped) ends where it
+    was cut, as a plain file would (``cut`` tells whether it was): what was compressed before the
+    cut is read, a decompressor's buffer at a time (``repair`` salvages it).
     """
 
-    def __init__(self, path: str | os.PathLike[str], byte_range: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], byte_range: tuple[int, int] | None = None, *, cut_ok: bool = False
+    ) -> None:
         self.path = os.fspath(path)
         fd = open_regular_file(self.path)
         self._raw = open(fd, "rb")  # noqa: SIM115 - closed by close()
@@ -49,6 +54,8 @@ class TraceFile:
             cast(IO[bytes], gzip.GzipFile(fileobj=self._raw, mode="rb")) if self.gzipped else self._raw
         )
         self._left = -1  # bytes left in the range; -1: no range
+        self._cut_ok = cut_ok and self.gzipped
+        self.cut = False  # gzip data that ended before its end-of-stream marker (with cut_ok)
         if byte_range is not None:
             start, end = byte_range
             self.seek(start)
@@ -64,8 +71,15 @@ class TraceFile:
         if self._left >= 0:
             size = self._left if size < 0 else min(size, self._left)
         try:
-            data = self._content.read(size)
-        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            if self._cut_ok:  # one decompressor call at a time: a cut loses nothing read before it
+                data = cast(gzip.GzipFile, self._content).read1(size) if size else b""
+            else:
+                data = self._content.read(size)
+        except EOFError as exc:
+            if not self._cut_ok:
+                raise TraceFormatError(self.path, self._read_problem(exc)) from None
+            self.cut, data = True, b""
+        except (OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
             raise TraceFormatError(self.path, self._read_problem(exc)) from None
         if self._left >= 0:
             self._left -= len(data)
@@ -101,9 +115,11 @@ class TraceFile:
         return f"cannot read: {reason_of(exc)}"
 
 
-def open_trace(path: str | os.PathLike[str], byte_range: tuple[int, int] | None = None) -> TraceFile:
+def open_trace(
+    path: str | os.PathLike[str], byte_range: tuple[int, int] | None = None, *, cut_ok: bool = False
+) -> TraceFile:
     """Open a trace for reading (use it in a ``with``); see ``TraceFile``."""
-    return TraceFile(path, byte_range)
+    return TraceFile(path, byte_range, cut_ok=cut_ok)
 
 
 def same_file(one: str, other: str) -> bool:
