@@ -328,3 +328,23 @@ def test_rank_is_not_read_from_a_word_in_the_name(tmp_path: Path) -> None:
     (source / "rank0.json").unlink()
     done = run_cli("convert-all", source, tmp_path / "out2", "-j", "1")
     assert_one_error(done, "no host or Kineto traces", "with a rank found", "distributedInfo")
+
+
+@pytest.mark.parametrize(("rank", "shown"), [(-1, "-1"), (10**30, "1e+30"), (1 << 20, "1048576")])
+def test_convert_all_refuses_a_distributed_info_rank_out_of_range(rank: int, shown: str, tmp_path: Path) -> None:
+    """It wrote `trace.-1.et` and `trace.1000000000000000000000000000000.et`, exit 0."""
+    source = tmp_path / "in"
+    source.mkdir()
+    for name, number in (("a.json", rank), ("b.json", 0)):
+        document = {"distributedInfo": {"rank": number, "world_size": 2}, "traceEvents": _nccl("allreduce")}
+        (source / name).write_text(json.dumps(document))
+    done = run_cli("convert-all", source, tmp_path / "out", "-j", "1")
+    assert_one_error(done, f"a.json: distributedInfo's rank {shown} is not a rank (0 to 1,048,575)")
+    assert listing(tmp_path) == ["in"]
+
+
+def test_a_number_too_large_for_a_rank_is_none_in_a_name() -> None:
+    from chakra_convert_fast.converter.ranks.discover import rank_from_name
+
+    names = ("host_1700000000.json", "x_99999999999999999999.json", "w_1048575.json", "w_1048576.json")
+    assert [rank_from_name(n) for n in names] == [None, None, 1048575, None]

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..arguments import MAX_RANKS
 from ..errors import ConverterError, OutputError, TraceFormatError
 from ..jsonstream import JsonObjectStream
 
@@ -56,6 +57,9 @@ def discover(directory: str) -> FoundTraces:
             continue
         if kind == "device":
             rank = info.get("rank") if isinstance(info.get("rank"), int) else rank_from_name(name)
+            if rank is not None and not 0 <= rank < MAX_RANKS:
+                shown = rank if abs(rank) < 10**9 else f"{rank:.3g}"
+                raise TraceFormatError(path, f"distributedInfo's rank {shown} is not a rank (0 to {MAX_RANKS - 1:,})")
             if rank is not None:
                 found.devices.setdefault(rank, []).append(path)
                 found.dist_info.setdefault(rank, info)
@@ -97,7 +101,10 @@ def rank_from_name(name: str) -> int | None:
     stem = name[: -len(".gz")] if name.endswith(".gz") else name
     stem = stem[: -len(".json")]
     match = _RANK_IN_NAME.search(stem) or _LAST_NUMBER.search(stem)
-    return int(match.group(1)) if match else None
+    if match is None or len(match.group(1)) > len(str(MAX_RANKS)):  # a timestamp, an id: no rank
+        return None
+    rank = int(match.group(1))
+    return rank if rank < MAX_RANKS else None
 
 
 def distributed_info(path: str) -> dict[str, Any]:
