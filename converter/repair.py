@@ -53,6 +53,10 @@ _OPEN, _CLOSE, _QUOTE, _BACKSLASH = b'{}"\\'
 #: Objects this deep in an open one are candidates for a complete trace saved after a cut one
 #: (it starts one level into the cut trace, or a few, where the cut fell inside a node).
 _NESTED = 16
+#: Where the cut fell inside a string, the scan is restarted at this many braces after the cut
+#: trace's last complete element, within this many bytes of it.
+_RESTARTS = 8
+_RESTART_WINDOW = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -123,13 +127,9 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
     while candidates and not _is_trace(source, candidates[-1]):
         candidates.pop()
         malformed += 1
-    nested = scanner.last_nested
-    if (
-        scanner.open_start is not None
-        and nested is not None
-        and nested.end == scanner.last_content
-        and _is_trace(source, nested)
-    ):  # a trace cut off, then a complete one: the complete one, as after a complete one
+    nested = _after_cut(source, scanner)
+    if nested is not None:  # a trace cut off, then a complete one: the complete one, as after a complete one
+        assert scanner.open_start is not None
         with open_trace(source, cut_ok=True) as stream, atomic_text_output(target) as out:
             _copy_range(stream, out, nested)
         cut = Span(scanner.open_start, nested.start)
@@ -172,6 +172,49 @@ def repair(input_path: str | os.PathLike[str], output_path: str | os.PathLike[st
         before + len(candidates) - 1,
         gzip_cut=gzip_cut,
     )
+
+
+def _after_cut(source: str, scanner: _Scanner) -> Span | None:
+    """A complete trace that ends the file after a cut-off one (a save cut, then a whole save), or
+    None. The scan reads it as nested in the cut one, unless the cut fell inside a string: then
+    the scan is restarted at each of the first few braces after the cut one's last complete
+    element (one of them starts the complete trace)."""
+    start = scanner.open_start
+    if start is None:
+        return None
+    nested = scanner.last_nested
+    if nested is not None and nested.end == scanner.last_content and _is_trace(source, nested):
+        return nested
+    element = scanner.last_element if scanner.last_element > start else start + 1
+    found = _restarted(source, element, scanner.last_content)
+    return found if found is not None and _is_trace(source, found) else None
+
+
+def _restarted(source: str, offset: int, end: int) -> Span | None:
+    """The first object that ends at ``end`` among those the first ``_RESTARTS`` braces after
+    ``offset`` start (within ``_RESTART_WINDOW`` bytes), each scanned as a file of its own. A scan
+    stops as soon as its object ends elsewhere: only those still open cost a pass over the rest."""
+    scanners: list[_Scanner] = []
+    started = 0
+    with open_trace(source, cut_ok=True) as stream:
+        stream.seek(offset)
+        base = offset
+        while chunk := stream.read(_CHUNK):
+            for scanner in scanners:
+                scanner.feed(chunk)
+            at = 0
+            while started < _RESTARTS and (at := chunk.find(b"{", at)) >= 0 and base + at < offset + _RESTART_WINDOW:
+                scanner = _Scanner()
+                scanner._base = base + at
+                scanner.feed(chunk[at:])
+                scanners.append(scanner)
+                started += 1
+                at += 1
+            scanners = [s for s in scanners if not s.malformed and (not s.count or s.first[0].end == end)]
+            if not scanners and started >= _RESTARTS:
+                return None
+            base += len(chunk)
+    return next((s.first[0] for s in scanners if s.count), None)
 
 
 class _NothingToSalvage(Exception):
@@ -231,6 +274,7 @@ class _Scanner:
         #: the last object closed inside one still open: a complete trace saved after a cut one
         #: reads as nested in it
         self.last_nested: Span | None = None
+        self.last_element = 0  # where the last object closed one level into a top-level one ends
 
     def feed(self, chunk: bytes) -> None:
         pos, size = 0, len(chunk)
@@ -280,6 +324,8 @@ class _Scanner:
                 start = self._starts.pop()
                 if self._depth:
                     self.last_nested = Span(start, self._base + pos + 1)
+                if self._depth == 1:
+                    self.last_element = self._base + pos + 1
             if self._depth == 0:
                 self.open_start = None
                 if self._well_formed:

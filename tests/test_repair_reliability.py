@@ -44,7 +44,12 @@ def _cut_after(text: str, nodes: int, extra: str) -> str:
 
 @pytest.mark.parametrize(
     ("case", "extra"),
-    [("between two nodes", ""), ("inside a node", '{"id": 6, "name": "aten::op6", "inputs": {"values": [[6, ')],
+    [
+        ("between two nodes", ""),
+        ("inside a node", '{"id": 6, "name": "aten::op6", "inputs": {"values": [[6, '),
+        ("inside a string", '{"id": 6, "name": "aten::o'),
+        ("inside an escape", '{"id": 6, "name": "a\\'),
+    ],
 )
 @pytest.mark.parametrize("gz", [False, True])
 def test_a_complete_trace_after_a_cut_one_is_kept(case: str, extra: str, gz: bool, tmp_path: Path) -> None:
