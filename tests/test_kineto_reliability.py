@@ -267,6 +267,11 @@ MALFORMED: dict[str, tuple[list[dict[str, Any]], dict[str, Any], str]] = {
         {},
         "traceEvents[2] ('ncclDevKernel_SendRecv'): 'In msg nelems' 1e+30 is beyond 288,230,376,151,711,744 elements",
     ),
+    "profiler flops 10^400": (
+        [step(1, 0, 100), event("aten::mm", 5, 30, args={"flops": 10**400}), launch(1, 10), kernel("k", 1, 20, 5.5)],
+        {},
+        "traceEvents[1] ('aten::mm'): 'flops' 1.00e+400 is beyond 9,223,372,036,854,775,807",
+    ),
     "rank 10^30": (
         _nccl("send", **{"Dst Rank": 1}),
         {"distributedInfo": {"rank": 10**30}},
@@ -348,3 +353,22 @@ def test_a_number_too_large_for_a_rank_is_none_in_a_name() -> None:
 
     names = ("host_1700000000.json", "x_99999999999999999999.json", "w_1048575.json", "w_1048576.json")
     assert [rank_from_name(n) for n in names] == [None, None, 1048575, None]
+
+
+def test_roofline_of_huge_shapes_is_capped(tmp_path: Path) -> None:
+    """An op of 10^200 x 10^200 matrices split between two kernels of fractional durations: the
+    values are capped at int64 as the host path's (it was `internal error: OverflowError: int too
+    large to convert to float`)."""
+    shapes = {"Input Dims": [[10**200, 10**200], [10**200, 10**200]], "Input type": ["float", "float"]}
+    events = [
+        step(1, 0, 100),
+        event("aten::mm", 5, 30, args=shapes),
+        launch(1, 10),
+        launch(2, 12),
+        kernel("k1", 1, 20, 5.5),
+        kernel("k2", 2, 26, 5.5),
+    ]
+    result = api.convert_kineto(write(tmp_path / "huge.json", events), tmp_path / "huge.0.et", roofline=True)
+    assert result.roofline is not None and result.roofline.costed == 2
+    trace = read_et(tmp_path / "huge.0.et", ("num_ops",))
+    assert all(abs(value - (1 << 62)) <= 1 for value in trace.int_attrs["num_ops"].values())  # half the cap each

@@ -94,6 +94,7 @@ _ENCODE = msgspec.json.Encoder().encode
 #: ``comm_size``).
 MAX_TIME = float(1 << 53)
 MAX_ELEMENTS = 1 << 58
+MAX_COUNT = (1 << 63) - 1  # the profiler's ``flops``: an int64
 
 #: Event kinds.
 HOST, RUNTIME, GPU, STEP = 0, 1, 2, 3
@@ -259,6 +260,8 @@ def _check(path: str, index: int, raw: _Raw) -> None:
     for key, value in (("In msg nelems", args.in_nelems), ("Out msg nelems", args.out_nelems)):
         if type(value) is int and value > MAX_ELEMENTS:
             raise TraceFormatError(path, f"{where}: '{key}' {_short(value)} is beyond {MAX_ELEMENTS:,} elements")
+    if type(args.flops) is int and args.flops > MAX_COUNT:
+        raise TraceFormatError(path, f"{where}: 'flops' {_short(args.flops)} is beyond {MAX_COUNT:,}")
 
 
 def _check_key(path: str, index: int, name: Any, key: str, value: Any) -> None:
@@ -269,5 +272,9 @@ def _check_key(path: str, index: int, name: Any, key: str, value: Any) -> None:
 
 
 def _short(value: Any) -> str:
-    text = f"{value:.3g}" if type(value) is int and abs(value) >= 10**15 and abs(value) < 1e300 else repr(value)
+    if type(value) is int and abs(value) >= 10**15:
+        digits = str(abs(value))
+        sign = "-" if value < 0 else ""
+        return f"{value:.3g}" if len(digits) < 300 else f"{sign}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
+    text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

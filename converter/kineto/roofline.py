@@ -138,8 +138,9 @@ class Costs:
             total = sum(weights)
             if total <= 0:
                 weights, total = [1.0] * len(nodes), float(len(nodes))
+            flops, moved = min(cost.flops, _CAP), min(cost.bytes, _CAP)  # a float product stays finite
             for (node, _), weight in zip(nodes, weights, strict=True):
-                self._put(node, int(cost.flops * weight // total), int(cost.bytes * weight // total))
+                self._put(node, int(flops * weight // total), int(moved * weight // total))
         for node, reason in self.none:
             summary.none += 1
             summary.reasons[reason] = summary.reasons.get(reason, 0) + 1
