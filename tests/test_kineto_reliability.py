@@ -46,8 +46,9 @@ def write(path: Path, events: list[Any], **top: Any) -> Path:
 # -- 3: launches linked to their kernels by ac2g flows alone ------------------------------------------
 def _flow_linked(steps: int) -> list[dict[str, Any]]:
     """``steps`` steps of two launches each with no ``correlation``: each launch and its kernel
-    linked by an ``ac2g`` flow (start on the launching thread, end on the stream), then the short
-    step torch.profiler's stop() leaves (no launch)."""
+    linked by an ``ac2g`` flow (start on the launching thread, end on the stream; the driver call
+    inside the launch starts there too), then the short step torch.profiler's stop() leaves (no
+    launch)."""
     events: list[dict[str, Any]] = []
     for n in range(steps):
         t = 100.0 * n
@@ -55,6 +56,7 @@ def _flow_linked(steps: int) -> list[dict[str, Any]]:
         for i, at in enumerate((t + 10, t + 40)):
             flow = 2 * n + i + 1
             events.append(event("cudaLaunchKernel", at, 2, "cuda_runtime"))
+            events.append(event("cuLaunchKernel", at, 1, "cuda_driver"))  # the flow starts where both do
             events.append(event(f"k{flow}", at + 5, 10, "kernel", tid=7, args={"stream": 7}))
             events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": flow, "pid": 1, "tid": 1, "ts": at})
             events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": flow, "pid": 1, "tid": 7, "ts": at + 5})
@@ -72,6 +74,7 @@ def test_ac2g_flows_link_launches_to_their_kernels(tmp_path: Path) -> None:
     first = build(events, 1)
     assert (first.gpu_ops, first.incomplete, first.warnings) == (2, 0, [])
     assert [n.name for n in first.nodes if not n.cpu] == ["k1", "k2"]
+    assert first.gpu_ops == 2  # one launch each: the runtime call or its driver call, not both
 
 
 # -- 8: a ProfilerStep that lasts no time ----------------------------------------------------------------

@@ -201,11 +201,15 @@ def gpu_by_launch(trace: KinetoEvents) -> tuple[dict[int, list[Event]], int]:
         if len(launches) == 1:
             by_launch[launches[0].index] = found[key]
             continue
-        repeated += 1
         starts = [e.ts for e in launches]
         for gpu in found[key]:
             at = max(0, bisect_right(starts, gpu.ts) - 1)
             by_launch.setdefault(launches[at].index, []).append(gpu)
+        if isinstance(key, tuple):  # a flow's start shared by a call and the one inside it: both linked
+            for event in launches:
+                by_launch.setdefault(event.index, [])
+        else:
+            repeated += 1
     return by_launch, repeated
 
 
