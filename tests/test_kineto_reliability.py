@@ -375,3 +375,35 @@ def test_roofline_of_huge_shapes_is_capped(tmp_path: Path) -> None:
     assert result.roofline is not None and result.roofline.costed == 2
     trace = read_et(tmp_path / "huge.0.et", ("num_ops",))
     assert all(abs(value - (1 << 62)) <= 1 for value in trace.int_attrs["num_ops"].values())  # half the cap each
+
+
+def test_sorted_keys_against_a_sorted_list() -> None:
+    """The graph's ordered multiset (``kineto/sortedkeys.py``) answers as a sorted list does, over
+    runs split many times (a small ``LOAD``) and keys added, repeated and removed at random."""
+    import random
+    from bisect import insort
+
+    from chakra_convert_fast.converter.kineto import sortedkeys
+
+    rng = random.Random(40)
+    original = sortedkeys.LOAD
+    sortedkeys.LOAD = 4
+    try:
+        keys, plain = sortedkeys.SortedKeys(), list[tuple[int, int]]()
+        for _ in range(3000):
+            if plain and rng.random() < 0.3:
+                key = plain[rng.randrange(len(plain))]
+                keys.remove(key)
+                plain.remove(key)
+            else:
+                key = (rng.randrange(200), rng.randrange(3))
+                keys.add(key)
+                insort(plain, key)
+            low, high = sorted((rng.randrange(-5, 205), rng.randrange(-5, 205)))
+            assert list(keys.at_most((low, 1))) == [k for k in reversed(plain) if k <= (low, 1)]
+            assert list(keys.between((low, 0), (high, 2))) == [k for k in plain if (low, 0) <= k <= (high, 2)]
+        assert len(keys) == len(plain)
+        with pytest.raises(ValueError, match="not in the keys"):
+            keys.remove((500, 0))
+    finally:
+        sortedkeys.LOAD = original

@@ -35,8 +35,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from sortedcontainers import SortedList
-
 from ..arguments import MAX_RANKS
 from ..errors import TraceContentError
 from ..schema.chakra import NodeType
@@ -45,6 +43,7 @@ from ..schema.kineto import step_number as schema_step_number
 from . import comm
 from .events import HOST, RUNTIME, STEP, Event, KinetoEvents
 from .roofline import Costs, KinetoRoofline
+from .sortedkeys import SortedKeys
 
 #: Runtime calls that return only when GPU work is done.
 SYNC_CALLS = frozenset(
@@ -230,8 +229,8 @@ class _Builder:
         #: every GPU op so far as (end, -stream's place in ``streams``, place in its stream), and each
         #: stream's last as (end, stream's place): the cross-stream and synchronisation searches are
         #: binary searches, not a walk over every stream per op (quadratic with a stream per kernel)
-        self.ends = SortedList()
-        self.last_ends = SortedList()
+        self.ends = SortedKeys()
+        self.last_ends = SortedKeys()
         self.keys: list[Any] = []  # the streams in order
         self.places: dict[Any, int] = {}  # stream -> its place in ``keys``
         self.problems: Counter[tuple[str, str]] = Counter()
@@ -330,7 +329,7 @@ class _Builder:
 
     def waited(self, call: Event) -> list[Node]:
         """Per stream, the last GPU op launched before ``call`` if it ended while the call ran."""
-        ended = self.last_ends.irange((call.ts, math.inf), (call.end + _SLACK, math.inf))
+        ended = self.last_ends.between((call.ts, math.inf), (call.end + _SLACK, math.inf))
         return [self.streams[self.keys[place]][1][-1] for place in sorted(place for _, place in ended)]
 
     def _push(self, key: Any, end: float, node: Node) -> None:
@@ -379,10 +378,7 @@ class _Builder:
         """The op of another stream that ended last by ``start`` (within the window), if it ended
         after ``ready``; the earlier stream's where two ended at once."""
         own_place = self.places.get(own)
-        at = self.ends.bisect_right((start + 0.5, math.inf, math.inf))
-        while at > 0:
-            at -= 1
-            end, place, position = self.ends[at]
+        for end, place, position in self.ends.at_most((start + 0.5, math.inf, math.inf)):
             if end <= ready - 0.5 or start - end > _CROSS_STREAM_WINDOW:
                 return None
             if -place != own_place:
