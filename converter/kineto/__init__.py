@@ -62,7 +62,9 @@ def trace_rank(events: KinetoEvents) -> int | None:
     rank = info.get("rank")
     if type(rank) is int and rank >= MAX_RANKS:
         raise TraceContentError(
-            events.path, f"distributedInfo's rank {rank:.3g} is beyond a job's ranks (0 to {MAX_RANKS - 1:,})"
+            events.path,
+            f"distributedInfo's rank {rank if rank < 10**9 else f'{rank:.3g}'} is beyond a job's ranks "
+            f"(0 to {MAX_RANKS - 1:,})",
         )
     return rank if type(rank) is int and rank >= 0 else None
 
