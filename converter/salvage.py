@@ -19,11 +19,16 @@ import json
 from dataclasses import dataclass
 from typing import IO, Any
 
+from .errors import TraceFormatError
 from .io.read import TraceFile
 
 _CHUNK = 1 << 20
 _BLANK = " \t\n\r"
 CUT_OFF_KEY = "cut_off"  # the top-level record of a salvaged trace
+_KINETO_CUT = (
+    "a Kineto trace cut off before its end: repair salvages host traces; the profiler writes a Kineto trace "
+    "whole at its export: export or copy it again"
+)
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,8 @@ def salvage(stream: TraceFile, start: int, out: IO[str]) -> Salvaged | None:
         text.skip_blank()
         if key[0] == "nodes":
             break
+        if key[0] == "traceEvents":
+            raise TraceFormatError(stream.path, _KINETO_CUT)
         value = text.value()
         if value is None:
             return None

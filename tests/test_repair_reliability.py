@@ -99,7 +99,8 @@ def test_a_cut_gzip_file_is_salvaged(tmp_path: Path) -> None:
 @pytest.mark.parametrize("gz", [False, True])
 def test_a_cut_kineto_trace_is_not_sent_to_repair(gz: bool, tmp_path: Path) -> None:
     """`convert` of a Kineto trace cut half way says to export or copy it again (it pointed to
-    repair, which keeps host-trace nodes and cannot salvage a Kineto trace)."""
+    repair, which keeps host-trace nodes and cannot salvage a Kineto trace); so does `repair` (it
+    said it "holds no complete JSON object to keep")."""
     text = gzip.decompress((REAL_TRACES_DIR / "kineto_public" / "hta_a100_nccl_rank0of2.json.gz").read_bytes())
     cut = text[: len(text) // 2]
     source = tmp_path / ("cut.json.gz" if gz else "cut.json")
@@ -107,4 +108,6 @@ def test_a_cut_kineto_trace_is_not_sent_to_repair(gz: bool, tmp_path: Path) -> N
     done = run_cli("convert", source, tmp_path / "out.et")
     line = assert_one_error(done, "truncated JSON", "export or copy it again")
     assert "repair" not in line
+    done = run_cli("repair", source, tmp_path / "fixed.json")
+    assert_one_error(done, "a Kineto trace cut off before its end: repair salvages host traces", "export or copy")
     assert listing(tmp_path) == [source.name]
