@@ -270,6 +270,29 @@ MALFORMED: dict[str, tuple[list[dict[str, Any]], dict[str, Any], str]] = {
         {},
         "traceEvents[2] ('ncclDevKernel_SendRecv'): 'In msg nelems' 1e+30 is beyond 288,230,376,151,711,744 elements",
     ),
+    "gloo collective of 10^400 bytes": (
+        [
+            step(1, 0, 100),
+            event("gloo:all_reduce", 9, 5, args={"Input Dims": [[10**200, 10**200]], "Input type": ["float"]}),
+        ],
+        {},
+        "traceEvents[1] ('gloo:all_reduce'): a message of 4.00e+400 bytes (its 'In msg nelems', or its launching op's",
+    ),
+    "NCCL kernel sized by its launching op, 4e30 bytes": (
+        [
+            step(1, 0, 100),
+            event(
+                "record_param_comms",
+                9,
+                5,
+                args={"Collective name": "allreduce", "Input Dims": [[10**30]], "Input type": ["float"]},
+            ),
+            launch(1, 10),
+            kernel("ncclDevKernel_AllReduce", 1, 20, 5),
+        ],
+        {},
+        "traceEvents[3] ('ncclDevKernel_AllReduce'): a message of 4e+30 bytes",
+    ),
     "profiler flops 10^400": (
         [step(1, 0, 100), event("aten::mm", 5, 30, args={"flops": 10**400}), launch(1, 10), kernel("k", 1, 20, 5.5)],
         {},

@@ -247,7 +247,9 @@ def _check(path: str, index: int, raw: _Raw) -> None:
         if type(value) not in (int, float) or value != value or abs(value) == float("inf"):
             raise TraceFormatError(path, f"{where}: '{key}' must be a finite number, got {value!r}"[:200])
         if abs(value) > MAX_TIME:
-            raise TraceFormatError(path, f"{where}: '{key}' {_short(value)} is beyond {MAX_TIME:,.0f} us (285 years)")
+            raise TraceFormatError(
+                path, f"{where}: '{key}' {short_value(value)} is beyond {MAX_TIME:,.0f} us (285 years)"
+            )
     if raw.dur < 0:
         raise TraceFormatError(path, f"{where}: negative 'dur' {raw.dur!r}")
     for key in ("pid", "tid"):
@@ -259,19 +261,20 @@ def _check(path: str, index: int, raw: _Raw) -> None:
     _check_key(path, index, raw.name, "stream", args.stream)
     for key, value in (("In msg nelems", args.in_nelems), ("Out msg nelems", args.out_nelems)):
         if type(value) is int and value > MAX_ELEMENTS:
-            raise TraceFormatError(path, f"{where}: '{key}' {_short(value)} is beyond {MAX_ELEMENTS:,} elements")
+            raise TraceFormatError(path, f"{where}: '{key}' {short_value(value)} is beyond {MAX_ELEMENTS:,} elements")
     if type(args.flops) is int and args.flops > MAX_COUNT:
-        raise TraceFormatError(path, f"{where}: 'flops' {_short(args.flops)} is beyond {MAX_COUNT:,}")
+        raise TraceFormatError(path, f"{where}: 'flops' {short_value(args.flops)} is beyond {MAX_COUNT:,}")
 
 
 def _check_key(path: str, index: int, name: Any, key: str, value: Any) -> None:
     """Ids the graph looks events up by: a number or a string (or absent)."""
     if value is not None and type(value) not in (int, float, str):
-        shown = _short(value)
+        shown = short_value(value)
         raise TraceFormatError(path, f"{event_name(index, name)}: '{key}' must be a number or a string, got {shown}")
 
 
-def _short(value: Any) -> str:
+def short_value(value: Any) -> str:
+    """A value for a message: a huge integer as 1e+30, anything else its repr, cut at 60 characters."""
     if type(value) is int and abs(value) >= 10**15:
         digits = str(abs(value))
         sign = "-" if value < 0 else ""

@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..arguments import MAX_RANKS
-from ..errors import TraceContentError
+from ..errors import TraceContentError, TraceFormatError
 from ..schema.chakra import NodeType
 from ..schema.kineto import event_name
 from ..schema.kineto import step_number as schema_step_number
 from . import comm
-from .events import HOST, RUNTIME, STEP, Event, KinetoEvents
+from .events import HOST, RUNTIME, STEP, Event, KinetoEvents, short_value
 from .roofline import Costs, KinetoRoofline
 from .sortedkeys import SortedKeys
 
@@ -76,6 +76,7 @@ _LAUNCH = re.compile(r"^(cu|cuda|hip)(Ext)?(Module)?(LaunchKernel|LaunchCooperat
 DEPENDENCY_KINDS = ("cpu", "launch", "sync", "stream", "gaps")
 _CROSS_STREAM_WINDOW = 10.0  # us: an op on another stream that ended this close before a late start
 _SLACK = 1.0  # us: start later than this after what it waits for = it waited for something else
+_MAX_BYTES = (1 << 63) - 1  # a communication node's comm_size (int64)
 GAP_NAME = "[host gap]"
 CARRY_IN_NAME = "[GPU work launched before the step]"
 
@@ -394,6 +395,7 @@ class _Builder:
         if info.problem is not None:
             self.problems[("gloo collective(s)", info.problem)] += 1
             return
+        self._check_size(event, info)
         node = self.add(event.name, self.rt(event.end) - self.rt(event.ts), [slot], cpu=False)
         self._typed(node, info)
 
@@ -402,7 +404,18 @@ class _Builder:
         if info.problem is not None:
             self.problems[("NCCL kernel(s)", info.problem)] += 1
             return
+        self._check_size(gpu, info)
         self._typed(node, info)
+
+    def _check_size(self, event: Event, info: comm.CommInfo) -> None:
+        """A message the .et's int64 ``comm_size`` cannot hold is no trace's (its elements or the
+        launching op's ``Input Dims``)."""
+        if info.size > _MAX_BYTES:
+            raise TraceFormatError(
+                self.trace.path,
+                f"{event_name(event.index, event.name)}: a message of {short_value(info.size)} bytes "
+                f"(its 'In msg nelems', or its launching op's 'Input Dims') is beyond {_MAX_BYTES:,}",
+            )
 
     def _typed(self, node: Node, info: comm.CommInfo) -> None:
         if info.defaulted_group and info.kind == "coll":
