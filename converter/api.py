@@ -45,6 +45,7 @@ from .kineto import convert_kineto as _convert_kineto
 from .link.pipeline import LinkResult
 from .link.pipeline import link as _link
 from .link.steps import ALL_STEPS, StepChoice, StepSelection
+from .memory.fit import job_fit
 from .ranks import commgroups
 from .ranks.commgroups import CommGroups
 from .ranks.convert_all import MultiRankResult, RankOutcome
@@ -375,6 +376,7 @@ def simulate(
     exact: bool = False,
     compact: bool = False,
     work_dir: PathArg | None = None,
+    gpu_memory: int | None = None,
 ) -> SimulationResult:
     """Run the job ``PREFIX.<rank>.et`` (ranks 0..N-1, its communicator groups beside it) in
     ASTRA-sim on the network of ``options`` and read the result from its log: per rank the
@@ -389,9 +391,14 @@ def simulate(
     job written in a temporary folder (``work_dir``; ``compact``: each rank compacted);
     ``exact`` always runs the full job. ``result.plan`` says which ran, and why. Without
     ``ranks``, a job with fewer rank files than its recorded size (``world_size``: traced on rank 0
-    alone) runs at that size, and a warning says so."""
+    alone) runs at that size, and a warning says so.
+
+    ``gpu_memory`` (bytes), or the accelerator of ``options``: whether each rank's peak memory
+    fits (``result.memory``, from the job's memory files, docs/memory.md); ``gpu_memory`` on a
+    job without them is refused before anything runs."""
     job: str = _args.path("prefix", prefix)
     checked = _simulate_options(options)
+    gpu_memory = _args.whole("gpu_memory", gpu_memory, 1, 1 << 60)
     timeline_path: str | None = _args.path("timeline", timeline, optional=True)
     json_path: str | None = _args.path("json_output", json_output, optional=True)
     progress = _args.function("progress", progress)
@@ -411,6 +418,7 @@ def simulate(
         inputs_of(find_job(job, checked.comm_groups), checked),
         checked.timeout,
     )
+    fits = job_fit(job, checked.accelerator, gpu_memory, ranks)
     with outputs:  # every output, or none
         note = None
         if ranks is None:
@@ -432,6 +440,8 @@ def simulate(
         result = dataclasses.replace(result, timeline=timeline_path)
         if note is not None:
             result = dataclasses.replace(result, warnings=[note, *result.warnings])
+        if fits is not None:
+            result = dataclasses.replace(result, memory={**fits.as_json(), "line": fits.line()})
         outputs.put(json_path, (json.dumps(result.as_json(), indent=2) + "\n").encode())
         outputs.commit()
     return result

@@ -135,6 +135,13 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
         default=True,
         help="Kineto's record_shapes: input shapes and types on each op (default on)",
     )
+    p.add_argument(
+        "--profile-memory",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Kineto's profile_memory: every allocation and free of the traced step, for "
+        "`chakra-convert-fast memory` (docs/memory.md; default off)",
+    )
     p.add_argument("--wait", type=_non_negative, default=2, help="steps before profiling starts (default 2)")
     p.add_argument("--warmup", type=_non_negative, default=1, help="profiled but discarded steps (default 1)")
     p.add_argument("--active", type=_positive, default=1, help="traced steps (default 1)")

@@ -69,13 +69,20 @@ class _NoProfiler:
 
 @contextmanager
 def capture(
-    paths: TracePaths, schedule: Schedule, cuda: bool, *, host: bool = True, shapes: bool = True
+    paths: TracePaths,
+    schedule: Schedule,
+    cuda: bool,
+    *,
+    host: bool = True,
+    shapes: bool = True,
+    memory: bool = False,
 ) -> Iterator[Stepper]:
     """Profile the enclosed steps; call ``.step()`` after each training step. ``host``: the host
     execution trace too (the observer), else the Kineto trace alone; ``shapes``: Kineto's
-    ``record_shapes``. Each hook costs every op it records some microseconds, which the traced
-    step pays (bench/gpu/overhead.py measures it): the lightest capture is the closest to the
-    untraced step."""
+    ``record_shapes``; ``memory``: Kineto's ``profile_memory`` (``[memory]`` events). Each hook
+    costs every op it records some microseconds, which the traced step pays
+    (bench/gpu/overhead.py measures it): the lightest capture is the closest to the untraced
+    step."""
     from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
     from torch.profiler import schedule as make_schedule
 
@@ -93,6 +100,7 @@ def capture(
         schedule=make_schedule(wait=schedule.wait, warmup=schedule.warmup, active=schedule.active, repeat=1),
         on_trace_ready=save_device_trace,
         record_shapes=shapes,
+        profile_memory=memory,
         execution_trace_observer=observer,
     ) as prof:
         yield prof

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from chakra_convert_fast.converter.ranks.layoutscale import LAYOUT_SUFFIX
-from chakra_convert_fast.profiler import convert, data, groups, models, parallel, tokenizers, tracing
+from chakra_convert_fast.profiler import convert, data, groups, memory, models, parallel, tokenizers, tracing
 from chakra_convert_fast.profiler.cli import layout_of, parse_args, threads_for
 from chakra_convert_fast.profiler.layouts import Layout, shape_problems
 
@@ -59,6 +59,7 @@ class StepRecord:
     host: dict[str, Any] | None = None
     device: dict[str, Any] | None = None
     et: dict[str, Any] | None = None
+    memory: dict[str, Any] | None = None  # the traced step's memory truth (profiler/memory.py)
 
 
 def placement(args: argparse.Namespace) -> Placement:
@@ -134,17 +135,32 @@ def train_steps(
     record = StepRecord(rank=where.rank)
     cuda = where.device.type == "cuda"
     cm = (
-        tracing.capture(paths, schedule, cuda, host=args.host_trace, shapes=args.record_shapes)
+        tracing.capture(
+            paths,
+            schedule,
+            cuda,
+            host=args.host_trace,
+            shapes=args.record_shapes,
+            memory=getattr(args, "profile_memory", False),
+        )
         if args.enable_tracing
         else tracing.no_capture()
     )
     finalize = 0.0
+    active = schedule.active_steps() if args.enable_tracing else []
     with cm as prof:
         for step in range(args.steps):
+            if active and step == active[0]:
+                record.memory = {
+                    "state_bytes_at_start": memory.state_bytes(trainer.module, trainer.optimizer, where.device),
+                    **memory.begin_step(where.device),
+                }
             start = time.perf_counter()
             batch = {k: v.to(where.device, non_blocking=True) for k, v in next(stream).items()}
             loss_value = trainer.step(batch)  # .item() also waits for the GPU
             elapsed = time.perf_counter() - start
+            if active and step == active[-1] and record.memory is not None:
+                record.memory.update(memory.end_step(where.device))
             phase = schedule.phase(step) if args.enable_tracing else "untraced"
             record.step_times_s.append(elapsed)
             record.phases.append(phase)
@@ -162,6 +178,8 @@ def inspect_and_convert(record: StepRecord, args: argparse.Namespace, paths: tra
     """Check this rank's finished traces and convert them when asked; the profiler has exited."""
     record.host = tracing.inspect_host(paths.host) if args.host_trace else None
     record.device = tracing.inspect_device(paths.device)
+    if record.memory is not None and getattr(args, "profile_memory", False):
+        record.memory.update(memory.window_truth(paths.device, record.memory))
     if args.convert:
         out = convert.et_path(Path(args.outdir), name, record.rank)
         tick = time.perf_counter()
@@ -245,6 +263,7 @@ def build_meta(
         "tracing": args.enable_tracing,
         "host_trace": args.host_trace,
         "record_shapes": args.record_shapes,
+        "profile_memory": getattr(args, "profile_memory", False),
         "schedule": {"wait": args.wait, "warmup": args.warmup, "active": args.active},
         "data": args.data or data.SAMPLE,
         "torch": torch.__version__,

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from .. import api
+from ..memory.job import copy_sidecar
 from .common import PROG, add_output_options, declare, subcommand
 from .report import ProgressBars, Reporter
 
@@ -38,8 +39,11 @@ def _run_compact(args: argparse.Namespace, reporter: Reporter) -> int:
         with ProgressBars(reporter.shows_progress) as bars:
             result = api.compact(args.input, args.output, progress=bars.progress)
         reporter.compaction(result)
+        copy_sidecar(args.input, args.output)
         return 0
     results = api.compact_ranks(args.input, args.output, on_rank_done=reporter.compaction)
+    for r in range(len(results)):  # compacting changes no tensor: the same memory (docs/memory.md)
+        copy_sidecar(f"{args.input}.{r}.et", f"{args.output}.{r}.et")
     before, after = sum(r.nodes_read for r in results), sum(r.nodes_written for r in results)
     reporter.info(f"compacted {len(results)} rank(s): {after:,} nodes from {before:,}")
     return 0

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from .. import api
 from ..errors import ConverterError
+from ..memory.job import rank_memory, write_sidecar
+from ..memory.profile import RankMemory
 from .common import (
     PROG,
     add_conversion_options,
@@ -63,6 +66,12 @@ def _add_convert(commands: Any) -> None:
         help="leave out one kind of dependency (the ablation): " + ", ".join(api.DEPENDENCY_KINDS),
     )
     parser.add_argument("--keep-merged", metavar="PATH", help="with --host/--device: also write the merged JSON")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="also write the rank's memory (peak, what holds it, timeline) beside the output: OUTPUT's "
+        "name with .memory.json for .et, for the memory command (docs/memory.md); the .et is unchanged",
+    )
     add_jobs_option(parser)
     add_conversion_options(parser)
     add_output_options(parser)
@@ -88,7 +97,7 @@ def _add_reference_form(commands: Any) -> None:
 
 def _commits(args: argparse.Namespace) -> int:
     """The merged trace (``--keep-merged``) and the .et, unless ``--simulate`` runs after them."""
-    return 0 if args.simulate else 2 if args.keep_merged else 1
+    return 0 if args.simulate else (2 if args.keep_merged else 1) + (1 if args.memory else 0)
 
 
 def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
@@ -115,9 +124,12 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
     with ProgressBars(reporter.shows_progress) as bars:
         if not pair:
             reporter.warn_slow_scanner()
+            memory = _memory_of(args, args.paths[1], args.paths[0], None)
             result = api.convert(args.paths[0], args.paths[1], options, progress=bars.progress)
             reporter.conversion(result)
+            _write_memory(reporter, args.paths[1], memory)
             return 0
+        memory = _memory_of(args, args.paths[0], args.host, args.device)
         paired = api.convert_pair(
             args.host,
             args.device,
@@ -131,7 +143,26 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
         )
     reporter.link(paired.link)
     reporter.conversion(paired.conversion)
+    _write_memory(reporter, args.paths[0], memory)
     return 0
+
+
+def _memory_of(args: argparse.Namespace, output: str, host: str | None, device: str | None) -> RankMemory | None:
+    """``--memory``: the rank's memory (``memory/``), read before the conversion so that a trace
+    without memory facts fails before anything is written."""
+    if not getattr(args, "memory", False):
+        return None
+    named = re.fullmatch(r".*\.(0|[1-9][0-9]*)\.et", output)
+    rank = int(named.group(1)) if named else (args.rank if getattr(args, "rank", None) is not None else 0)
+    return rank_memory(rank, host, device)
+
+
+def _write_memory(reporter: Reporter, output: str, memory: RankMemory | None) -> None:
+    """The sidecar beside the written .et."""
+    if memory is None:
+        return
+    path = write_sidecar(output, memory)
+    reporter.info(f"wrote {path}: peak {memory.peak_bytes / (1 << 20):,.1f} MiB ({memory.source})")
 
 
 def _is_kineto(path: str) -> bool:
@@ -161,6 +192,7 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
         )
     if args.host_time != "none":
         args.usage_error("--host-time is not for a Kineto trace (its host timeline always keeps its traced time)")
+    memory = _memory_of(args, args.paths[1], None, args.paths[0])
     result = api.convert_kineto(
         args.paths[0],
         args.paths[1],
@@ -172,6 +204,7 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
         compact=args.compact,
     )
     reporter.kineto(result)
+    _write_memory(reporter, args.paths[1], memory)
     return 0
 
 
@@ -179,4 +212,5 @@ def _run_reference_form(args: argparse.Namespace, reporter: Reporter) -> int:
     args.paths = [args.input, args.output]
     args.host = args.device = args.keep_merged = None
     args.kineto, args.step, args.drop_dependency, args.all_steps = False, None, [], False
+    args.memory = False
     return _run_convert(args, reporter)

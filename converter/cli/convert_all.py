@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .. import api
+from ..memory.job import from_folder, write_job_sidecars
 from ..ranks.convert_all import uses_file
 from .common import (
     PROG,
@@ -71,6 +72,12 @@ def _add_convert_all(commands: Any) -> None:
         help="a directory of Kineto traces alone: convert ProfilerStep#N (default: each trace's last complete step)",
     )
     parser.add_argument("--allow-mismatch", action="store_true", help="link pairs even if they look like two runs")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="also write each rank's memory beside its .et (PREFIX.<rank>.memory.json, for the memory "
+        "command; docs/memory.md); the .et files are unchanged",
+    )
     add_conversion_options(parser)
     add_output_options(parser)
     parser.set_defaults(run=_run_convert_all)
@@ -84,6 +91,7 @@ def _add_convert_all(commands: Any) -> None:
 
 
 def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
+    memories = from_folder(args.directory) if args.memory else []  # a rank without memory facts fails first
     with ProgressBars(reporter.shows_progress) as bars:
         result = api.convert_all(
             args.directory,
@@ -113,6 +121,10 @@ def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
         )
     if groups.unusable:
         reporter.warning(f"process groups {groups.unusable} have names ASTRA-sim cannot use as group ids")
+    if args.memory:
+        done = [o.rank for o in result.outcomes if o.ok]
+        for path in write_job_sidecars(memories, args.outdir, result.prefix, done):
+            reporter.info(f"wrote {path}")
     if result.failed:
         reporter.error(f"{result.failed} of {len(result.outcomes)} ranks failed")
     return min(result.failed, 125)

@@ -16,13 +16,41 @@ from contextlib import suppress
 from ..errors import ConverterError, OptionError, shown
 from ..lifecycle import committed_outputs, forget_committed, hold_signals_after_commit, release_held_signals
 from ..ranks.onray import ended_by_signal as ray_run_ended_by_signal
-from . import check, compact, convert, convert_all, generate, jsonize, link, repair, scale, simulate, text, visualize
+from . import (
+    check,
+    compact,
+    convert,
+    convert_all,
+    generate,
+    jsonize,
+    link,
+    memory,
+    repair,
+    scale,
+    simulate,
+    text,
+    visualize,
+)
 from .common import PROG, Outputs, version
 from .report import Reporter, describe_failure, flags_of, flush_stdout, standard_streams
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
 #: Every command module, in the order ``--help`` lists them.
-_MODULES = (convert, link, convert_all, repair, check, scale, compact, simulate, text, jsonize, visualize, generate)
+_MODULES = (
+    convert,
+    link,
+    convert_all,
+    repair,
+    check,
+    scale,
+    compact,
+    memory,
+    simulate,
+    text,
+    jsonize,
+    visualize,
+    generate,
+)
 COMMANDS = tuple(name for module in _MODULES for name in module.COMMANDS)
 _DESCRIPTION = """\
 Convert PyTorch execution traces (host traces, or host+device traces merged by chakra_trace_link)

@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from .. import api
 from ..errors import ConverterError
+from ..memory.fit import Fit, job_fit
 from ..ranks.scale import MAX_RANKS
 
 # The ranges simulate's numbers may take (a usage error outside): the library's, which its options
@@ -111,6 +112,13 @@ def add(commands: Any) -> None:
         help="chunks in flight per dimension (active-chunks-per-dimension; default 1)",
     )
     compute = parser.add_argument_group("compute: the roofline (non-CPU compute nodes with num_ops and tensor_size)")
+    compute.add_argument(
+        "--gpu-memory",
+        type=whole(1, 1 << 60),
+        metavar="BYTES",
+        help="say which ranks' peak memory would not fit in this many bytes (the job's memory files, "
+        "convert --memory; --accelerator alone checks its preset's memory; docs/memory.md)",
+    )
     compute.add_argument(
         "--accelerator",
         metavar="A",
@@ -281,6 +289,7 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
             exact=args.exact,
             compact=args.compact,
             work_dir=args.work_dir,
+            gpu_memory=args.gpu_memory,
         )
     finally:
         bar.close()
@@ -289,6 +298,8 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
     else:
         for line in result_lines(result):
             print(line)
+    if result.memory is not None and args.json != "-":
+        print(result.memory["line"])
     for warning in result.warnings:
         reporter.warning(warning)
     if args.timeline:
@@ -325,6 +336,7 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
         args.usage_error(
             "--sweep accelerator=... sets the roofline: drop --accelerator, --peak-tflops and --mem-bandwidth"
         )
+    fits = _sweep_fits(args, key, points)
     bar = _Bar(reporter.shows_progress)
     try:
         sweep = api.simulate_sweep(
@@ -334,7 +346,7 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
             _options(args, topologies[0]),
             out_prefix=args.out,
             work_dir=args.work_dir,
-            on_point=lambda p: _point_done(reporter, bar, p),
+            on_point=lambda p: _point_done(reporter, bar, p, fits),
             progress=bar.progress if args.jobs == 1 and not args.ray else None,
             compact=args.compact,
             key=key,
@@ -349,18 +361,41 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
         print(json.dumps(sweep.as_json(), indent=2))
     else:
         print(sweep.table(), end="")
+    for value, fit in fits.items():  # the points that would not run: their ranks do not fit
+        if fit is not None and fit.too_big:
+            print(f"{key}={value}: {fit.line()}")
     also = "" if args.json in (None, "-") else f" (and the JSON to {args.json})"
     reporter.info(f"wrote {sweep.table_path}, {sweep.plot_path} and {sweep.json_path}{also}")
     return 0
 
 
-def _point_done(reporter: Reporter, bar: _Bar, point: api.SweepPoint) -> None:
+def _sweep_fits(args: argparse.Namespace, key: str, points: list[str]) -> dict[str, Fit | None]:
+    """Per swept value, whether the job's ranks fit in memory there (``memory/fit.py``): checked
+    before any simulation, so that ``--gpu-memory`` on a job without memory files fails first."""
+    if args.gpu_memory is None and args.accelerator is None and key != "accelerator":
+        return {}
+    return {
+        value: job_fit(
+            args.prefix,
+            value if key == "accelerator" else args.accelerator,
+            args.gpu_memory,
+            int(value) if key == "ranks" else None,
+        )
+        for value in points
+    }
+
+
+def _point_done(
+    reporter: Reporter, bar: _Bar, point: api.SweepPoint, fits: dict[str, Fit | None] | None = None
+) -> None:
     bar.close()
     what = f"{point.ranks:>5} ranks" if not point.value or point.value == str(point.ranks) else point.value
+    fit = (fits or {}).get(point.value or str(point.ranks))
     reporter.info(
         f"{what} on {point.network}: step {point.step_ns / 1e6:,.2f} ms, communication "
         f"{point.comm_share:.1%}, simulated in {point.seconds:.1f} s (scaled in {point.scale_seconds:.1f} s)"
         + (f"; ran {point.simulated_as}" if point.simulated_ranks not in (0, point.ranks) else "")
+        + (f"; DOES NOT FIT: {len(fit.too_big)} rank(s) over memory" if fit is not None and fit.too_big else "")
     )
     if point.warning:
         reporter.warning(f"{point.ranks:,} ranks on {point.network}: {point.warning}")

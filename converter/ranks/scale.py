@@ -46,6 +46,8 @@ from ..et.encode import WORLD_SIZE, global_metadata
 from ..io.output import OutputTarget, check_output, output_directory
 from ..io.outputset import OutputSet
 from ..io.read import same_file
+from ..memory import whatif as memory_whatif
+from ..memory.profile import sidecar_path as memory_sidecar_path
 from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
 from . import commgroups, discover, layoutscale
@@ -172,6 +174,7 @@ def scale(
         written += staged.write(targets[ranks], (json.dumps(new_groups, indent=2) + "\n").encode("utf-8"))
         if scaler is not None and layout_target is not None:
             written += staged.write(layout_target, (json.dumps(scaler.new_layout()) + "\n").encode("utf-8"))
+        written += _memory_sidecars(staged, in_prefix, out_prefix, captured, ranks, scaler, inputs)
         staged.commit()
     finally:
         staged.discard()
@@ -193,6 +196,28 @@ def scale(
         time.perf_counter() - started,
         scaler.describe() if scaler is not None else None,
     )
+
+
+def _memory_sidecars(
+    staged: OutputSet,
+    in_prefix: str,
+    out_prefix: str,
+    captured: int,
+    ranks: int,
+    scaler: layoutscale.LayoutScaler | None,
+    inputs: Sequence[str],
+) -> int:
+    """The new job's memory (``memory/whatif.py``) where the captured job has its sidecars."""
+    if scaler is not None:
+        fsdp = scaler.layout.dp_mode == "fsdp"
+        shards = (scaler.layout.mesh.dp, scaler.new.dp) if fsdp else None
+        planned = memory_whatif.scaled_sidecars(in_prefix, captured, ranks, scaler.source, shards)
+    else:
+        planned = memory_whatif.scaled_sidecars(in_prefix, captured, ranks, lambda r: r % captured, None)
+    written = 0
+    for r, data in planned or ():
+        written += staged.write(check_output(memory_sidecar_path(out_prefix, r), *inputs), data)
+    return written
 
 
 def check_ranks(in_prefix: str, ranks: int, comm_groups: str | None = None, option: str = "`ranks`") -> None:

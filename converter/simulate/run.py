@@ -103,6 +103,8 @@ class SimulationResult:
     plan: Plan | None = None  # simulate --ranks: the job asked for, and whether a reduced one ran for it
     #: rank -> the measured step (ns) its ``.et`` records (Kineto conversions: ``measured.py``)
     measured_ns: dict[int, int] = field(default_factory=dict)
+    #: whether each rank's memory fits the accelerator (``memory/fit.py``), where asked and known
+    memory: dict[str, Any] | None = None
 
     @property
     def modelled_ranks(self) -> int:
@@ -154,6 +156,7 @@ class SimulationResult:
             "replay": self.replay,
             "measured_step_ns": max(self.measured_ns.values()) if self.measured_ns else None,
             "per_rank": [{**r.__dict__, "transfer_ns": r.transfer_ns} for r in self.ranks],
+            **({"memory": self.memory} if self.memory is not None else {}),
         }
 
 

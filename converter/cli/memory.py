@@ -1,0 +1,86 @@
+"""``memory``: each rank's peak memory over the traced step, what holds it, and whether it fits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..memory import fit as fitting
+from ..memory.host import CATEGORIES
+from ..memory.job import job_memory
+from ..memory.plot import timeline_png
+from ..memory.profile import RankMemory
+from .common import PROG, add_output_options, declare, subcommand
+from .numbers import whole
+from .report import Reporter, write_stdout
+
+COMMANDS = ("memory",)
+_MIB = 1 << 20
+
+
+def add(commands: Any) -> None:
+    parser = subcommand(
+        commands,
+        "memory",
+        "each rank's peak memory over the traced step, what holds it at the peak, and a timeline",
+        f"  {PROG} memory outputs/                 # raw traces (chakra-profile --profile-memory)\n"
+        f"  {PROG} memory et/gpt2_np2 --json       # a converted job (convert-all --memory)\n"
+        f"  {PROG} memory et/gpt2_np8 --accelerator H100 --plot mem.png   # a scaled job: does it fit?\n"
+        "\nsources: Kineto's [memory] events over the host trace's pre-existing tensors, else the host\n"
+        "trace's tensors alone (see docs/memory.md for how close each is)\n",
+    )
+    parser.add_argument(
+        "source",
+        metavar="PREFIX|DIRECTORY",
+        help="a converted job's prefix (PREFIX.<rank>.et with PREFIX.<rank>.memory.json), or a folder of raw "
+        "host and Kineto traces",
+    )
+    parser.add_argument("--json", action="store_true", help='print {"ranks": [{"rank", "peak_bytes", ...}]}')
+    parser.add_argument("--plot", metavar="FILE.png", help="draw each rank's timeline (needs matplotlib)")
+    parser.add_argument("--accelerator", metavar="A", help="check the peaks against this accelerator's memory")
+    parser.add_argument(
+        "--gpu-memory", type=whole(1, 1 << 60), metavar="BYTES", help="check the peaks against this many bytes"
+    )
+    add_output_options(parser)
+    parser.set_defaults(run=_run_memory)
+    declare(parser, ("plot",))
+
+
+def _run_memory(args: argparse.Namespace, reporter: Reporter) -> int:
+    room = fitting.capacity(args.accelerator, args.gpu_memory)
+    if args.accelerator and room is None and args.gpu_memory is None:
+        known = ", ".join(n.upper() if n != "mi300x" else "MI300X" for n in fitting.CAPACITIES)
+        args.usage_error(f"--accelerator {args.accelerator}: no memory size known (one of {known}; or --gpu-memory)")
+    ranks = job_memory(args.source)
+    result = fitting.fit([m.peak_bytes for m in ranks], room) if room is not None else None
+    if args.plot:
+        timeline_png(args.plot, ranks, result.capacity if result is not None else None)
+    if args.json:
+        out: dict[str, Any] = {"source": args.source, "ranks": [_rank_json(m) for m in ranks]}
+        if result is not None:
+            out["fit"] = result.as_json()
+        write_stdout(json.dumps(out, indent=2) + "\n")
+        return 0
+    header = f"{'rank':>4}  {'source':11}  {'peak MiB':>10}  " + "  ".join(f"{c[:13]:>13}" for c in CATEGORIES)
+    write_stdout(header + "\n")
+    for m in ranks:
+        cells = "  ".join(f"{m.at_peak.get(c, 0) / _MIB:>13,.1f}" for c in CATEGORIES)
+        write_stdout(f"{m.rank:>4}  {m.source:11}  {m.peak_bytes / _MIB:>10,.1f}  {cells}\n")
+    notes = {n for m in ranks for n in m.notes}
+    for note in sorted(notes):
+        reporter.info(f"note: {note}")
+    scaled = [m for m in ranks if m.scaled_from]
+    if scaled:
+        reporter.info(f"{len(scaled)} rank(s) are a what-if: scaled from a captured rank (docs/memory.md)")
+    if result is not None:
+        write_stdout(result.line() + "\n")
+    if args.plot:
+        reporter.info(f"wrote {args.plot}")
+    return 0
+
+
+def _rank_json(m: RankMemory) -> dict[str, Any]:
+    out = m.as_json()
+    out.pop("timeline")
+    return {"rank": out.pop("rank"), "peak_bytes": out.pop("peak_bytes"), **out}

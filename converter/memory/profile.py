@@ -1,0 +1,203 @@
+"""One rank's memory over the traced step: the peak, what held it, a timeline; and its sidecar file.
+
+Sources, best first:
+
+* ``kineto``: Kineto's ``[memory]`` events (every allocation and free of the window, in time
+  order) on top of the bytes the step found live, which Kineto does not report ("Total
+  Allocated" counts only what was allocated while profiling): those come from the host trace's
+  pre-existing storages (``host.py``). Without a host trace they are unknown (``kineto-only``:
+  a lower bound, said so).
+* ``host``: the host trace's tensors alone: each storage live from the node that made it to
+  the last node that used it (what an allocator frees later, or the temporaries inside an op,
+  it cannot see).
+
+The facts travel beside a converted rank as ``PREFIX.<rank>.memory.json`` (a sidecar: the
+``.et`` files stay byte-identical to the reference's), and ``scale`` writes the new job's
+(``whatif.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import TraceContentError, TraceFormatError
+from ..io import read_side_input
+from .host import CATEGORIES, HostTensors
+from .kineto import BACKWARD, COMMUNICATION, FORWARD, OPTIMIZER, KinetoMemory
+
+SIDECAR_SUFFIX = ".memory.json"
+FORMAT = "chakra-convert-fast memory 1"
+_MAX_POINTS = 2000
+
+#: What is missing, and how to capture it.
+NO_MEMORY_FACTS = (
+    "no memory events and no host trace tensors: capture with Kineto's profile_memory=True "
+    "(chakra-profile --profile-memory) or with the host execution trace (ExecutionTraceObserver)"
+)
+
+
+@dataclass
+class RankMemory:
+    """One rank's memory; ``timeline`` is (x, bytes) with x in ms from the window's start
+    (``kineto``) or the step's fraction (``host``)."""
+
+    rank: int
+    source: str
+    device: str
+    peak_bytes: int
+    at_peak: dict[str, int]
+    baseline: dict[str, int]
+    timeline: list[tuple[float, int]] = field(default_factory=list)
+    timeline_unit: str = "ms"
+    notes: list[str] = field(default_factory=list)
+    scaled_from: dict[str, Any] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["timeline"] = [[round(x, 4), b] for x, b in self.timeline]
+        return out
+
+
+def _sampled(points: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """At most ``_MAX_POINTS`` points, each bucket's highest kept (the peak survives)."""
+    if len(points) <= _MAX_POINTS:
+        return points
+    step = len(points) / _MAX_POINTS
+    out = []
+    for i in range(_MAX_POINTS):
+        bucket = points[int(i * step) : max(int((i + 1) * step), int(i * step) + 1)]
+        out.append(max(bucket, key=lambda p: p[1]))
+    return out
+
+
+def from_kineto(rank: int, kineto: KinetoMemory, host: HostTensors | None) -> RankMemory:
+    """The peak over the window: the host's pre-existing bytes plus the running sum of Kineto's
+    allocations (a free of memory allocated before the window is left out, as Kineto's own
+    "Total Allocated" leaves it)."""
+    events = kineto.events
+    freed_at: dict[int, tuple[float, str]] = {}  # event index -> time and phase of its free
+    open_allocs: dict[int, int] = {}
+    for i, e in enumerate(events):
+        if e.nbytes > 0:
+            open_allocs[e.addr] = i
+        elif e.nbytes < 0 and e.addr in open_allocs:
+            freed_at[open_allocs.pop(e.addr)] = (e.ts, e.phase)
+
+    def category(i: int) -> str:
+        """By the phases that made and freed it: what the optimizer frees (``zero_grad``) or
+        nothing frees is a gradient, where the backward pass or a collective (FSDP's
+        reduce-scatter) made it."""
+        e = events[i]
+        free_phase = freed_at.get(i, (0.0, ""))[1] if i in freed_at else ""
+        kept = free_phase in ("", OPTIMIZER)
+        if e.phase == FORWARD:
+            return "activations"
+        if e.phase == BACKWARD:
+            if free_phase == COMMUNICATION:
+                return "communication"  # FSDP: the whole gradient a reduce-scatter takes in
+            return "gradients" if kept else "activations"
+        if e.phase == OPTIMIZER:
+            return "optimizer"
+        return "gradients" if kept else "communication"
+
+    base = host.baseline() if host is not None else dict.fromkeys(CATEGORIES, 0)
+    start = sum(base.values())
+    live: dict[int, tuple[int, str]] = {}  # addr -> (bytes, category)
+    by_cat = dict.fromkeys(CATEGORIES, 0)
+    total = peak_run = 0
+    at_peak = dict(by_cat)
+    t0 = events[0].ts if events else 0.0
+    points: list[tuple[float, int]] = [(0.0, start)]
+    for i, e in enumerate(events):
+        if e.nbytes > 0:
+            cat = category(i)
+            live[e.addr] = (e.nbytes, cat)
+            by_cat[cat] += e.nbytes
+            total += e.nbytes
+        elif e.nbytes < 0 and e.addr in live:
+            nbytes, cat = live.pop(e.addr)
+            by_cat[cat] -= nbytes
+            total -= nbytes
+        else:
+            continue
+        points.append(((e.ts - t0) / 1e3, start + total))
+        if total > peak_run:
+            peak_run, at_peak = total, dict(by_cat)
+    held = {c: base.get(c, 0) + at_peak.get(c, 0) for c in CATEGORIES}
+    notes = []
+    source = "kineto"
+    if host is None:
+        source = "kineto-only"
+        notes.append(
+            "no host trace: the bytes live before the traced window (parameters, optimizer state) "
+            "are not in Kineto's memory events, so this peak is a lower bound; convert with the "
+            "host trace for them"
+        )
+    device = "cuda" if kineto.device_type == 1 else "cpu"
+    return RankMemory(rank, source, device, start + peak_run, held, base, _sampled(points), "ms", notes)
+
+
+def from_host(rank: int, host: HostTensors) -> RankMemory:
+    points, peak, at_peak = host.timeline()
+    return RankMemory(
+        rank,
+        "host",
+        "cuda" if host.device.startswith("cuda") else "cpu",
+        peak,
+        at_peak,
+        host.baseline(),
+        _sampled(points),
+        "step",
+        [
+            "from the host trace's tensors (no Kineto memory events): each storage lives from the "
+            "op that made it to the last op that used it; temporaries inside an op and the "
+            "allocator's own timing are not seen (capture with profile_memory=True for the events)"
+        ],
+    )
+
+
+def sidecar_path(prefix: str, rank: int) -> str:
+    return f"{prefix}.{rank}{SIDECAR_SUFFIX}"
+
+
+def et_sidecar_path(et_path: str) -> str:
+    """``PREFIX.<r>.et`` -> ``PREFIX.<r>.memory.json``; any other name -> ``NAME.memory.json``."""
+    stem = et_path[: -len(".et")] if et_path.endswith(".et") else et_path
+    return stem + SIDECAR_SUFFIX
+
+
+def encode(memory: RankMemory) -> bytes:
+    return (json.dumps({"format": FORMAT, **memory.as_json()}) + "\n").encode("utf-8")
+
+
+def read_sidecar(path: str) -> RankMemory:
+    try:
+        raw = json.loads(read_side_input(path, "memory file"))
+        if raw.get("format") != FORMAT:
+            raise ValueError(f"format {raw.get('format')!r}, expected {FORMAT!r}")
+        return RankMemory(
+            int(raw["rank"]),
+            str(raw["source"]),
+            str(raw["device"]),
+            int(raw["peak_bytes"]),
+            {str(k): int(v) for k, v in raw["at_peak"].items()},
+            {str(k): int(v) for k, v in raw["baseline"].items()},
+            [(float(x), int(b)) for x, b in raw.get("timeline", [])],
+            str(raw.get("timeline_unit", "ms")),
+            [str(n) for n in raw.get("notes", [])],
+            raw.get("scaled_from"),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise TraceFormatError(path, f"not a memory file of this tool: {exc}") from None
+
+
+def check_rank(path: str, memory: RankMemory, rank: int) -> None:
+    if memory.rank != rank:
+        raise TraceContentError(path, f"holds rank {memory.rank}'s memory, not rank {rank}'s")
+
+
+def exists(path: str) -> bool:
+    return os.path.isfile(path)
