@@ -43,6 +43,11 @@ def capacity(accelerator: str | None, gpu_memory: int | None) -> tuple[int, str]
     return None if found is None else found
 
 
+def size(nbytes: int) -> str:
+    """Bytes for people: GiB from 1 GiB, else MiB."""
+    return f"{nbytes / GIB:,.2f} GiB" if nbytes >= GIB else f"{nbytes / (1 << 20):,.1f} MiB"
+
+
 @dataclass(frozen=True)
 class Fit:
     capacity: int
@@ -56,8 +61,8 @@ class Fit:
 
     def line(self) -> str:
         worst = max(range(len(self.peaks)), key=lambda r: self.peaks[r])
-        peak = f"peak {self.peaks[worst] / GIB:,.2f} GiB on rank {worst}"
-        room = f"{self.capacity / GIB:,.1f} GiB ({self.source})"
+        peak = f"peak {size(self.peaks[worst])} on rank {worst}"
+        room = f"{size(self.capacity)} ({self.source})"
         if not self.too_big:
             return f"memory: every rank fits in {room}: {peak}"
         named = ", ".join(map(str, self.too_big[:16])) + (" ..." if len(self.too_big) > 16 else "")
