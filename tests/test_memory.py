@@ -160,3 +160,63 @@ def test_convert_all_scale_compact_simulate_keep_memory(tmp_path: Path) -> None:
     done = run_cli("simulate", str(plain / "gpt2_fsdp2"), "--gpu-memory", "1000")
     assert_one_error(done, "gpt2_fsdp2.0.memory.json", "missing", "--memory")
     assert_one_error(run_cli("memory", str(plain / "gpt2_fsdp2")), "missing", "--memory")
+
+
+def _kineto(tmp_path: Path, device_type: int, before: int) -> Path:
+    """A step: a forward op allocates 100 B, the backward pass 50 B (a gradient) and frees the
+    activation, the optimizer a 10 B temporary, ``zero_grad`` frees the gradient."""
+    spans = [
+        ("ProfilerStep#3", 0, 1000),
+        ("aten::mm", 10, 10),
+        ("autograd::engine::evaluate_function: MmBackward0", 300, 100),
+        ("Optimizer.step#AdamW.step", 500, 100),
+        ("Optimizer.zero_grad#AdamW.zero_grad", 700, 10),
+    ]
+    events: list[dict[str, object]] = [
+        {
+            "ph": "X",
+            "cat": "cpu_op" if n.startswith("aten") else "user_annotation",
+            "name": n,
+            "ts": t,
+            "dur": d,
+            "pid": 1,
+            "tid": 1,
+        }
+        for n, t, d in spans
+    ]
+    total = before
+    for ts, addr, nbytes in ((15, 1, 100), (310, 2, 50), (350, 1, -100), (510, 3, 10), (520, 3, -10), (705, 2, -50)):
+        total += nbytes
+        events.append(
+            {
+                "ph": "i",
+                "cat": "cpu_instant_event",
+                "s": "t",
+                "name": "[memory]",
+                "ts": ts,
+                "pid": 1,
+                "tid": 1,
+                "args": {
+                    "Addr": addr,
+                    "Bytes": nbytes,
+                    "Total Allocated": total,
+                    "Total Reserved": 0,
+                    "Device Type": device_type,
+                    "Device Id": 0 if device_type else -1,
+                },
+            }
+        )
+    path = tmp_path / f"rank0_device_{device_type}.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize(("device_type", "before", "source"), [(1, 1000, "kineto"), (0, 0, "kineto-only")])
+def test_categories_and_the_allocator_s_own_total(tmp_path: Path, device_type: int, before: int, source: str) -> None:
+    """CUDA's "Total Allocated" counts what was live before the window (kept, as "other" without a
+    host trace); the CPU's does not (a lower bound without a host trace, said in a note)."""
+    m = rank_memory(0, None, str(_kineto(tmp_path, device_type, before)))
+    assert m.source == source and m.device == ("cuda" if device_type else "cpu")
+    assert m.peak_bytes == before + 150  # the peak: after the gradient, before the activation is freed
+    assert m.at_peak["activations"] == 100 and m.at_peak["gradients"] == 50 and m.at_peak["other"] == before
+    assert bool(m.notes) == (device_type == 0)

@@ -3,10 +3,11 @@
 Sources, best first:
 
 * ``kineto``: Kineto's ``[memory]`` events (every allocation and free of the window, in time
-  order) on top of the bytes the step found live, which Kineto does not report ("Total
-  Allocated" counts only what was allocated while profiling): those come from the host trace's
-  pre-existing storages (``host.py``). Without a host trace they are unknown (``kineto-only``:
-  a lower bound, said so).
+  order) on top of the bytes the step found live. On CPU, Kineto does not report those ("Total
+  Allocated" counts only what was allocated while profiling): they come from the host trace's
+  pre-existing storages (``host.py``), and without a host trace they are unknown
+  (``kineto-only``: a lower bound, said so). A CUDA allocator's "Total Allocated" counts them:
+  its total is kept, and the host trace only says what they are.
 * ``host``: the host trace's tensors alone: each storage live from the node that made it to
   the last node that used it (what an allocator frees later, or the temporaries inside an op,
   it cannot see).
@@ -103,7 +104,7 @@ def from_kineto(rank: int, kineto: KinetoMemory, host: HostTensors | None) -> Ra
             return "optimizer"
         return "gradients" if kept else "communication"
 
-    base = host.baseline() if host is not None else dict.fromkeys(CATEGORIES, 0)
+    base = _window_baseline(events, host)
     start = sum(base.values())
     live: dict[int, tuple[int, str]] = {}  # addr -> (bytes, category)
     by_cat = dict.fromkeys(CATEGORIES, 0)
@@ -129,7 +130,7 @@ def from_kineto(rank: int, kineto: KinetoMemory, host: HostTensors | None) -> Ra
     held = {c: base.get(c, 0) + at_peak.get(c, 0) for c in CATEGORIES}
     notes = []
     source = "kineto"
-    if host is None:
+    if host is None and not (events and events[0].total > events[0].nbytes):
         source = "kineto-only"
         notes.append(
             "no host trace: the bytes live before the traced window (parameters, optimizer state) "
@@ -138,6 +139,24 @@ def from_kineto(rank: int, kineto: KinetoMemory, host: HostTensors | None) -> Ra
         )
     device = "cuda" if kineto.device_type == 1 else "cpu"
     return RankMemory(rank, source, device, start + peak_run, held, base, _sampled(points), "ms", notes)
+
+
+def _window_baseline(events: list[Any], host: HostTensors | None) -> dict[str, int]:
+    """The bytes live as the window began, by category. A CUDA allocator's "Total Allocated"
+    counts them (the first event's total less its own bytes): that total is kept, split as the
+    host trace's pre-existing storages say, the rest "other". The CPU's counts only what the
+    window allocated (that difference is 0): the host trace's storages are all there is."""
+    base = host.baseline() if host is not None else dict.fromkeys(CATEGORIES, 0)
+    known = events[0].total - events[0].nbytes if events else 0
+    if known <= 0:
+        return base
+    out = dict.fromkeys(CATEGORIES, 0)
+    left = known
+    for cat in ("parameters", "optimizer", "gradients", "communication", "activations", "other"):
+        out[cat] = min(base.get(cat, 0), left)
+        left -= out[cat]
+    out["other"] += left
+    return out
 
 
 def from_host(rank: int, host: HostTensors) -> RankMemory:
