@@ -5,6 +5,7 @@ fit check, and the one line a trace without memory facts gets."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -220,3 +221,22 @@ def test_categories_and_the_allocator_s_own_total(tmp_path: Path, device_type: i
     assert m.peak_bytes == before + 150  # the peak: after the gradient, before the activation is freed
     assert m.at_peak["activations"] == 100 and m.at_peak["gradients"] == 50 and m.at_peak["other"] == before
     assert bool(m.notes) == (device_type == 0)
+
+
+def test_simulate_says_which_ranks_would_not_fit(simulator: Path, tmp_path: Path) -> None:
+    """The 2-rank FSDP job does not fit between its peak and the 4-rank job's; as 4 ranks
+    (``--ranks 4``: its FSDP shards halve) it does; ``--json -`` carries the same."""
+    job = tmp_path / "et"
+    done = run_cli("convert-all", str(FSDP2), str(job), "--astra-sim", "--memory", "-q", timeout=120)
+    assert done.returncode == 0, done.stderr
+    shutil.copy(FSDP2 / "gpt2_fsdp2.layout.json", job)
+    two, four = max(_truths("gpt2_fsdp2_summary.json")), max(_truths("gpt2_fsdp4_summary.json"))
+    room = str((two + four) // 2)
+    env = {**os.environ, "ASTRA_SIM_HOME": str(simulator)}
+    done = run_cli("simulate", str(job / "gpt2_fsdp2"), "--gpu-memory", room, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "memory: 2 of 2 ranks would not fit in" in done.stdout
+    done = run_cli("simulate", str(job / "gpt2_fsdp2"), "--ranks", "4", "--gpu-memory", room, "--json", "-", env=env)
+    assert done.returncode == 0, done.stderr
+    fit = json.loads(done.stdout)["memory"]
+    assert fit["fits"] and fit["scaled"] and len(fit["peak_bytes"]) == 4
