@@ -10,9 +10,9 @@ gradients' and optimizer state's bytes live when the traced step began.
 
 Tables: (1) per capture and rank, the truth, ``memory`` from Kineto's events over the host
 trace's pre-existing tensors (the ``kineto`` source), and from the host trace's tensors alone
-(``host``); (2) each ``NAME2`` capture of two ranks whose ``NAME4`` (the same with ``2`` -> ``4``)
-exists, scaled to 4 ranks with ``scale`` (its memory sidecars written first), rank by rank against
-the real 4-rank capture's truth and its own ``memory``.
+(``host``); (2) each captured job of ``PAIRS`` scaled with ``scale`` (its memory sidecars written
+first) to the ranks of the real job with twice its data-parallel degree, rank by rank against the
+real capture's truth and its own ``memory``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,17 @@ def accuracy(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
+#: (captured, real) job pairs of the second table: the real job has twice the data-parallel degree.
+PAIRS = (
+    ("bert_ddp2", "bert_ddp4"),
+    ("bert_fsdp2", "bert_fsdp4"),
+    ("gpt2_ddp2", "gpt2_ddp4"),
+    ("gpt2_fsdp2", "gpt2_fsdp4"),
+    ("gpt2_fsdp2tp2", "gpt2_fsdp4tp2"),
+    ("gpt2_dp2pp2", "gpt2_dp4pp2"),
+)
+
+
 def scaled(two: Path, four: Path, work: Path) -> list[dict[str, Any]]:
     job = work / two.name
     job.mkdir()
@@ -68,13 +79,13 @@ def scaled(two: Path, four: Path, work: Path) -> list[dict[str, Any]]:
             shutil.copy(f, job / f.name)
     memories = from_folder(str(two))
     write_job_sidecars(memories, str(job), two.name, [m.rank for m in memories])
-    api.scale(str(job / two.name), str(work / f"{two.name}_as4"), 4)
-    predicted = from_sidecars(str(work / f"{two.name}_as4"))
     real = from_folder(str(four))
+    api.scale(str(job / two.name), str(work / f"{two.name}_scaled"), len(real))
+    predicted = from_sidecars(str(work / f"{two.name}_scaled"))
     truth = truths(four)
     return [
         {
-            "capture": f"{two.name} -> 4",
+            "capture": f"{two.name} ({len(memories)} ranks) -> {len(real)}",
             "rank": p.rank,
             "predicted": p.peak_bytes,
             "real_truth": truth[p.rank],
@@ -111,7 +122,7 @@ def render(rows: list[dict[str, Any]], scaled_rows: list[dict[str, Any]]) -> str
         )
     out += [
         "",
-        "## Two ranks scaled to four, against the real four-rank capture",
+        "## Scaled to twice the data-parallel degree, against the real capture",
         "",
         "| job | rank | predicted (MiB) | real truth (MiB) | error | real `memory` (MiB) | error |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -134,10 +145,9 @@ def main() -> None:
     rows = [row for folder in folders for row in accuracy(folder)]
     scaled_rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for two in folders:
-            four = two.with_name(two.name[:-1] + "4")
-            if two.name.endswith("2") and "tp" not in two.name and "pp" not in two.name and four.is_dir():
-                scaled_rows += scaled(two, four, Path(tmp))
+        for captured, real in PAIRS:
+            if (args.captures / captured).is_dir() and (args.captures / real).is_dir():
+                scaled_rows += scaled(args.captures / captured, args.captures / real, Path(tmp))
     text = render(rows, scaled_rows)
     if args.out:
         args.out.write_text(text)

@@ -89,10 +89,6 @@ def job_memory(source: str) -> list[RankMemory]:
     return from_sidecars(source)
 
 
-def has_sidecars(prefix: str, ranks: Sequence[int] = (0,)) -> bool:
-    return all(os.path.isfile(sidecar_path(prefix, r)) for r in ranks)
-
-
 def write_sidecar(et_path: str, memory: RankMemory) -> str:
     """Write ``memory`` beside the converted rank ``et_path`` (atomically); returns its path."""
     path = et_sidecar_path(et_path)

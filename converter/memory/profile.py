@@ -20,7 +20,6 @@ The facts travel beside a converted rank as ``PREFIX.<rank>.memory.json`` (a sid
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -216,7 +215,3 @@ def read_sidecar(path: str) -> RankMemory:
 def check_rank(path: str, memory: RankMemory, rank: int) -> None:
     if memory.rank != rank:
         raise TraceContentError(path, f"holds rank {memory.rank}'s memory, not rank {rank}'s")
-
-
-def exists(path: str) -> bool:
-    return os.path.isfile(path)

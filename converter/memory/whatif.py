@@ -16,6 +16,7 @@ rank's). ``compact`` changes no tensor: its job has the same memory.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 
 from .profile import RankMemory, encode, read_sidecar, sidecar_path
@@ -53,8 +54,6 @@ def scaled_sidecars(
 ) -> list[tuple[int, bytes]] | None:
     """The new job's sidecars (rank, bytes), or None when the captured job has none."""
     paths = [sidecar_path(in_prefix, k) for k in range(captured)]
-    import os
-
     if not all(os.path.isfile(p) for p in paths):
         return None
     found = [read_sidecar(p) for p in paths]
