@@ -240,3 +240,15 @@ def test_simulate_says_which_ranks_would_not_fit(simulator: Path, tmp_path: Path
     assert done.returncode == 0, done.stderr
     fit = json.loads(done.stdout)["memory"]
     assert fit["fits"] and fit["scaled"] and len(fit["peak_bytes"]) == 4
+
+
+def test_plot_is_a_png_and_never_an_input(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    shutil.copytree(FSDP2, job)
+    done = run_cli("memory", str(job), "--plot", str(tmp_path / "m.png"), "--gpu-memory", "200000000")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = job / "gpt2_fsdp2_summary.json"
+    before = summary.read_bytes()
+    assert_one_error(run_cli("memory", str(job), "--plot", str(summary)), "would overwrite the input")
+    assert summary.read_bytes() == before

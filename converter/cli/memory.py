@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from ..memory import fit as fitting
 from ..memory.host import CATEGORIES
 from ..memory.job import job_memory
 from ..memory.plot import timeline_png
-from ..memory.profile import RankMemory
+from ..memory.profile import RankMemory, sidecar_path
+from ..ranks.discover import job_rank_files
 from .common import PROG, add_output_options, declare, subcommand
 from .numbers import whole
 from .report import Reporter, write_stdout
@@ -55,7 +57,7 @@ def _run_memory(args: argparse.Namespace, reporter: Reporter) -> int:
     ranks = job_memory(args.source)
     result = fitting.fit([m.peak_bytes for m in ranks], room) if room is not None else None
     if args.plot:
-        timeline_png(args.plot, ranks, result.capacity if result is not None else None)
+        timeline_png(args.plot, ranks, result.capacity if result is not None else None, _inputs(args.source))
     if args.json:
         out: dict[str, Any] = {"source": args.source, "ranks": [_rank_json(m) for m in ranks]}
         if result is not None:
@@ -78,6 +80,13 @@ def _run_memory(args: argparse.Namespace, reporter: Reporter) -> int:
     if args.plot:
         reporter.info(f"wrote {args.plot}")
     return 0
+
+
+def _inputs(source: str) -> list[str]:
+    """The files ``memory`` read, which ``--plot`` must not overwrite."""
+    if os.path.isdir(source):
+        return [os.path.join(source, name) for name in os.listdir(source)]
+    return [p for r in range(len(job_rank_files(source))) for p in (f"{source}.{r}.et", sidecar_path(source, r))]
 
 
 def _rank_json(m: RankMemory) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from .profile import RankMemory
 _MIB = 1 << 20
 
 
-def timeline_png(path: str, ranks: Sequence[RankMemory], capacity: int | None) -> None:
-    """Write the PNG at ``path`` (checked first, written whole or not at all)."""
-    target = check_output(path)
+def timeline_png(path: str, ranks: Sequence[RankMemory], capacity: int | None, inputs: Sequence[str] = ()) -> None:
+    """Write the PNG at ``path`` (checked first, against ``inputs`` too; written whole or not at all)."""
+    target = check_output(path, *inputs)
     plt = pyplot()
     figure: Any
     figure, axis = plt.subplots(figsize=(9, 4), dpi=90)
