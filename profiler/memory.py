@@ -68,9 +68,11 @@ def end_step(device: torch.device) -> dict[str, Any]:
     """The CUDA peaks of the traced step (the step's ``loss.item()`` has waited for the GPU)."""
     if device.type != "cuda":
         return {}
+    peak = torch.cuda.max_memory_allocated(device)
     return {
-        "cuda_max_allocated": torch.cuda.max_memory_allocated(device),
+        "cuda_max_allocated": peak,
         "cuda_max_reserved": torch.cuda.max_memory_reserved(device),
+        "truth_bytes": peak,
     }
 
 
