@@ -80,6 +80,10 @@ done
 # the Kineto trace alone with shapes (what a roofline of a Kineto trace reads)
 capture kineto_gpt2_base_bf16_b32_shapes --model gpt2 --size "$SIZE" --precision bf16 --batch-size 32 \
     --no-host-trace --convert
+# issue 36: Kineto's memory events and the step's max_memory_allocated (the GPU memory table:
+# `python -m bench.memory_table` on the unpacked captures; ONLY=mem runs these alone)
+capture mem_gpt2_base_bf16_b8 --model gpt2 --size "$SIZE" --precision bf16 --batch-size 8 --profile-memory
+capture mem_bert_base_bf16_b8 --model bert --size "$SIZE" --precision bf16 --batch-size 8 --profile-memory
 if [ "${OVERHEAD:-1}" = 1 ] && [ "$SECONDS" -lt "${DEADLINE:-420}" ]; then
     echo "== tracing overhead per op"
     timeout -k 10 120 "$PY" -m bench.gpu.overhead --json "$OUT/overhead.json"
