@@ -20,6 +20,9 @@ survive). Rules:
   pipelines without the data-parallel group that would join them), a group that does not tile
   N, a group file that does not match the ranks, ranks that look like two jobs.
 
+Where the captured ranks have memory sidecars (``PREFIX.<k>.memory.json``, docs/memory.md), the
+new job gets its own (``memory/whatif.py``: FSDP shards at the new degree, the rest kept).
+
 Each captured rank is read once (``read_et`` keeping the raw records) and written for each of
 its replicas before the next is read; every output lands at the end, together, or none does
 (``io.OutputSet``).
