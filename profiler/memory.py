@@ -54,6 +54,17 @@ def state_bytes(module: nn.Module, optimizer: torch.optim.Optimizer, device: tor
     }
 
 
+def ddp_bucket_bytes(module: nn.Module) -> dict[str, Any]:
+    """DDP's gradient buckets (allocated when the model is wrapped, live throughout, not in the
+    truth the issue defines): their bytes, as DDP's own logging data gives them; {} elsewhere."""
+    logging_data = getattr(module, "_get_ddp_logging_data", None)
+    if logging_data is None:
+        return {}
+    sizes = str(logging_data().get("bucket_sizes", ""))
+    found = [int(part) for part in sizes.replace(",", " ").split() if part.isdigit()]
+    return {"ddp_bucket_bytes": sum(found)} if found else {}
+
+
 def begin_step(device: torch.device) -> dict[str, Any]:
     """Reset the CUDA peaks before the traced step; what is allocated as it begins. The caching
     allocator counts on the host as tensors are made and freed, so no synchronisation is needed

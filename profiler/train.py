@@ -153,6 +153,7 @@ def train_steps(
             if active and step == active[0]:
                 record.memory = {
                     "state_bytes_at_start": memory.state_bytes(trainer.module, trainer.optimizer, where.device),
+                    **memory.ddp_bucket_bytes(trainer.module),
                     **memory.begin_step(where.device),
                 }
             start = time.perf_counter()

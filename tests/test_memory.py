@@ -255,7 +255,10 @@ def test_plot_is_a_png_and_never_an_input(tmp_path: Path) -> None:
 
 
 def test_a_host_trace_without_tensors_is_one_line(tmp_path: Path) -> None:
-    empty = {"inputs": {"values": [], "shapes": [], "types": []}, "outputs": {"values": [], "shapes": [], "types": []}}
+    empty: dict[str, object] = {
+        "inputs": {"values": [], "shapes": [], "types": []},
+        "outputs": {"values": [], "shapes": [], "types": []},
+    }
     nodes = [{"id": 1, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1, **empty}]
     doc = {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "time": "now", "start_ts": 0, "finish_ts": 1, "nodes": nodes}
     (tmp_path / "job_rank0_host.json").write_text(json.dumps(doc))

@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from torch import nn
+from torch.distributed import FileStore  # type: ignore[attr-defined]  # not in its __all__
 
 from chakra_convert_fast.profiler import memory, tracing
 from chakra_convert_fast.profiler.cli import parse_args
@@ -49,3 +51,15 @@ def test_a_profiled_loop_records_the_window_s_truth(tmp_path: Path) -> None:
     state = (64 * 64 + 64) * 4
     # the parameters, AdamW's two moments and its float32 step counter per parameter (weight, bias)
     assert truth["truth_bytes"] == int(truth["kineto_peak_total_allocated"]) + 3 * state + 2 * 4
+
+
+def test_ddp_buckets_are_recorded_beside_the_truth(tmp_path: Path) -> None:
+    """DDP's flat gradient buckets are live throughout the step; the summary names their bytes."""
+    dist.init_process_group("gloo", store=FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        model = nn.parallel.DistributedDataParallel(nn.Linear(64, 64))
+        model(torch.ones(2, 64)).sum().backward()
+        assert memory.ddp_bucket_bytes(model) == {"ddp_bucket_bytes": (64 * 64 + 64) * 4}
+        assert memory.ddp_bucket_bytes(nn.Linear(2, 2)) == {}
+    finally:
+        dist.destroy_process_group()
