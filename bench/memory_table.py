@@ -37,6 +37,12 @@ def truths(folder: Path) -> list[int | None]:
     return [(r.get("memory") or {}).get("truth_bytes") for r in summary["ranks"]]
 
 
+def buckets(folder: Path) -> list[int]:
+    """DDP's gradient bucket bytes per rank (0 where the job has none or the summary predates them)."""
+    summary = json.loads(next(folder.glob("*_summary.json")).read_text())
+    return [int((r.get("memory") or {}).get("ddp_bucket_bytes", 0)) for r in summary["ranks"]]
+
+
 def err(estimate: int, truth: int | None) -> str:
     return "" if not truth else f"{100 * (estimate - truth) / truth:+.1f}%"
 
@@ -44,6 +50,7 @@ def err(estimate: int, truth: int | None) -> str:
 def accuracy(folder: Path) -> list[dict[str, Any]]:
     rows = []
     truth = truths(folder)
+    bucket = buckets(folder)
     kineto = from_folder(str(folder))
     for m in kineto:
         host = from_host(m.rank, read_host(str(next(folder.glob(f"*_rank{m.rank}_host.json")))))
@@ -52,6 +59,7 @@ def accuracy(folder: Path) -> list[dict[str, Any]]:
                 "capture": folder.name,
                 "rank": m.rank,
                 "truth": truth[m.rank],
+                "buckets": bucket[m.rank],
                 "kineto": m.peak_bytes,
                 "host": host.peak_bytes,
                 "at_peak": m.at_peak,
@@ -107,17 +115,21 @@ def render(rows: list[dict[str, Any]], scaled_rows: list[dict[str, Any]]) -> str
         'docstring and docs/memory.md). MiB = 2^20 bytes. truth: the window\'s peak Kineto "Total Allocated" '
         "plus the parameters, gradients and optimizer state live when the traced step began (chakra-profile "
         "records both). kineto: Kineto's memory events over the host trace's pre-existing tensors; host: the "
-        "host trace's tensors alone.",
+        "host trace's tensors alone. DDP buckets: the gradient buckets DDP allocates when it wraps the model, live "
+        "throughout the step, which `memory` counts (communication) and the truth does not (the summary records "
+        "their bytes, `ddp_bucket_bytes`).",
         "",
         "## Each rank against its truth",
         "",
-        "| capture | rank | truth (MiB) | kineto (MiB) | error | host (MiB) | error | at the peak (kineto, MiB) |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| capture | rank | truth (MiB) | kineto (MiB) | error | error against truth + DDP buckets | host (MiB) "
+        "| error | at the peak (kineto, MiB) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         held = ", ".join(f"{k} {v / _MIB:,.1f}" for k, v in r["at_peak"].items() if v >= _MIB // 10)
         out.append(
             f"| {r['capture']} | {r['rank']} | {mib(r['truth'])} | {mib(r['kineto'])} | {err(r['kineto'], r['truth'])} "
+            f"| {err(r['kineto'], r['truth'] + r['buckets']) if r['buckets'] and r['truth'] else ''} "
             f"| {mib(r['host'])} | {err(r['host'], r['truth'])} | {held} |"
         )
     out += [

@@ -263,3 +263,47 @@ def test_a_host_trace_without_tensors_is_one_line(tmp_path: Path) -> None:
     doc = {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "time": "now", "start_ts": 0, "finish_ts": 1, "nodes": nodes}
     (tmp_path / "job_rank0_host.json").write_text(json.dumps(doc))
     assert_one_error(run_cli("memory", str(tmp_path)), "no memory events and no host trace tensors", "profile_memory")
+
+
+def _tensor(storage: int, numel: int) -> list[object]:
+    return [storage * 10, storage, 0, numel, 4, "cpu"]
+
+
+def test_optimizer_ops_filed_under_a_collective_are_the_optimizer_s(tmp_path: Path) -> None:
+    """Seen on gloo ranks: the observer files ``Optimizer.step`` and its ops under a backward
+    collective. The node ids (start order) still say where the optimizer step runs."""
+
+    def io(ts: tuple[list[object], ...]) -> dict[str, object]:
+        return {"values": list(ts), "shapes": [[t[3]] for t in ts], "types": ["Tensor(float)"] * len(ts)}
+
+    def node(
+        nid: int, name: str, parent: int, reads: tuple[list[object], ...] = (), writes: tuple[list[object], ...] = ()
+    ) -> dict[str, object]:
+        return {"id": nid, "name": name, "ctrl_deps": parent, "inputs": io(reads), "outputs": io(writes)}
+
+    weight, moment, activation, grad = _tensor(1, 100), _tensor(2, 100), _tensor(3, 50), _tensor(4, 100)
+    nodes = [
+        node(1, "[pytorch|profiler|execution_trace|thread]", 1),
+        node(2, "ProfilerStep#3", 1),
+        node(3, "aten::mm", 2, (weight,), (activation,)),
+        node(4, "autograd::engine::evaluate_function: MmBackward0", 2),
+        node(5, "aten::mm", 4, (activation,), (grad,)),
+        node(6, "gloo:all_reduce", 4, (grad,), (grad,)),
+        node(7, "Optimizer.step#AdamW.step", 6),  # filed under the collective
+        node(8, "aten::lerp_", 6, (moment, grad), (moment,)),
+        node(9, "aten::add_", 6, (weight, moment), (weight,)),
+        node(10, "Optimizer.zero_grad#AdamW.zero_grad", 2),
+    ]
+    path = tmp_path / "rank0_host.json"
+    path.write_text(json.dumps({"schema": "1.1.1-chakra.0.0.4", "nodes": nodes}))
+    tensors = read_host(str(path))
+    assert tensors.baseline() == {
+        "parameters": 400,
+        "gradients": 0,
+        "optimizer": 400,
+        "activations": 0,
+        "communication": 0,
+        "other": 0,
+    }
+    assert tensors.category(tensors.storages[4]) == "gradients"
+    assert tensors.category(tensors.storages[3]) == "activations"

@@ -219,6 +219,8 @@ def read_host(path: str | os.PathLike[str]) -> HostTensors:
     parent: dict[int, int] = {}
     own: dict[int, str] = {}
     devices: dict[str, int] = {}
+    steps: list[int] = []  # ids of the optimizer steps and of what ends one
+    ends: list[int] = []
     for node in _nodes(path):
         nid, name, dep = _get(node, "id"), _get(node, "name"), _get(node, "ctrl_deps")
         if type(nid) is not int:
@@ -229,9 +231,14 @@ def read_host(path: str | os.PathLike[str]) -> HostTensors:
             phase = phase_of_name(name)
             if phase is not None:
                 own[nid] = phase
+            if name.startswith("Optimizer.step#"):
+                steps.append(nid)
+            elif name.startswith(("Optimizer.zero_grad#", "ProfilerStep#")):
+                ends.append(nid)
         for t in _io(node, "outputs"):
             devices[t[3]] = devices.get(t[3], 0) + 1
     phases = _resolve(parent, own)
+    _optimizer_ranges(phases, own, steps, ends)
     cuda = [d for d in devices if d.startswith("cuda")]
     device = max(cuda, key=lambda d: devices[d]) if cuda else "cpu"
     out = HostTensors(path, device)
@@ -261,10 +268,25 @@ def read_host(path: str | os.PathLike[str]) -> HostTensors:
     return out
 
 
+def _optimizer_ranges(phases: dict[int, str], own: dict[int, str], steps: list[int], ends: list[int]) -> None:
+    """Every node from an ``Optimizer.step#`` node to the next ``zero_grad``, step or optimizer
+    step is the optimizer's (a collective by its own name excepted): ids follow start order, and
+    the observer has been seen filing the optimizer's ops under a gradient hook or a gloo
+    collective of the backward pass instead (their ``ctrl_deps``)."""
+    if not steps:
+        return
+    bounds = sorted([*steps, *ends])
+    for start in steps:
+        end = next((b for b in bounds if b > start), None)
+        for nid in phases:
+            if nid > start and (end is None or nid < end) and own.get(nid) != COMMUNICATION:
+                phases[nid] = OPTIMIZER
+
+
 def _resolve(parent: dict[int, int], own: dict[int, str]) -> dict[int, str]:
-    """Each node's phase: the strongest its ancestors' names give (a collective over the
-    optimizer over the backward pass), iteratively, each node once."""
-    rank = {FORWARD: 0, BACKWARD: 1, OPTIMIZER: 2, COMMUNICATION: 3}
+    """Each node's phase: what its nearest ancestor (itself included) whose name marks one says,
+    iteratively, each node once. The nearest, not the outermost: a tracer can file the optimizer
+    under a backward or communication node (seen on gloo ranks), while an op's own marker is true."""
     done: dict[int, str] = {}
     for start in parent.keys() | own.keys():
         chain: list[int] = []
@@ -275,7 +297,6 @@ def _resolve(parent: dict[int, int], own: dict[int, str]) -> dict[int, str]:
             node = nxt if nxt != node else None
         inherited = done.get(node, FORWARD) if node is not None else FORWARD
         for n in reversed(chain):
-            mine = own.get(n, FORWARD)
-            inherited = mine if rank[mine] > rank[inherited] else inherited
+            inherited = own.get(n, inherited)
             done[n] = inherited
     return done

@@ -108,16 +108,14 @@ def phase_of_name(name: str) -> str | None:
     return None
 
 
-_STRENGTH = {FORWARD: 0, BACKWARD: 1, OPTIMIZER: 2, COMMUNICATION: 3}
-
-
 def _phase(names: list[str]) -> str:
-    """The strongest phase the enclosing spans mark: a collective inside the optimizer or the
-    backward pass is communication."""
+    """The phase the innermost marking span says (outermost first in ``names``): a collective
+    inside the backward pass is communication, an optimizer's op is the optimizer's wherever a
+    tracer filed it."""
     phase = FORWARD
     for name in names:
         mine = phase_of_name(name)
-        if mine is not None and _STRENGTH[mine] > _STRENGTH[phase]:
+        if mine is not None:
             phase = mine
     return phase
 
