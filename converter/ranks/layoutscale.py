@@ -161,14 +161,15 @@ class LayoutScaler:
             raise OptionError(
                 f"`ranks` {ranks} leaves data-parallel degree 1: scale to at least {2 * old.tp * old.pp} ranks"
             )
-        self.ids: dict[tuple[int, ...], str] = {}
+        # group ids, numbered as ranks first appear in them: TP groups, then DP, then PP (a group of
+        # every rank is the default group "0", a one-rank group has none); each dimension's groups
+        # are counted, never listed per rank (a DP group lists N / (TP x PP) ranks: per rank, N^2)
+        self._first: dict[str, int] = {}
+        counted = 0
         for dim in DIMS:
-            for r in range(self.new.size):
-                members = self.new.group(dim, r)
-                if len(members) == self.new.size:  # every rank: the default group, as torch names it
-                    self.ids.setdefault(members, "0")
-                elif len(members) > 1 and members not in self.ids:
-                    self.ids[members] = str(sum(1 for gid in self.ids.values() if gid != "0") + 1)
+            size, count = self._size(dim), self.new.size // self._size(dim)
+            if 1 < size < self.new.size:
+                self._first[dim], counted = counted + 1, counted + count
 
     def describe(self) -> str:
         old, new = self.layout.mesh, self.new
@@ -182,19 +183,39 @@ class LayoutScaler:
         p, d, t = self.new.coords(rank)
         return self.layout.mesh.rank(p, d % self.layout.mesh.dp, t)
 
+    def _size(self, dim: str) -> int:
+        return {"tp": self.new.tp, "dp": self.new.dp, "pp": self.new.pp}[dim]
+
+    def _index(self, dim: str, rank: int) -> int:
+        """Which of dimension ``dim``'s groups holds ``rank``, numbered by their lowest rank."""
+        p, d, t = self.new.coords(rank)
+        if dim == "tp":
+            return p * self.new.dp + d
+        return p * self.new.tp + t if dim == "dp" else d * self.new.tp + t
+
+    def group_id(self, dim: str, rank: int) -> str | None:
+        """The id of ``rank``'s group on ``dim``: "0" for every rank, None for a group of one."""
+        size = self._size(dim)
+        if size == self.new.size:
+            return "0"
+        return None if size == 1 else str(self._first[dim] + self._index(dim, rank))
+
     def groups(self) -> dict[str, list[int]]:
-        return {gid: list(members) for members, gid in self.ids.items() if gid != "0"}
+        """Every group of two or more ranks, but the default one: id -> members (each rank once a
+        dimension)."""
+        out: dict[str, list[int]] = {}
+        for dim in DIMS:
+            if dim in self._first:
+                for rank in range(self.new.size):
+                    out.setdefault(str(self._first[dim] + self._index(dim, rank)), []).append(rank)
+        return out
 
     def new_layout(self) -> dict[str, Any]:
-        """The layout file of the scaled job (a one-rank group is named ``one:<rank>``)."""
+        """The layout file of the scaled job: per rank, each dimension's group id (a one-rank group
+        is named ``one:<rank>``); the members are in the group file (listing them per rank would
+        grow with N^2)."""
         mesh = self.new
-        ranks = [
-            {
-                dim: {"pg_name": self.ids.get(mesh.group(dim, r), f"one:{r}"), "ranks": list(mesh.group(dim, r))}
-                for dim in DIMS
-            }
-            for r in range(mesh.size)
-        ]
+        ranks = [{dim: {"pg_name": self.group_id(dim, r) or f"one:{r}"} for dim in DIMS} for r in range(mesh.size)]
         return {"dp": mesh.dp, "tp": mesh.tp, "pp": mesh.pp, "dp_mode": self.layout.dp_mode, "ranks": ranks}
 
     def plan(self, k: int, trace: EtTrace) -> list[_Planned]:
@@ -244,9 +265,8 @@ class LayoutScaler:
         out: dict[int, bytes] = {}
         _, d_new, _ = new.coords(rank)
         for row, dim, size, peer, resized in plan:
-            members = new.group(dim, rank)
             changes: dict[str, bytes] = {}
-            changes["pg_name"] = wire.string_attr(_NAMES["pg_name"], self.ids.get(members, "0"), "pg_name")
+            changes["pg_name"] = wire.string_attr(_NAMES["pg_name"], self.group_id(dim, rank) or "0", "pg_name")
             node_type = trace_types[row]
             if resized:
                 changes["comm_size"] = wire.int64_attr(_NAMES["comm_size"], size, "comm_size")
