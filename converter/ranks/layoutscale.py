@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,8 +138,19 @@ _Planned = tuple[int, str, int, int | None, bool]
 class LayoutScaler:
     """Writes captured rank k as new rank r (``rank_bytes``) and makes the new group file."""
 
-    def __init__(self, layout: Layout, path: str, captured: int, ranks: int) -> None:
-        self.layout, self.path = layout, path
+    def __init__(
+        self,
+        layout: Layout,
+        path: str,
+        captured: int,
+        ranks: int,
+        bytes_ranks: int | None = None,
+        resized: Mapping[tuple[str, int, int], int] | None = None,
+    ) -> None:
+        """``bytes_ranks``: FSDP bytes as at that many ranks' degree, then ``resized``: (mesh
+        dimension, comm_type, those bytes) -> the bytes to write (a reduced job standing for a
+        wider one, ``simulate/meshreduced.py``); default: ``ranks``, none."""
+        self.layout, self.path, self.resized = layout, path, resized or {}
         old = layout.mesh
         if captured != old.size:
             raise ConverterError(
@@ -151,6 +163,7 @@ class LayoutScaler:
                 f"{old.tp * old.pp}: the layout keeps its tensor- and pipeline-parallel groups"
             )
         self.new = Mesh(ranks // (old.tp * old.pp), old.tp, old.pp)
+        self.bytes_dp = (bytes_ranks or ranks) // (old.tp * old.pp)
         if old.dp == 1 and self.new.dp > 1:
             raise ConverterError(
                 f"{path}: the capture has data-parallel degree 1, so its gradient "
@@ -242,6 +255,8 @@ class LayoutScaler:
             size = int(attrs.get("comm_size", 0) or 0)
             if dim == "dp" and self.layout.dp_mode == "fsdp" and node_type == _COLL:
                 size = self._fsdp_bytes(k, attrs.get("comm_type"), size)
+            if self.resized and node_type == _COLL:
+                size = self.resized.get((dim, int(attrs.get("comm_type", -1)), size), size)
             out.append((row, dim, size, peer, size != int(attrs.get("comm_size", 0) or 0)))
         return out
 
@@ -250,7 +265,7 @@ class LayoutScaler:
         at the new data-parallel degree."""
         if comm_type not in (_GATHER, _SCATTER):
             return size
-        old, new = self.layout.mesh.dp, self.new.dp
+        old, new = self.layout.mesh.dp, self.bytes_dp
         units = self.layout.units[k] if k < len(self.layout.units) else ()
         for unit in units:
             shard = sum(-(-rows // old) * per_row for rows, per_row in unit)

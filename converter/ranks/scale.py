@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -102,12 +102,16 @@ def scale(
     progress: Progress | None = None,
     compact: bool = False,
     comm_groups: str | None = None,
+    bytes_ranks: int | None = None,
+    resized: Mapping[tuple[str, int, int], int] | None = None,
 ) -> ScaleResult:
     """Write the captured job ``IN.<k>.et`` as a data-parallel job of ``ranks`` ranks (None: the
     job's own size, as its rank 0 records it, ``jobsize.py``); see the module docstring for the
     rules. Raises a ``ConverterError`` (and writes nothing) on anything it cannot scale. With
     ``compact``, each captured rank is compacted first (``compact/``), so every rank written is.
-    ``comm_groups``: the captured job's group file (default: ``commgroups.find``)."""
+    ``comm_groups``: the captured job's group file (default: ``commgroups.find``). ``bytes_ranks``
+    and ``resized`` (a layout job): FSDP bytes as at that width, then resized by (mesh dimension,
+    comm_type, bytes): a reduced job standing for it (``simulate/meshreduced.py``)."""
     started = time.perf_counter()
     inputs = find_ranks(in_prefix)
     if ranks is None:
@@ -119,7 +123,9 @@ def scale(
                 hint="give `ranks`",
             )
     captured = len(inputs)
-    group_file, layout_file, scaler, groups, new_groups = _grouping(in_prefix, captured, ranks, comm_groups)
+    group_file, layout_file, scaler, groups, new_groups = _grouping(
+        in_prefix, captured, ranks, comm_groups, bytes_ranks=bytes_ranks, resized=resized
+    )
     out_dir = os.path.dirname(out_prefix) or "."
     created = output_directory(out_dir)
     staged = OutputSet(shown=f"{out_prefix}.*")
@@ -231,7 +237,14 @@ def check_ranks(in_prefix: str, ranks: int, comm_groups: str | None = None, opti
 
 
 def _grouping(
-    in_prefix: str, captured: int, ranks: int, comm_groups: str | None, option: str = "`ranks`"
+    in_prefix: str,
+    captured: int,
+    ranks: int,
+    comm_groups: str | None,
+    option: str = "`ranks`",
+    *,
+    bytes_ranks: int | None = None,
+    resized: Mapping[tuple[str, int, int], int] | None = None,
 ) -> tuple[str | None, str | None, layoutscale.LayoutScaler | None, _Groups, dict[str, list[int]]]:
     """The group file, the layout file, its scaler, the captured groups and the new ones."""
     if not 1 <= ranks <= MAX_RANKS:
@@ -240,7 +253,9 @@ def _grouping(
     layout_file = layoutscale.find(in_prefix)
     layout = layoutscale.read_layout(layout_file) if layout_file is not None else None
     if layout_file is not None and layout is not None and layoutscale.needs_layout(layout):
-        scaler = layoutscale.LayoutScaler(layout, layout_file, captured, ranks)  # data x tensor x pipeline
+        scaler = layoutscale.LayoutScaler(
+            layout, layout_file, captured, ranks, bytes_ranks, resized
+        )  # data x tensor x pipeline
         return group_file, layout_file, scaler, _Groups(), scaler.groups()
     groups = _read_groups(group_file, captured, ranks, option) if group_file else _Groups()
     return group_file, layout_file, None, groups, _new_groups(groups, captured, ranks)

@@ -69,6 +69,7 @@ from ..schema.chakra import CollectiveCommType, NodeType
 from .allreduce import HOPS, fit_group, halving_doubling_all_reduce_ns, last_chunk
 from .configs import Network
 from .job import Job
+from .meshreduced import MeshReduction
 
 #: Where p > 1 captured ranks share a ring, the reduced ring is the smallest multiple of p at least
 #: STEPS_PER_EXTRA_CLASS * (p - 1) wide: its rank-to-rank waits then stay below (p-1)/(2(k-1)) < 0.8%
@@ -91,6 +92,8 @@ class Plan:
     #: where the full job runs because no reduced job is proven for it (not `exact`, nor a job already
     #: small): what to do about it; the result then carries ``warning``
     advice: str = ""
+    #: a layout job's reduced job (``meshreduced.py``): how it is written and run
+    mesh: MeshReduction | None = None
 
     @property
     def reduced(self) -> bool:
@@ -156,6 +159,10 @@ ADVICE = {
     ),
     "system": f"the system configuration's defaults get a reduced job; {EXACT}",
     "job": f"only a data-parallel job of all-reduces over every rank (DDP) has a reduced job; {EXACT}",
+    "layout": (
+        "a layout job has a reduced job on one network dimension (a Switch or FullyConnected; a Ring with "
+        f"tensor-parallel 2 at most and no pipeline), ring collectives, `backend` unaware; {EXACT}"
+    ),
 }
 
 

@@ -19,7 +19,7 @@ from ..errors import ConverterError
 from ..et import wire
 from ..et.decode import attribute_spans, read_et
 from ..ranks.scale import check_ranks, scale
-from . import configs, preflight, reduced
+from . import configs, meshreduced, preflight, reduced
 from .configs import Accelerator, Network
 from .job import Job, find_job
 from .reduced import Plan
@@ -61,13 +61,30 @@ def plan_for(job: Job, network: Network, ranks: int, backend: str, setup: Setup,
             f"{ranks:,} is not a multiple of the {job.ranks} captured ranks",
             f"a multiple of {job.ranks} gets a reduced job; {reduced.EXACT}",
         )
-    chosen = reduced.plan(job, network, ranks, setup.system, backend)
+    chosen = _layout_plan(job, network, ranks, backend, setup) or reduced.plan(
+        job, network, ranks, setup.system, backend
+    )
     if chosen.warning is not None and ranks > FULL_WITHOUT_ASKING:
         raise ConverterError(
             f"`ranks` {ranks:,}: no reduced job stands for it ({chosen.reason}), and the full job of {ranks:,} "
             f"ranks takes hours in ASTRA-sim: it runs only with `exact`; {chosen.advice.split(';')[0]}"
         )
     return chosen
+
+
+def _layout_plan(job: Job, network: Network, ranks: int, backend: str, setup: Setup) -> Plan | None:
+    """The reduced job of a layout job (``meshreduced.py``) or the full one and why; None for a job
+    without a layout file (data parallelism: ``reduced.py``)."""
+    layout = reduced.layout_of(job.prefix)
+    if layout is None:
+        return None
+    found = meshreduced.plan(job, layout, meshreduced.layout_path(job.prefix), network, ranks, setup.system, backend)
+    if found.network is None:
+        kind = reduced.parallelism(job.prefix)
+        return reduced.full(
+            ranks, job.ranks, network, f"{kind} job (its layout file): {found.why}", reduced.ADVICE["layout"]
+        )
+    return Plan(ranks, job.ranks, network, found.network, found.how, (), found.worst_error, mesh=found.reduction)
 
 
 def check_width(job: Job, ranks: int) -> None:
@@ -147,9 +164,25 @@ def run_plan(
     network = chosen.network or chosen.full
     if chosen.reduced:
         compact, setup = True, replace(setup, network_file=None)
+    if chosen.mesh is not None:
+        setup = replace(setup, system=chosen.mesh.system)
     with ExitStack() as stack:
         target = job
-        if chosen.simulated_ranks != job.ranks or compact or chosen.resize:
+        if chosen.mesh is not None:  # a layout job's block: FSDP bytes as at N, then resized
+            scratch = make_workdir("chakra-ranks-", work_dir)
+            stack.callback(shutil.rmtree, scratch, True)
+            written = os.path.join(scratch, os.path.basename(job.prefix))
+            scale(
+                job.prefix,
+                written,
+                chosen.mesh.ranks,
+                compact=True,
+                comm_groups=job.comm_groups,
+                bytes_ranks=chosen.mesh.bytes_ranks,
+                resized=dict(chosen.mesh.sizes),
+            )
+            target = find_job(written)
+        elif chosen.simulated_ranks != job.ranks or compact or chosen.resize:
             scratch = make_workdir("chakra-ranks-", work_dir)
             stack.callback(shutil.rmtree, scratch, True)
             written = os.path.join(scratch, os.path.basename(job.prefix))
