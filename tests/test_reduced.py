@@ -257,22 +257,24 @@ LAYOUTS = Path(__file__).parent / "data" / "layouts"
 
 
 @pytest.mark.parametrize(
-    ("case", "kind", "what"),
+    ("case", "kind", "topology", "what"),
     [
-        ("tp2fsdp", "an FSDP 2 x tensor-parallel 2 job", "not every rank"),
-        ("pp2", "a data-parallel 2 x pipeline-parallel 2 job", "is a send or receive"),
+        ("tp2fsdp", "an FSDP 2 x tensor-parallel 2 job", "Switch,Switch", "a network of 2 dimensions"),
+        ("pp2", "a data-parallel 2 x pipeline-parallel 2 job", "Ring", "a Ring of 8 NPUs with pipeline-parallel 2"),
     ],
 )
-def test_layout_jobs_run_full_and_say_why(simulator: Path, case: str, kind: str, what: str) -> None:
-    """The real 4-rank captures (tests/data/layouts) at 8 ranks: the full job, written by scale's
+def test_layout_jobs_run_full_and_say_why(simulator: Path, case: str, kind: str, topology: str, what: str) -> None:
+    """The real 4-rank captures (tests/data/layouts) at 8 ranks where no reduced layout job is
+    modelled (tests/test_reduced_layouts.py has those that are): the full job, written by scale's
     layout rules (proven against the real 8-rank captures: test_layouts), the same as --exact."""
-    result = api.simulate(LAYOUTS / f"{case}_np4" / "job", api.SimulateOptions(), ranks=8)
-    exact = api.simulate(LAYOUTS / f"{case}_np4" / "job", api.SimulateOptions(), ranks=8, exact=True)
+    options = api.SimulateOptions(topology=topology, npus_per_dim="2,4" if "," in topology else None)
+    result = api.simulate(LAYOUTS / f"{case}_np4" / "job", options, ranks=8)
+    exact = api.simulate(LAYOUTS / f"{case}_np4" / "job", options, ranks=8, exact=True)
     assert result.plan is not None and not result.plan.reduced and len(result.ranks) == 8
     assert result.step_ns == exact.step_ns
     warning = next(w for w in result.warnings if "not a reduced one" in w)
     assert f"{kind} (its layout file)" in warning and what in warning
-    assert "only a data-parallel job of all-reduces over every rank (DDP) has a reduced job" in warning
+    assert "a layout job has a reduced job on one network dimension" in warning
 
 
 def test_layout_jobs_scale_by_tensor_times_pipeline(tmp_path: Path) -> None:

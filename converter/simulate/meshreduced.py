@@ -137,6 +137,8 @@ class MeshPlan:
     reduction: MeshReduction | None = None
     worst_error: float = 0.0
     how: str = ""
+    #: False where the full job is as cheap (no reduced job to miss: no warning)
+    warn: bool = True
 
 
 def plan(
@@ -182,7 +184,7 @@ def plan(
     classes = mesh.dp
     k = 2 if classes == 1 else -(-STEPS_PER_EXTRA_CLASS * (classes - 1) // classes) * classes
     if k >= dp:
-        return MeshPlan(None, f"its data-parallel degree ({dp:,}) is no wider than a reduced one ({k})")
+        return MeshPlan(None, f"its data-parallel degree ({dp:,}) is no wider than a reduced one ({k})", warn=False)
     scaler = LayoutScaler(layout, layout_path, job.ranks, ranks)
     wide = [d for d, n in (("tp", tp), ("dp", dp), ("pp", pp)) if n > 1]
     splits, endpoint, mem = (

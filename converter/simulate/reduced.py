@@ -94,6 +94,8 @@ class Plan:
     advice: str = ""
     #: a layout job's reduced job (``meshreduced.py``): how it is written and run
     mesh: MeshReduction | None = None
+    #: where the full job runs for want of a reduced one: how long ASTRA-sim should take (``fullcost.py``)
+    estimate: str = ""
 
     @property
     def reduced(self) -> bool:
@@ -108,9 +110,10 @@ class Plan:
         """One line for a full run that a reduced job could not replace: why, and what to do."""
         if self.network is not None or not self.advice:
             return None
+        cost = f"; it runs compacted (the same simulated time), {self.estimate}" if self.estimate else ""
         return (
             f"the full job of {self.ranks:,} ranks ran (all of them written and simulated), not a reduced one: "
-            f"{self.reason}; {self.advice}"
+            f"{self.reason}{cost}; {self.advice}"
         )
 
     def describe(self) -> str:

@@ -19,7 +19,7 @@ from ..errors import ConverterError
 from ..et import wire
 from ..et.decode import attribute_spans, read_et
 from ..ranks.scale import check_ranks, scale
-from . import configs, meshreduced, preflight, reduced
+from . import configs, fullcost, meshreduced, preflight, reduced
 from .configs import Accelerator, Network
 from .job import Job, find_job
 from .reduced import Plan
@@ -64,12 +64,28 @@ def plan_for(job: Job, network: Network, ranks: int, backend: str, setup: Setup,
     chosen = _layout_plan(job, network, ranks, backend, setup) or reduced.plan(
         job, network, ranks, setup.system, backend
     )
+    if chosen.warning is not None:
+        chosen = replace(chosen, estimate=_estimate(job, ranks, setup))
     if chosen.warning is not None and ranks > FULL_WITHOUT_ASKING:
         raise ConverterError(
             f"`ranks` {ranks:,}: no reduced job stands for it ({chosen.reason}), and the full job of {ranks:,} "
-            f"ranks takes hours in ASTRA-sim: it runs only with `exact`; {chosen.advice.split(';')[0]}"
+            f"ranks takes hours in ASTRA-sim ({chosen.estimate}): it runs only with `exact`; "
+            f"{chosen.advice.split(';')[0]}"
         )
     return chosen
+
+
+def _estimate(job: Job, ranks: int, setup: Setup) -> str:
+    """How long the full job should take in ASTRA-sim, for the warning (``fullcost.py``)."""
+    layout = reduced.layout_of(job.prefix)
+    group = ranks // (layout.mesh.tp * layout.mesh.pp) if layout is not None else ranks
+    splits = setup.system.get("preferred-dataset-splits")
+    splits = splits if isinstance(splits, int) and not isinstance(splits, bool) and splits > 0 else 4
+    seconds, nodes, collectives = fullcost.full_job_seconds(job, ranks, group, splits)
+    return (
+        f"about {fullcost.duration(seconds)} in ASTRA-sim here ({ranks:,} ranks x {nodes:,} nodes, "
+        f"{collectives:,} collectives over about {group:,} ranks each)"
+    )
 
 
 def _layout_plan(job: Job, network: Network, ranks: int, backend: str, setup: Setup) -> Plan | None:
@@ -82,7 +98,11 @@ def _layout_plan(job: Job, network: Network, ranks: int, backend: str, setup: Se
     if found.network is None:
         kind = reduced.parallelism(job.prefix)
         return reduced.full(
-            ranks, job.ranks, network, f"{kind} job (its layout file): {found.why}", reduced.ADVICE["layout"]
+            ranks,
+            job.ranks,
+            network,
+            f"{kind} job (its layout file): {found.why}",
+            reduced.ADVICE["layout"] if found.warn else "",
         )
     return Plan(ranks, job.ranks, network, found.network, found.how, (), found.worst_error, mesh=found.reduction)
 
@@ -162,6 +182,8 @@ def run_plan(
     only with ``compact``; a reduced job runs on its own network (never the user's network file,
     which describes the N-rank one)."""
     network = chosen.network or chosen.full
+    if chosen.warning is not None:  # the full job for want of a reduced one: compacted (the same time)
+        compact = True
     if chosen.reduced:
         compact, setup = True, replace(setup, network_file=None)
     if chosen.mesh is not None:

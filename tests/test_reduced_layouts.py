@@ -1,0 +1,116 @@
+"""``simulate --ranks N`` of a layout job (TP, PP, FSDP or DDP in sub-groups; the real captures of
+tests/data/layouts): the reduced job (one block of the mesh, ``simulate/meshreduced.py``) against
+the full N-rank job, both run in the real ASTRA-sim (``ASTRA_SIM_HOME``): the same job step within
+0.1% and each rank's communication within 1% (the data-parallel width lowered to 4 replicas here
+so that 32 ranks reduce; its rank-to-rank waits are then the largest: docs/reduced.md). Wider:
+bench/reduced_layouts.py. Without the simulator: what is planned, and what runs full and why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chakra_convert_fast.converter import api
+from chakra_convert_fast.converter.ranks import layoutscale
+from chakra_convert_fast.converter.schema.chakra import CollectiveCommType
+from chakra_convert_fast.converter.simulate import configs, meshreduced
+from chakra_convert_fast.converter.simulate.job import find_job
+from chakra_convert_fast.converter.simulate.setup import make_setup
+from chakra_convert_fast.converter.simulate.width import plan_for
+
+LAYOUTS = Path(__file__).parent / "data" / "layouts"
+
+
+def _pairs(prefix: Path, reduced: int, full: int) -> list[tuple[int, int]]:
+    """(reduced rank, full rank) at the same (p, d, t) of the mesh, d below the reduced degree."""
+    mesh = layoutscale.read_layout(f"{prefix}.layout.json").mesh
+    block = mesh.tp * mesh.pp
+    small, big = layoutscale.Mesh(reduced // block, mesh.tp, mesh.pp), layoutscale.Mesh(full // block, mesh.tp, mesh.pp)
+    return [(r, big.rank(*small.coords(r))) for r in range(reduced)]
+
+
+@pytest.mark.parametrize(
+    ("case", "topology"),
+    [
+        ("tp2fsdp_np4", "Switch"),  # TP 2 x FSDP: all-gathers and reduce-scatters over the DP dimension
+        ("tp2fsdp_np4", "Ring"),
+        ("fsdp_np2", "Ring"),  # FSDP alone: its DP group is every rank
+        ("pp2_np4", "Switch"),  # PP 2 x DDP: sends and receives along the stages
+        ("tp2ddp_np4", "FullyConnected"),
+    ],
+)
+def test_reduced_layout_job_equals_the_full_one(
+    simulator: Path, monkeypatch: pytest.MonkeyPatch, case: str, topology: str
+) -> None:
+    monkeypatch.setattr(meshreduced, "STEPS_PER_EXTRA_CLASS", 4)
+    prefix = LAYOUTS / case / "job"
+    options = api.SimulateOptions(topology=topology)
+    small = api.simulate(prefix, options, ranks=32)
+    full = api.simulate(prefix, options, ranks=32, exact=True, compact=True)
+    assert small.plan is not None and small.plan.reduced and small.plan.mesh is not None
+    assert full.plan is not None and not full.plan.reduced and len(full.ranks) == 32
+    assert len(small.ranks) < 32 and not small.warnings
+    assert abs(small.step_ns - full.step_ns) <= 0.001 * full.step_ns, (small.step_ns, full.step_ns)
+    for mine, theirs in _pairs(prefix, len(small.ranks), 32):
+        a, b = small.ranks[mine], full.ranks[theirs]
+        assert abs(a.comm_ns - b.comm_ns) <= 0.01 * b.comm_ns, (mine, theirs, a.comm_ns, b.comm_ns)
+        assert abs(a.step_ns - b.step_ns) <= 0.001 * b.step_ns
+
+
+@pytest.mark.parametrize("ranks", [8192, 1 << 20])
+def test_wide_layout_jobs_plan_one_block(ranks: int) -> None:
+    """A TP 2 x FSDP job at 8,192 and 1,048,576 ranks: 2 x 64 ranks, each network dimension a mesh
+    dimension (TP at the full job's hop latency, DP's steps fitted), never refused."""
+    job = find_job(str(LAYOUTS / "tp2fsdp_np4" / "job"))
+    network = configs.network("Ring", ranks)
+    chosen = plan_for(job, network, ranks, "unaware", make_setup(1, None), exact=False)
+    assert chosen.reduced and chosen.network is not None and chosen.mesh is not None
+    assert chosen.network.npus == (2, 64) and chosen.network.latency[0] == network.latency[0]
+    assert chosen.network.latency[1] > network.latency[0] * (ranks // 2 - 1) / 63
+    assert chosen.mesh.ranks == 128 and chosen.mesh.bytes_ranks == ranks and chosen.worst_error < 1e-4
+    assert chosen.warning is None
+
+
+def test_resized_chunks_time_the_full_ring() -> None:
+    """Each data-parallel collective's chunk, resized for 64 NPUs, takes the 4,096-NPU ring's time
+    to a few ns (ASTRA-sim's rounding: one ns a message at most)."""
+    n, k, hop, bw, bus, mem = 4096, 64, 1000.0, 50.0, 10, 1600.0
+    latency = (n - 1) * (hop + bus) / (k - 1) - bus
+    for kind in (CollectiveCommType.ALL_GATHER, CollectiveCommType.REDUCE_SCATTER, CollectiveCommType.ALL_REDUCE):
+        for chunk in (4096, 12_345, 1 << 20, 3 << 24):
+            target = meshreduced.ring_ns(kind, n, hop, bw, chunk, bus, mem)
+            new = meshreduced._resized_chunk(target, kind, k, latency, bw, bus, mem, 1)
+            assert abs(meshreduced.ring_ns(kind, k, latency, bw, new, bus, mem) - target) <= 5 * 2 * (k - 1)
+
+
+@pytest.mark.parametrize(
+    ("topology", "backend", "collective", "why"),
+    [
+        ("Switch,Switch", "unaware", None, "a network of 2 dimensions"),
+        ("Switch", "aware", None, "congestion-aware backend"),
+        ("Switch", "unaware", "direct", "sub-group collectives are modelled for the ring"),
+    ],
+)
+def test_what_runs_full_says_why(topology: str, backend: str, collective: str | None, why: str) -> None:
+    job = find_job(str(LAYOUTS / "tp2fsdp_np4" / "job"))
+    network = configs.network(topology, 1024, "2,512" if "," in topology else None)
+    setup = make_setup(len(network.npus), None, collective=collective)
+    chosen = plan_for(job, network, 1024, backend, setup, exact=False)
+    assert not chosen.reduced and chosen.warning is not None
+    assert why in chosen.warning and "an FSDP 2 x tensor-parallel 2 job (its layout file)" in chosen.warning
+
+
+def test_pipeline_on_a_ring_runs_full() -> None:
+    """PP on one Ring: a data-parallel ring's way back crosses the other stages ((D-1) x TP hops):
+    not modelled, said."""
+    job = find_job(str(LAYOUTS / "pp2_np4" / "job"))
+    chosen = plan_for(job, configs.network("Ring", 1024), 1024, "unaware", make_setup(1, None), exact=False)
+    assert not chosen.reduced and chosen.warning is not None and "pipeline-parallel 2" in chosen.warning
+
+
+def test_narrow_layout_jobs_run_full_without_a_warning() -> None:
+    """Data-parallel degree no wider than the reduced one (64 replicas): the full job is as cheap."""
+    job = find_job(str(LAYOUTS / "tp2fsdp_np4" / "job"))
+    chosen = plan_for(job, configs.network("Ring", 64), 64, "unaware", make_setup(1, None), exact=False)
+    assert not chosen.reduced and chosen.warning is None and "no wider than a reduced one" in chosen.reason
