@@ -45,6 +45,7 @@ collectives (broadcast is replayed), a collective over every rank beside sub-gro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -100,25 +101,28 @@ def ring_ns(kind: int, n: int, hop_ns: float, bandwidth_gbps: float, chunk: int,
     return bus + messages * (net + bus) + reduced * 3 * int(message / (mem_gbps * 1e9) * 1e9)
 
 
-def _resized_chunk(
-    target: int, kind: int, k: int, hop_ns: float, bandwidth: float, bus: int, mem: float, low: int
-) -> int:
-    """The chunk (at least ``low``) whose ring over k NPUs takes closest to ``target`` ns."""
+def closest_chunk(target: int, time_of: Callable[[int], int], low: int) -> int:
+    """The chunk (at least ``low``) whose time (``time_of``, nondecreasing) is closest to ``target``."""
     high = max(low, 1)
-    while ring_ns(kind, k, hop_ns, bandwidth, high, bus, mem) < target:
+    while time_of(high) < target:
         high *= 2
     lo = low
     while lo < high:  # the smallest chunk at or past the target
         mid = (lo + high) // 2
-        if ring_ns(kind, k, hop_ns, bandwidth, mid, bus, mem) < target:
+        if time_of(mid) < target:
             lo = mid + 1
         else:
             high = mid
-    if lo > low and target - ring_ns(kind, k, hop_ns, bandwidth, lo - 1, bus, mem) < (
-        ring_ns(kind, k, hop_ns, bandwidth, lo, bus, mem) - target
-    ):
+    if lo > low and target - time_of(lo - 1) < time_of(lo) - target:
         return lo - 1
     return lo
+
+
+def _resized_chunk(
+    target: int, kind: int, k: int, hop_ns: float, bandwidth: float, bus: int, mem: float, low: int
+) -> int:
+    """The chunk (at least ``low``) whose ring over k NPUs takes closest to ``target`` ns."""
+    return closest_chunk(target, lambda c: ring_ns(kind, k, hop_ns, bandwidth, c, bus, mem), low)
 
 
 def _hops(topology: str, mesh_step: int, size: int) -> int:

@@ -66,10 +66,10 @@ from ..ranks import layoutscale
 from ..ranks.layoutscale import Layout
 from ..schema.astra import ALL_RANKS_GROUPS
 from ..schema.chakra import CollectiveCommType, NodeType
-from .allreduce import HOPS, fit_group, halving_doubling_all_reduce_ns, last_chunk
+from .allreduce import BYTES_PER_GB, HOPS, fit_group, halving_doubling_all_reduce_ns, last_chunk
 from .configs import Network
 from .job import Job
-from .meshreduced import MeshReduction
+from .meshreduced import MeshReduction, closest_chunk
 
 #: Where p > 1 captured ranks share a ring, the reduced ring is the smallest multiple of p at least
 #: STEPS_PER_EXTRA_CLASS * (p - 1) wide: its rank-to-rank waits then stay below (p-1)/(2(k-1)) < 0.8%
@@ -179,7 +179,9 @@ def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend
     cause, why = _unsupported(system, backend, network, last)
     if why:
         return full(ranks, captured, network, why, ADVICE[cause])
-    sizes, why = _collectives(job)
+    sizes, exchanges, why = _collectives(job)
+    if not why and exchanges:
+        why = _all_to_all_unsupported(system, network, sizes, exchanges)
     if why:
         kind = parallelism(job.prefix)
         return full(ranks, captured, network, f"{kind} job (its layout file): {why}" if kind else why, ADVICE["job"])
@@ -200,6 +202,9 @@ def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend
             "captured rank a group",
             ADVICE["algorithm"],
         )
+    if algorithm.startswith("direct") and exchanges:
+        why = "a direct all-reduce beside all-to-alls: modelled with the ring"
+        return full(ranks, captured, network, why, ADVICE["algorithm"])
     if algorithm.startswith("direct"):
         return _direct(job, network, ranks, last, classes, sizes, system)
     if width >= n:
@@ -211,22 +216,32 @@ def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend
     bumped = dict(resize)
     chunks = sorted({last_chunk(bumped.get(s, s) // splits, network.npus[:last], algorithms) for s in sizes})
     chunks = [c for c in chunks if c >= 1]
-    if not chunks:
+    if not chunks and not exchanges:
         return full(ranks, captured, network, "no all-reduce reaches the last dimension", ADVICE["job"])
     hops, endpoint, mem = HOPS[network.topology[last]], int(system["endpoint-delay"]), float(system["local-mem-bw"])
     latency, bandwidth = network.latency[last], network.bandwidth[last]
+    if not chunks:  # all-to-alls alone: the ring's n(n-1)/2 steps' fixed part on width(width-1)/2 steps
+        steps = n * (n - 1) / (width * (width - 1))
+        fitted_a2a = ((steps * (hops * latency + endpoint) - endpoint) / hops, bandwidth, 0.0)
     full_ns = None
     if algorithm == "halvingDoubling":  # a ring of 2 is a halving-doubling of 2 (one message each way)
 
         def full_ns(c: int) -> int:
             return halving_doubling_all_reduce_ns(n, network.topology[last], latency, bandwidth, c, endpoint, mem)
 
-    fitted = fit_group(n, width, hops, latency, bandwidth, chunks, endpoint, mem, full_ns)
+    fitted = fit_group(n, width, hops, latency, bandwidth, chunks, endpoint, mem, full_ns) if chunks else fitted_a2a
     if fitted is None:
         return full(
             ranks, captured, network, "no positive latency and bandwidth reproduce its collectives", ADVICE["system"]
         )
     new_latency, new_bandwidth, error = fitted
+    if exchanges:
+        resized, a2a_error, why = _all_to_all_sizes(
+            exchanges, n, width, ranks, hops, (latency, bandwidth), (new_latency, new_bandwidth), splits, endpoint
+        )
+        if why:
+            return full(ranks, captured, network, why, ADVICE["job"])
+        resize, error = tuple(sorted({*resize, *resized})), max(error, a2a_error)
     npus = (*network.npus[:last], width, *network.npus[last + 1 :])
     reduced = Network(
         network.topology,
@@ -388,29 +403,93 @@ def parallelism(prefix: str) -> str:
     return ("an " if layout.dp_mode == "fsdp" else "a ") + " x ".join(parts)
 
 
-def _collectives(job: Job) -> tuple[list[int], str]:
-    """The all-reduce sizes of the captured job, or why it cannot be reduced."""
+def _collectives(job: Job) -> tuple[list[int], list[int], str]:
+    """The all-reduce and the all-to-all sizes of the captured job, or why it cannot be reduced."""
     everyone = sorted(range(job.ranks))
     all_ranks = {name for name, members in job.groups.items() if sorted(members) == everyone}
     sizes: set[int] = set()
+    exchanges: set[int] = set()
     for rank in range(job.ranks):
         trace = read_et(job.rank_file(rank))
         for row, attrs in trace.comm.items():
             node_type = trace.types[row]
             where = f"rank {rank} node {trace.ids[row]} '{trace.names[row]}'"
             if node_type != NodeType.COMM_COLL_NODE:
-                return [], f"{where} is a send or receive (pipeline peers)"
+                return [], [], f"{where} is a send or receive (pipeline peers)"
             pg_name = str(attrs.get("pg_name", ""))
             if pg_name not in ALL_RANKS_GROUPS and pg_name not in all_ranks:
-                return [], f"{where} is on communicator group {pg_name}, not every rank"
+                return [], [], f"{where} is on communicator group {pg_name}, not every rank"
             try:
                 kind = CollectiveCommType(int(attrs.get("comm_type", -1)))
             except ValueError:
-                return [], f"{where} has comm_type {attrs.get('comm_type')!r}"
+                return [], [], f"{where} has comm_type {attrs.get('comm_type')!r}"
             if kind in _REPLAYED:
+                continue
+            if kind == CollectiveCommType.ALL_TO_ALL:
+                exchanges.add(int(attrs.get("comm_size", 0)))
                 continue
             if kind != CollectiveCommType.ALL_REDUCE:
                 name = kind.name.lower().replace("_", "-")
-                return [], f"{where} is {'an' if name[0] in 'aeiou' else 'a'} {name}: only all-reduce is modelled"
+                article = "an" if name[0] in "aeiou" else "a"
+                why = f"{where} is {article} {name}: only all-reduce and all-to-all are modelled"
+                return [], [], why
             sizes.add(int(attrs.get("comm_size", 0)))
-    return sorted(s for s in sizes if s > 0), ""
+    return sorted(s for s in sizes if s > 0), sorted(s for s in exchanges if s > 0), ""
+
+
+def _all_to_all_unsupported(system: dict[str, Any], network: Network, sizes: list[int], exchanges: list[int]) -> str:
+    """Why the job's all-to-alls (over every rank) have no reduced job, or "": modelled on a network
+    of one dimension with ASTRA-sim's ring all-to-all, whose sizes differ from the all-reduces'."""
+    algorithm = system.get("all-to-all-implementation")
+    name = str(algorithm[0]) if isinstance(algorithm, list) and algorithm else repr(algorithm)
+    if len(network.npus) > 1:
+        return f"all-to-all over every rank of a network of {len(network.npus)} dimensions: modelled on one"
+    if name not in ("ring", "oneRing"):
+        return (
+            f"all-to-all-implementation {name}: modelled for the ring (direct: n-1 messages at once to the "
+            "farthest peer, not modelled with several captured ranks; halvingDoubling: ASTRA-sim exits on it)"
+        )
+    shared = sorted(set(sizes) & set(exchanges))
+    if shared:
+        return f"an all-to-all and an all-reduce both of {shared[0]:,} bytes (resized apart: not modelled)"
+    return ""
+
+
+def ring_all_to_all_ns(n: int, hops: int, latency: float, bandwidth_gbps: float, chunk: int, endpoint: int) -> int:
+    """ASTRA-sim's ring all-to-all of one chunk over n NPUs (``Ring.cc``: n(n-1)/2 messages of
+    chunk // n bytes to the next NPU, one after another; no reduction), measured equal to the ns."""
+    bpns = bandwidth_gbps * BYTES_PER_GB / 1e9
+    return endpoint + n * (n - 1) // 2 * (int(hops * latency + (chunk // n) / bpns) + endpoint)
+
+
+def _all_to_all_sizes(
+    exchanges: list[int],
+    n: int,
+    width: int,
+    ranks: int,
+    hops: int,
+    link: tuple[float, float],
+    reduced: tuple[float, float],
+    splits: int,
+    endpoint: int,
+) -> tuple[list[tuple[int, int]], float, str]:
+    """Each all-to-all's bytes in the reduced job (the chunk whose width(width-1)/2 messages on the
+    reduced link take the n(n-1)/2 messages' time, stream count kept), the worst relative
+    difference, or why not."""
+    out, worst = [], 0.0
+    for size in exchanges:
+        chunk, whole = size // splits, size
+        if chunk < ranks:  # ASTRA-sim raises a chunk to the job's NPU count
+            chunk, whole = ranks, splits * ranks
+        streams = -(-whole // chunk)
+        if streams > splits + 1:
+            return [], 0.0, f"an all-to-all of {size:,} bytes: {streams} streams are not modelled"
+        target = ring_all_to_all_ns(n, hops, link[0], link[1], chunk, endpoint)
+
+        def time_of(c: int) -> int:
+            return ring_all_to_all_ns(width, hops, reduced[0], reduced[1], c, endpoint)
+
+        new = closest_chunk(target, time_of, max(width, 2))
+        worst = max(worst, abs(time_of(new) - target) / target)
+        out.append((size, splits * new + (1 if streams > splits else 0)))
+    return out, worst, ""
