@@ -6,7 +6,8 @@ tables of docs/reduced.md's "FSDP, tensor and pipeline parallelism".
         [--steps-per-class 64] [--out bench/results/reduced_layouts.md]
 
 Each case is a layout capture (``tests/data/layouts/CASE/job``, or a path to a ``job`` prefix with
-its ``job.layout.json``) and a topology. For each N of ``--ranks``, ``simulate --ranks N`` runs
+its ``job.layout.json``), or ``all-to-all`` (``all_to_all_job``: 2 data-parallel ranks exchanging
+over every rank), and a topology. For each N of ``--ranks``, ``simulate --ranks N`` runs
 twice: reduced (the default) and full (``--exact --compact``); a row gives both steps, the step's
 relative difference, the largest relative difference of a reduced rank's communication time from
 the full job's rank at the same place of the mesh, and both wall times. Where the data-parallel
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,12 +44,60 @@ DEFAULT_CASES = [
 STEP_BOUND, COMM_BOUND = 0.001, 0.01
 
 
-def _prefix(case: str) -> Path:
+def all_to_all_job(prefix: Path, ranks: int) -> Path:
+    """A data-parallel job whose ranks exchange over every rank (expert parallelism as wide as the
+    job): per rank a compute node (rank r: 100 + 37 r us), an all-to-all of 1 MiB, compute, an
+    all-to-all of 3 MiB, compute, the gradient all-reduce (4 MiB), compute. ``prefix.<r>.et`` for
+    r < ranks and an empty group file; returns ``prefix``."""
+    from chakra.schema.protobuf import et_def_pb2 as pb
+    from chakra.src.third_party.utils.protolib import encodeMessage
+
+    for rank in range(ranks):
+        with open(f"{prefix}.{rank}.et", "wb") as fh:
+            encodeMessage(fh, pb.GlobalMetadata(version="0.0.4"))
+            steps = [(100 + 37 * rank, None), (80, (pb.ALL_TO_ALL, 1 << 20)), (50, (pb.ALL_TO_ALL, 3 << 20))]
+            steps += [(30, (pb.ALL_REDUCE, 4 << 20)), (20, None)]
+            node_id = 0
+            for micros, collective in steps:
+                if collective is not None:
+                    node_id += 1
+                    node = pb.Node(id=node_id, name="c10d::collective", type=pb.COMM_COLL_NODE, data_deps=[node_id - 1])
+                    node.attr.extend(
+                        [
+                            pb.AttributeProto(name="is_cpu_op", bool_val=False),
+                            pb.AttributeProto(name="comm_type", int64_val=collective[0]),
+                            pb.AttributeProto(name="comm_size", int64_val=collective[1]),
+                            pb.AttributeProto(name="pg_name", string_val="0"),
+                        ]
+                    )
+                    encodeMessage(fh, node)
+                node_id += 1
+                compute = pb.Node(
+                    id=node_id,
+                    name="aten::mm",
+                    type=pb.COMP_NODE,
+                    duration_micros=micros,
+                    data_deps=[node_id - 1] if node_id > 1 else [],
+                )
+                compute.attr.extend([pb.AttributeProto(name="is_cpu_op", bool_val=True)])
+                encodeMessage(fh, compute)
+    Path(f"{prefix}.comm_group.json").write_text("{}")
+    return prefix
+
+
+ALL_TO_ALL = "all-to-all"  # a case: all_to_all_job of 2 ranks (``all-to-all:Ring``)
+
+
+def _prefix(case: str, work: Path) -> Path:
+    if case == ALL_TO_ALL:
+        return all_to_all_job(work / "job", 2)
     path = Path(case)
     return path if path.parent != Path(".") else LAYOUTS / case / "job"
 
 
 def _label(prefix: Path) -> str:
+    if not Path(f"{prefix}.layout.json").exists():
+        return "EP all-to-all x DDP 2 (every rank)"
     layout = layoutscale.read_layout(f"{prefix}.layout.json")
     mesh = layout.mesh
     parts = [f"TP {mesh.tp}"] * (mesh.tp > 1) + [f"PP {mesh.pp}"] * (mesh.pp > 1)
@@ -61,6 +112,8 @@ def _timed(prefix: Path, ranks: int, topology: str, exact: bool) -> tuple[api.Si
 
 
 def _worst_comm(prefix: Path, small: api.SimulationResult, full: api.SimulationResult) -> float:
+    if not Path(f"{prefix}.layout.json").exists():  # data-parallel: reduced rank r is full rank r
+        return max(abs(a.comm_ns - b.comm_ns) / b.comm_ns for a, b in zip(small.ranks, full.ranks, strict=False))
     mesh = layoutscale.read_layout(f"{prefix}.layout.json").mesh
     block = mesh.tp * mesh.pp
     ranks = len(full.ranks)
@@ -112,9 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     widths = [int(n) for n in args.ranks.split(",") if n]
     speeds = [int(n) for n in args.speed.split(",") if n]
     rows, fast = [], []
+    work = Path(tempfile.mkdtemp(prefix="reduced-layouts-"))
     for case in cases:
         name, _, topology = case.partition(":")
-        prefix = _prefix(name)
+        prefix = _prefix(name, work)
         for ranks in widths:
             rows.append(_row(Path(name).parent.name if "/" in name else name, prefix, topology or "Ring", ranks))
             print(rows[-1], file=sys.stderr, flush=True)
@@ -145,10 +199,9 @@ def main(argv: list[str] | None = None) -> int:
             "| capture | layout | topology | ranks | simulated | step (ms) | wall (s) |",
             "|---|---|---|---|---|---|---|",
         ]
-        for name, label, topology, ranks, simulated, step, wall in fast:
-            lines.append(
-                f"| {name} | {label} | {topology} | {ranks:,} | {simulated:,} | {step / 1e6:,.3f} | {wall:.1f} |"
-            )
+        for case, label, net, width, npus, step, wall in fast:
+            lines.append(f"| {case} | {label} | {net} | {width:,} | {npus:,} | {step / 1e6:,.3f} | {wall:.1f} |")
+    shutil.rmtree(work, ignore_errors=True)
     text = "\n".join(lines) + "\n"
     if args.out:
         args.out.write_text(text)

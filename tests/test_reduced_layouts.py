@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.reduced_layouts import all_to_all_job
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.ranks import layoutscale
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType
-from chakra_convert_fast.converter.simulate import configs, meshreduced
+from chakra_convert_fast.converter.simulate import configs, meshreduced, reduced
 from chakra_convert_fast.converter.simulate.job import find_job
 from chakra_convert_fast.converter.simulate.setup import make_setup
 from chakra_convert_fast.converter.simulate.width import plan_for
@@ -38,6 +39,7 @@ def _pairs(prefix: Path, reduced: int, full: int) -> list[tuple[int, int]]:
         ("fsdp_np2", "Ring"),  # FSDP alone: its DP group is every rank
         ("pp2_np4", "Switch"),  # PP 2 x DDP: sends and receives along the stages
         ("tp2ddp_np4", "FullyConnected"),
+        ("tp2pp2_np8", "Switch"),  # TP 2 x PP 2 x DDP
     ],
 )
 def test_reduced_layout_job_equals_the_full_one(
@@ -114,3 +116,50 @@ def test_narrow_layout_jobs_run_full_without_a_warning() -> None:
     job = find_job(str(LAYOUTS / "tp2fsdp_np4" / "job"))
     chosen = plan_for(job, configs.network("Ring", 64), 64, "unaware", make_setup(1, None), exact=False)
     assert not chosen.reduced and chosen.warning is None and "no wider than a reduced one" in chosen.reason
+
+
+# -- all-to-all over every rank (expert parallelism as wide as the job) --------------------------------
+
+
+@pytest.mark.parametrize(("captured", "topology"), [(1, "Ring"), (1, "Switch"), (2, "Ring")])
+def test_reduced_all_to_all_job_equals_the_full_one(
+    simulator: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, captured: int, topology: str
+) -> None:
+    """ASTRA-sim's ring all-to-all (n(n-1)/2 messages a chunk) on the reduced ring, each
+    all-to-all's bytes resized: one captured rank to a few ns; two (a ring of 4 standing for 16, the
+    waits of the captured ranks then the largest) within the bounds."""
+    monkeypatch.setattr(reduced, "STEPS_PER_EXTRA_CLASS", 4)
+    prefix = all_to_all_job(tmp_path / "job", captured)
+    options = api.SimulateOptions(topology=topology)
+    small = api.simulate(prefix, options, ranks=16)
+    full = api.simulate(prefix, options, ranks=16, exact=True)
+    assert small.plan is not None and small.plan.reduced and small.plan.resize and not small.warnings
+    assert len(small.ranks) == (2 if captured == 1 else 4) and len(full.ranks) == 16
+    bound = 1e-5 if captured == 1 else 1e-3
+    assert abs(small.step_ns - full.step_ns) <= bound * full.step_ns, (small.step_ns, full.step_ns)
+    for mine, theirs in zip(small.ranks, full.ranks, strict=False):
+        assert abs(mine.comm_ns - theirs.comm_ns) <= 10 * bound * theirs.comm_ns, (mine, theirs)
+
+
+def test_all_to_all_job_plans_at_a_million_ranks(tmp_path: Path) -> None:
+    job = find_job(str(all_to_all_job(tmp_path / "job", 2)))
+    chosen = plan_for(job, configs.network("Ring", 1 << 20), 1 << 20, "unaware", make_setup(1, None), exact=False)
+    assert chosen.reduced and chosen.network is not None and chosen.network.npus == (64,)
+    assert chosen.worst_error < 1e-3 and chosen.warning is None
+
+
+@pytest.mark.parametrize(
+    ("collective", "topology", "why"),
+    [
+        ("ring,direct", "Ring", "all-to-all-implementation direct"),
+        ("ring", "Ring,Switch", "all-to-all over every rank of a network of 2 dimensions"),
+    ],
+)
+def test_all_to_all_runs_full_where_not_modelled(tmp_path: Path, collective: str, topology: str, why: str) -> None:
+    job = find_job(str(all_to_all_job(tmp_path / "job", 2)))
+    network = configs.network(topology, 1024, "8,128" if "," in topology else None)
+    system = make_setup(len(network.npus), None, collective="ring" if "," in topology else None).system
+    if "," in collective:
+        system["all-to-all-implementation"] = ["direct"]
+    chosen = reduced.plan(job, network, 1024, system, "unaware")
+    assert not chosen.reduced and why in chosen.reason and chosen.advice
