@@ -47,11 +47,12 @@ Everything else runs the full job, with a warning (``Plan.warning``: why, and wh
 congestion-aware backend (links are shared there), doubleBinaryTree on the last dimension, the
 direct and halving-doubling ones where the above does not hold, the "one" variants over several
 dimensions (one logical ring over every NPU), custom collectives, collectives other than
-all-reduce (broadcast aside: ASTRA-sim replays it for its traced duration), collectives over
-sub-groups, sends and receives (FSDP, tensor and pipeline parallelism: the warning names the
-layout file's mesh), system configurations this model does not read (``model-shared-bus``,
-``collective-optimization`` other than ``localBWAware`` over several dimensions); and, without a
-warning, jobs already about as small as their reduced job.
+all-reduce and all-to-all (broadcast aside: ASTRA-sim replays it for its traced duration; the
+ring all-to-all over every rank on one dimension is resized, ``_all_to_all_sizes``), collectives
+over sub-groups, sends and receives (a layout job's: ``meshreduced.py``), system configurations
+this model does not read (``model-shared-bus``, ``collective-optimization`` other than
+``localBWAware`` over several dimensions); and, without a warning, jobs already about as small as
+their reduced job.
 """
 
 from __future__ import annotations
@@ -135,6 +136,14 @@ class Plan:
             "reduced": self.reduced,
             "reason": self.reason,
             "resized_collectives": [list(p) for p in self.resize],
+            # a layout job's block (meshreduced.py): each collective resized by its mesh dimension
+            "layout_block": None
+            if self.mesh is None
+            else {
+                "ranks": self.mesh.ranks,
+                "fsdp_bytes_at_ranks": self.mesh.bytes_ranks,
+                "resized_collectives": [[dim, kind, old, new] for (dim, kind, old), new in self.mesh.sizes],
+            },
             "model_error": self.worst_error,
             "network": None
             if net is None
