@@ -15,7 +15,7 @@ from bench.reduced_layouts import all_to_all_job
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.ranks import layoutscale
 from chakra_convert_fast.converter.schema.chakra import CollectiveCommType
-from chakra_convert_fast.converter.simulate import configs, meshreduced, reduced
+from chakra_convert_fast.converter.simulate import configs, fullcost, meshreduced, reduced
 from chakra_convert_fast.converter.simulate.job import find_job
 from chakra_convert_fast.converter.simulate.setup import make_setup
 from chakra_convert_fast.converter.simulate.width import plan_for
@@ -109,6 +109,20 @@ def test_pipeline_on_a_ring_runs_full() -> None:
     job = find_job(str(LAYOUTS / "pp2_np4" / "job"))
     chosen = plan_for(job, configs.network("Ring", 1024), 1024, "unaware", make_setup(1, None), exact=False)
     assert not chosen.reduced and chosen.warning is not None and "pipeline-parallel 2" in chosen.warning
+    # the full job runs compacted, and the warning says how long it should take (nodes x ranks)
+    assert "it runs compacted (the same simulated time), about " in chosen.warning
+    assert "in ASTRA-sim here (1,024 ranks x 24 nodes, 1 collectives over about 512 ranks each)" in chosen.warning
+
+
+def test_full_job_estimate_counts_nodes_and_messages() -> None:
+    """N x (nodes + splits x (collectives x 2(g-1) + all-to-alls x g(g-1)/2)) events: within a
+    factor of the measured full runs here (TP 2 x FSDP at 1,024 ranks: 140 s)."""
+    job = find_job(str(LAYOUTS / "tp2fsdp_np4" / "job"))
+    seconds, nodes, collectives = fullcost.full_job_seconds(job, 1024, 512, 4)
+    assert (nodes, collectives) == (126, 16)
+    assert seconds == pytest.approx(1024 * (126 + 4 * 16 * 2 * 511) * fullcost.SECONDS_PER_EVENT)
+    assert 140 / 3 < seconds < 140 * 3
+    assert fullcost.duration(30) == "30 s" and fullcost.duration(600) == "10 min" and fullcost.duration(7200) == "2.0 h"
 
 
 def test_narrow_layout_jobs_run_full_without_a_warning() -> None:
