@@ -54,7 +54,9 @@ def test_reduced_layout_job_equals_the_full_one(
     assert full.plan is not None and not full.plan.reduced and len(full.ranks) == 32
     assert len(small.ranks) < 32 and not small.warnings
     assert abs(small.step_ns - full.step_ns) <= 0.001 * full.step_ns, (small.step_ns, full.step_ns)
-    for mine, theirs in _pairs(prefix, len(small.ranks), 32):
+    pairs = _pairs(prefix, len(small.ranks), 32)
+    assert [r.rank for r in small.ranks] == [theirs for _, theirs in pairs]  # named as in the N-rank job
+    for mine, theirs in pairs:
         a, b = small.ranks[mine], full.ranks[theirs]
         assert abs(a.comm_ns - b.comm_ns) <= 0.01 * b.comm_ns, (mine, theirs, a.comm_ns, b.comm_ns)
         assert abs(a.step_ns - b.step_ns) <= 0.001 * b.step_ns

@@ -440,6 +440,11 @@ def shown_ranks(ranks: list[api.RankResult], slowest: api.RankResult) -> list[ap
 
 def _stands_for(plan: api.SimulationPlan) -> str:
     k = plan.captured
+    if plan.mesh is not None:  # a layout job's block: rows named as in the N-rank job
+        return (
+            f"each row is the rank of the {plan.ranks:,} at its place (p, d, t) of the mesh, standing for every rank "
+            f"of the same p and t whose d is the same modulo the captured data-parallel degree"
+        )
     return f"each simulated rank r is captured rank r mod {k}, as is every rank r mod {k} + {k}j of the {plan.ranks:,}"
 
 

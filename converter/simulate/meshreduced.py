@@ -53,7 +53,7 @@ from typing import Any
 from ..errors import ConverterError
 from ..et.decode import read_et
 from ..ranks import layoutscale
-from ..ranks.layoutscale import Layout, LayoutScaler
+from ..ranks.layoutscale import Layout, LayoutScaler, Mesh
 from ..schema.astra import ALL_RANKS_GROUPS
 from ..schema.chakra import CollectiveCommType, NodeType
 from .allreduce import BYTES_PER_GB, HOPS
@@ -86,6 +86,16 @@ class MeshReduction:
     bytes_ranks: int
     sizes: tuple[tuple[tuple[str, int, int], int], ...]
     system: dict[str, Any]
+    tp: int = 1
+    pp: int = 1
+
+    def full_rank(self, rank: int) -> int:
+        """The N-rank job's rank at the place of the block's ``rank`` in the mesh, (p, d, t): the
+        same ids where there is no PP (``(p D + d) TP + t``)."""
+        block = self.tp * self.pp
+        return Mesh(self.bytes_ranks // block, self.tp, self.pp).rank(
+            *Mesh(self.ranks // block, self.tp, self.pp).coords(rank)
+        )
 
 
 def ring_ns(kind: int, n: int, hop_ns: float, bandwidth_gbps: float, chunk: int, bus: int, mem_gbps: float) -> int:
@@ -274,7 +284,7 @@ def plan(
     )
     assert prod(reduced.npus) == reduced_ranks
     return MeshPlan(
-        reduced, "", MeshReduction(reduced_ranks, ranks, tuple(sorted(sizes.items())), new_system), worst, how
+        reduced, "", MeshReduction(reduced_ranks, ranks, tuple(sorted(sizes.items())), new_system, tp, pp), worst, how
     )
 
 
