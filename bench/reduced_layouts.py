@@ -7,7 +7,7 @@ tables of docs/reduced.md's "FSDP, tensor and pipeline parallelism".
 
 Each case is a layout capture (``tests/data/layouts/CASE/job``, or a path to a ``job`` prefix with
 its ``job.layout.json``), or ``all-to-all`` (``all_to_all_job``: 2 data-parallel ranks exchanging
-over every rank), and a topology. For each N of ``--ranks``, ``simulate --ranks N`` runs
+over every rank), and a topology (``T`` or ``T:SIZES`` for ``--npus-per-dim``). For each N of ``--ranks``, ``simulate --ranks N`` runs
 twice: reduced (the default) and full (``--exact --compact``); a row gives both steps, the step's
 relative difference, the largest relative difference of a reduced rank's communication time from
 the full job's rank at the same place of the mesh, and both wall times. Where the data-parallel
@@ -107,7 +107,9 @@ def _label(prefix: Path) -> str:
 
 def _timed(prefix: Path, ranks: int, topology: str, exact: bool) -> tuple[api.SimulationResult, float]:
     started = time.perf_counter()
-    result = api.simulate(prefix, api.SimulateOptions(topology=topology), ranks=ranks, exact=exact, compact=exact)
+    name, _, sizes = topology.partition(":")  # "Ring,Switch:8,*": --npus-per-dim 8,*
+    options = api.SimulateOptions(topology=name, npus_per_dim=sizes or None)
+    result = api.simulate(prefix, options, ranks=ranks, exact=exact, compact=exact)
     return result, time.perf_counter() - started
 
 

@@ -40,6 +40,7 @@ def _pairs(prefix: Path, reduced: int, full: int) -> list[tuple[int, int]]:
         ("pp2_np4", "Switch"),  # PP 2 x DDP: sends and receives along the stages
         ("tp2ddp_np4", "FullyConnected"),
         ("tp2pp2_np8", "Switch"),  # TP 2 x PP 2 x DDP
+        ("tp2fsdp_np4", "Ring,Switch:4,*"),  # two network dimensions: every ring crosses the first alike
     ],
 )
 def test_reduced_layout_job_equals_the_full_one(
@@ -47,7 +48,8 @@ def test_reduced_layout_job_equals_the_full_one(
 ) -> None:
     monkeypatch.setattr(meshreduced, "STEPS_PER_EXTRA_CLASS", 4)
     prefix = LAYOUTS / case / "job"
-    options = api.SimulateOptions(topology=topology)
+    name, _, sizes = topology.partition(":")
+    options = api.SimulateOptions(topology=name, npus_per_dim=sizes or None)
     small = api.simulate(prefix, options, ranks=32)
     full = api.simulate(prefix, options, ranks=32, exact=True, compact=True)
     assert small.plan is not None and small.plan.reduced and small.plan.mesh is not None
@@ -91,7 +93,6 @@ def test_resized_chunks_time_the_full_ring() -> None:
 @pytest.mark.parametrize(
     ("topology", "backend", "collective", "why"),
     [
-        ("Switch,Switch", "unaware", None, "a network of 2 dimensions"),
         ("Switch", "aware", None, "congestion-aware backend"),
         ("Switch", "unaware", "direct", "sub-group collectives are modelled for the ring"),
     ],
@@ -103,6 +104,16 @@ def test_what_runs_full_says_why(topology: str, backend: str, collective: str | 
     chosen = plan_for(job, network, 1024, backend, setup, exact=False)
     assert not chosen.reduced and chosen.warning is not None
     assert why in chosen.warning and "an FSDP 2 x tensor-parallel 2 job (its layout file)" in chosen.warning
+
+
+def test_links_follow_the_first_differing_dimension() -> None:
+    """A message between ranks a stride apart crosses the lowest dimension where their addresses
+    differ (MultiDimTopology::send): the lowest non-zero digit of the stride."""
+    network = configs.network("Ring,Switch", 64, "8,8", "100,50", "500,900")
+    assert meshreduced.link(network, 2) == (1000.0, 100.0, 0)  # 2 hops round the Ring of 8
+    assert meshreduced.link(network, 62) == (1000.0, 100.0, 0)  # digit 6: 2 hops the other way
+    assert meshreduced.link(network, 8) == (1800.0, 50.0, 1)  # through the Switch
+    assert meshreduced.link(network, 24) == (1800.0, 50.0, 1)
 
 
 def test_pipeline_on_a_ring_runs_full() -> None:

@@ -66,6 +66,7 @@ STEPS_PER_EXTRA_CLASS = 64
 LOCAL_BUS_NS = 10
 _AR, _AG, _RS = CollectiveCommType.ALL_REDUCE, CollectiveCommType.ALL_GATHER, CollectiveCommType.REDUCE_SCATTER
 _MODELLED = {_AR: "all-reduce", _AG: "all-gather", _RS: "reduce-scatter"}
+_MESH_NAMES = {"tp": "tensor", "dp": "data", "pp": "pipeline"}
 _REPLAYED = frozenset({CollectiveCommType.BROADCAST})
 _IMPLEMENTATIONS = (
     "all-reduce-implementation",
@@ -135,11 +136,20 @@ def _resized_chunk(
     return closest_chunk(target, lambda c: ring_ns(kind, k, hop_ns, bandwidth, c, bus, mem), low)
 
 
-def _hops(topology: str, mesh_step: int, size: int) -> int:
-    """Hops between NPUs ``mesh_step`` ids apart on one dimension of ``size`` NPUs."""
-    if topology == "Ring":
-        return min(mesh_step, size - mesh_step)
-    return HOPS[topology]
+def link(network: Network, stride: int) -> tuple[float, float, int]:
+    """(latency ns, bandwidth GB/s, dimension) of a message between ranks ``stride`` ids apart on
+    ``network``, whichever the pair: it crosses the lowest dimension where their addresses differ
+    (``MultiDimTopology::send``), the lowest non-zero digit of ``stride`` in the network's
+    mixed radix (no carry reaches it), over that dimension's hops between the two digits (a Ring:
+    the shorter way round, which depends on the digit alone)."""
+    rest = stride
+    for dim, (topology, npus) in enumerate(zip(network.topology, network.npus, strict=True)):
+        digit = rest % npus
+        rest //= npus
+        if digit:
+            hops = min(digit, npus - digit) if topology == "Ring" else HOPS[topology]
+            return hops * network.latency[dim], network.bandwidth[dim], dim
+    raise ValueError(f"stride {stride} on {network.name}: the same NPU")
 
 
 @dataclass(frozen=True)
@@ -163,11 +173,9 @@ def plan(
         return MeshPlan(
             None, "the congestion-aware backend shares links between flows; no equivalence is proven for it"
         )
-    if len(network.npus) != 1 or network.topology[0] not in HOPS:
-        return MeshPlan(
-            None, f"a network of {len(network.npus)} dimensions ({network.name}): modelled on one dimension"
-        )
-    topology, latency, bandwidth = network.topology[0], network.latency[0], network.bandwidth[0]
+    unknown = sorted(set(network.topology) - set(HOPS))
+    if unknown:
+        return MeshPlan(None, f"topology {unknown[0]} is not modelled")
     for key in ("preferred-dataset-splits", "endpoint-delay", "local-mem-bw"):
         value = system.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
@@ -181,26 +189,34 @@ def plan(
     custom = sorted(k for k in system if k.endswith("-implementation-custom"))
     if custom:
         return MeshPlan(None, f"{custom[0]}: custom collectives are not modelled")
-    for key in _IMPLEMENTATIONS:
-        names = system.get(key)
-        if not isinstance(names, list) or not names or str(names[0]) not in ("ring", "oneRing"):
-            return MeshPlan(None, f"{key} {names!r}: sub-group collectives are modelled for the ring")
     mesh = layout.mesh
     tp, pp, dp = mesh.tp, mesh.pp, ranks // (mesh.tp * mesh.pp)
-    if topology == "Ring" and (tp > 2 or pp > 1):
-        part = (
-            f"tensor-parallel {tp} (its ring's way back is {tp - 1} hops)"
-            if tp > 2
-            else (f"pipeline-parallel {pp} (a data-parallel ring's way back is {dp - 1} x {tp} hops)")
-        )
-        why = f"a Ring of {ranks:,} NPUs with {part}: modelled on a Switch or FullyConnected, or a Ring with TP <= 2"
-        return MeshPlan(None, why + " and no PP")
+    wide = [d for d, n in (("tp", tp), ("dp", dp), ("pp", pp)) if n > 1]
+    whole = len(wide) == 1  # one mesh dimension: its groups are every rank (ASTRA-sim's own dimensions)
+    if whole and len(network.npus) > 1:
+        return MeshPlan(None, f"collectives over every rank of a network of {len(network.npus)} dimensions")
+    for key in _IMPLEMENTATIONS:  # over several dimensions a sub-group runs a ring whatever the list says
+        names = system.get(key)
+        ring = isinstance(names, list) and names and str(names[0]) in ("ring", "oneRing")
+        if len(network.npus) == 1 and not ring:
+            return MeshPlan(None, f"{key} {names!r}: sub-group collectives are modelled for the ring")
+    # each mesh dimension's ring: its steps (stride) and its way back must cross the network alike
+    rings = (("tp", tp, 1), ("dp", dp, tp), ("pp", pp, dp * tp))
+    links = {name: link(network, stride) if size > 1 else (0.0, 1.0, -1) for name, size, stride in rings}
+    for name, size, stride in rings:
+        back = link(network, (size - 1) * stride) if size > 2 else links[name]
+        if back[:2] != links[name][:2]:
+            return MeshPlan(
+                None,
+                f"its {_MESH_NAMES[name]}-parallel rings' way back ({size - 1} x {stride} ranks) "
+                f"crosses {network.name} otherwise than their steps ({back[0]:g} ns, {back[1]:g} GB/s against "
+                f"{links[name][0]:g} ns, {links[name][1]:g} GB/s)",
+            )
     classes = mesh.dp
     k = 2 if classes == 1 else -(-STEPS_PER_EXTRA_CLASS * (classes - 1) // classes) * classes
     if k >= dp:
         return MeshPlan(None, f"its data-parallel degree ({dp:,}) is no wider than a reduced one ({k})", warn=False)
     scaler = LayoutScaler(layout, layout_path, job.ranks, ranks)
-    wide = [d for d, n in (("tp", tp), ("dp", dp), ("pp", pp)) if n > 1]
     splits, endpoint, mem = (
         int(system["preferred-dataset-splits"]),
         int(system["endpoint-delay"]),
@@ -231,12 +247,8 @@ def plan(
                 return MeshPlan(None, f"{where} is over every rank beside sub-groups: not modelled")
             if size > 0:
                 found[(dim, int(kind), size)] = None
-    hop = {
-        "tp": _hops(topology, 1, ranks) * latency,
-        "dp": _hops(topology, tp, ranks) * latency,
-        "pp": _hops(topology, dp * tp, ranks) * latency,
-    }
-    whole = len(wide) == 1  # one mesh dimension: its groups are every rank (ASTRA-sim's own dimensions)
+    hop = {name: value[0] for name, value in links.items()}
+    bandwidth = links["dp"][1]
     bus = endpoint if whole else LOCAL_BUS_NS
     dp_latency = (dp - 1) * (hop["dp"] + bus) / (k - 1) - bus
     reduced_ranks = tp * k * pp
@@ -266,13 +278,13 @@ def plan(
         got = ring_ns(kind, k, dp_latency, bandwidth, new_chunk, bus, mem)
         worst = max(worst, abs(got - target) / target)
         sizes[(dim, comm_type, size)] = splits * new_chunk + (1 if streams > splits else 0)
-    dims = [("tp", tp, hop["tp"]), ("dp", k, dp_latency), ("pp", pp, hop["pp"])]
-    kept = [(name, n, lat) for name, n, lat in dims if n > 1]
+    dims = [(tp, hop["tp"], links["tp"][1]), (k, dp_latency, bandwidth), (pp, hop["pp"], links["pp"][1])]
+    kept = [(n, lat, bw) for n, lat, bw in dims if n > 1]
     reduced = Network(
         tuple("Ring" for _ in kept),
-        tuple(n for _, n, _ in kept),
-        tuple(bandwidth for _ in kept),
-        tuple(lat for _, _, lat in kept),
+        tuple(n for n, _, _ in kept),
+        tuple(bw for _, _, bw in kept),
+        tuple(lat for _, lat, _ in kept),
     )
     new_system = dict(system)
     if not whole:  # several dimensions: a sub-group runs a ring whatever the list says; one a dimension

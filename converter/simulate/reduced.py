@@ -172,8 +172,9 @@ ADVICE = {
     "system": f"the system configuration's defaults get a reduced job; {EXACT}",
     "job": f"only a data-parallel job of all-reduces over every rank (DDP) has a reduced job; {EXACT}",
     "layout": (
-        "a layout job has a reduced job on one network dimension (a Switch or FullyConnected; a Ring with "
-        f"tensor-parallel 2 at most and no pipeline), ring collectives, `backend` unaware; {EXACT}"
+        "a layout job has a reduced job on networks whose mesh rings cross alike all the way round (any Switch or "
+        "FullyConnected; a Ring with tensor-parallel 2 at most and no pipeline), with ring collectives and "
+        f"`backend` unaware; {EXACT}"
     ),
 }
 
