@@ -21,14 +21,15 @@ What ASTRA-sim 518bd51 and its congestion-unaware analytical network (599a047) d
   that dimension's hops, latency and bandwidth (``MultiDimTopology::send``); a Ring's hops are the
   shorter way round, a Switch's 2, a FullyConnected's 1.
 
-So on a network of one dimension (Ring, Switch or FullyConnected) of N NPUs, a mesh of TP x D x PP
-ranks (``rank = (p D + d) TP + t``) sends each TP message, each DP message and each PP message over
-a hop count of its own that depends on N only through D (a Ring: TP neighbours 1 hop, DP
-neighbours TP hops, PP neighbours D x TP). The reduced network has one dimension per mesh
-dimension, ``[TP, k, PP]`` (addresses ``[t, d, p]``: rank ids unchanged in form), each a Ring of
-its size, so every message crosses exactly its own dimension:
+So in the N-rank job a mesh (``rank = (p D + d) TP + t``) sends each TP, DP and PP message between
+ranks a fixed stride apart (1, TP, D x TP), each ring's way back over (size-1) strides; such a
+message crosses the lowest non-zero digit of the stride in the network's mixed radix (``link``).
+Where a ring's way back crosses alike (a Switch, FullyConnected; a Ring of N with TP <= 2 and no PP;
+Ring 8 x Switch with TP 2, ...), the reduced network has one dimension per mesh dimension,
+``[TP, k, PP]`` (addresses ``[t, d, p]``: rank ids unchanged in form), each a Ring, so every
+message crosses exactly its own dimension:
 
-* TP and PP: the same messages, at the full job's hop latency (``h L``) and bandwidth;
+* TP and PP: the same messages, at the full job's link (hop latency ``h L`` and bandwidth);
 * DP (k replicas of the D): each step ``L' = (D-1)(h L + 10)/(k-1) - 10``, so that the k-1 steps'
   constant part is the D-1 steps'; and each DP collective's bytes are rewritten so that its k-1
   messages take the D-1 messages' time (the chunk found by a search over ASTRA-sim's own rounding:
@@ -37,10 +38,10 @@ its size, so every message crosses exactly its own dimension:
 k: one captured DP rank per replica class, p classes in a DP group: the smallest multiple of p at
 least 64(p-1) (rank-to-rank waits below (p-1)/(2(k-1)) of a collective, as for the DP reduction).
 
-Not modelled (the full job runs, with the reason): several network dimensions, a Ring with TP > 2
-(its TP ring's way back is TP-1 hops) or with PP (its DP ring's way back is (D-1) TP hops), the
-congestion-aware backend, an algorithm other than the ring for any collective, all-to-all and other
-collectives (broadcast is replayed), a collective over every rank beside sub-groups.
+Not modelled (the full job runs, with the reason): a ring whose way back crosses otherwise, FSDP
+alone (collectives over every rank) on several dimensions, the congestion-aware backend, an
+algorithm other than the ring on one dimension, all-to-all and other collectives in sub-groups
+(broadcast is replayed), a collective over every rank beside sub-groups.
 """
 
 from __future__ import annotations
