@@ -15,7 +15,7 @@ import pytest
 
 from chakra_convert_fast.converter import ConvertOptions, api
 from chakra_convert_fast.converter.errors import ConverterError
-from chakra_convert_fast.converter.simulate import allreduce, configs, reduced
+from chakra_convert_fast.converter.simulate import allreduce, configs, meshreduced, reduced
 from chakra_convert_fast.converter.simulate.job import find_job
 from chakra_convert_fast.converter.simulate.setup import make_setup
 from chakra_convert_fast.converter.simulate.width import _resize, check_width, plan_for
@@ -260,15 +260,23 @@ LAYOUTS = Path(__file__).parent / "data" / "layouts"
     ("case", "kind", "collective", "topology", "what"),
     [
         ("tp2fsdp", "an FSDP 2 x tensor-parallel 2 job", "direct", "Switch", "modelled for the ring"),
-        ("pp2", "a data-parallel 4 x pipeline-parallel 2 job", None, "Ring", "rings' way back (3 x 1 ranks)"),
+        ("pp2", "a data-parallel 2 x pipeline-parallel 2 job", None, "Ring", "rings' way back (3 x 1 ranks)"),
     ],
 )
 def test_layout_jobs_run_full_and_say_why(
-    simulator: Path, case: str, kind: str, collective: str | None, topology: str, what: str
+    simulator: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    case: str,
+    kind: str,
+    collective: str | None,
+    topology: str,
+    what: str,
 ) -> None:
     """The real 4-rank captures (tests/data/layouts) at 8 ranks where no reduced layout job is
-    modelled (tests/test_reduced_layouts.py has those that are): the full job, written by scale's
-    layout rules (proven against the real 8-rank captures: test_layouts), the same as --exact."""
+    modelled (tests/test_reduced_layouts.py has those that are; the reduced width lowered to 2
+    replicas so that 8 ranks would reduce): the full job, written by scale's layout rules (proven
+    against the real 8-rank captures: test_layouts), the same as --exact."""
+    monkeypatch.setattr(meshreduced, "STEPS_PER_EXTRA_CLASS", 1)
     options = api.SimulateOptions(topology=topology, collective=collective)
     result = api.simulate(LAYOUTS / f"{case}_np4" / "job", options, ranks=8)
     exact = api.simulate(LAYOUTS / f"{case}_np4" / "job", options, ranks=8, exact=True)

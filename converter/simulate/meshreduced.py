@@ -193,6 +193,10 @@ def plan(
     mesh = layout.mesh
     tp, pp, dp = mesh.tp, mesh.pp, ranks // (mesh.tp * mesh.pp)
     wide = [d for d, n in (("tp", tp), ("dp", dp), ("pp", pp)) if n > 1]
+    classes = mesh.dp
+    k = 2 if classes == 1 else -(-STEPS_PER_EXTRA_CLASS * (classes - 1) // classes) * classes
+    if k >= dp:
+        return MeshPlan(None, f"its data-parallel degree ({dp:,}) is no wider than a reduced one ({k})", warn=False)
     whole = len(wide) == 1  # one mesh dimension: its groups are every rank (ASTRA-sim's own dimensions)
     if whole and len(network.npus) > 1:
         return MeshPlan(None, f"collectives over every rank of a network of {len(network.npus)} dimensions")
@@ -213,10 +217,6 @@ def plan(
                 f"crosses {network.name} otherwise than their steps ({back[0]:g} ns, {back[1]:g} GB/s against "
                 f"{links[name][0]:g} ns, {links[name][1]:g} GB/s)",
             )
-    classes = mesh.dp
-    k = 2 if classes == 1 else -(-STEPS_PER_EXTRA_CLASS * (classes - 1) // classes) * classes
-    if k >= dp:
-        return MeshPlan(None, f"its data-parallel degree ({dp:,}) is no wider than a reduced one ({k})", warn=False)
     scaler = LayoutScaler(layout, layout_path, job.ranks, ranks)
     splits, endpoint, mem = (
         int(system["preferred-dataset-splits"]),
