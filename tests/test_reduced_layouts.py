@@ -168,6 +168,19 @@ def test_reduced_all_to_all_job_equals_the_full_one(
         assert abs(mine.comm_ns - theirs.comm_ns) <= 10 * bound * theirs.comm_ns, (mine, theirs)
 
 
+@pytest.mark.parametrize("topology", ["Ring", "Switch"])
+def test_direct_all_to_all_with_one_captured_rank_is_exact(simulator: Path, tmp_path: Path, topology: str) -> None:
+    """The direct all-to-all (n-1 messages of c // n bytes at once, the farthest peer's time) and
+    the direct all-reduce on 2 NPUs, each collective resized to keep its messages: to the ns."""
+    prefix = all_to_all_job(tmp_path / "job", 1)
+    options = api.SimulateOptions(topology=topology, collective="direct")
+    small = api.simulate(prefix, options, ranks=16)
+    full = api.simulate(prefix, options, ranks=16, exact=True)
+    assert small.plan is not None and small.plan.reduced and len(small.ranks) == 2 and not small.warnings
+    assert small.step_ns == full.step_ns
+    assert [r.comm_ns for r in small.ranks] == [r.comm_ns for r in full.ranks[:2]]
+
+
 def test_all_to_all_job_plans_at_a_million_ranks(tmp_path: Path) -> None:
     job = find_job(str(all_to_all_job(tmp_path / "job", 2)))
     chosen = plan_for(job, configs.network("Ring", 1 << 20), 1 << 20, "unaware", make_setup(1, None), exact=False)
@@ -178,15 +191,18 @@ def test_all_to_all_job_plans_at_a_million_ranks(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("collective", "topology", "why"),
     [
-        ("ring,direct", "Ring", "all-to-all-implementation direct"),
+        ("ring,direct", "Ring", "a direct all-to-all beside ring all-reduces"),
+        ("direct,direct", "Ring", "direct all-reduce with 2 captured ranks a group"),
+        ("ring,halvingDoubling", "Ring", "all-to-all-implementation halvingDoubling"),
         ("ring", "Ring,Switch", "all-to-all over every rank of a network of 2 dimensions"),
     ],
 )
 def test_all_to_all_runs_full_where_not_modelled(tmp_path: Path, collective: str, topology: str, why: str) -> None:
     job = find_job(str(all_to_all_job(tmp_path / "job", 2)))
     network = configs.network(topology, 1024, "8,128" if "," in topology else None)
-    system = make_setup(len(network.npus), None, collective="ring" if "," in topology else None).system
-    if "," in collective:
-        system["all-to-all-implementation"] = ["direct"]
+    reduce, _, exchange = collective.partition(",")
+    system = make_setup(len(network.npus), None, collective=reduce if "," not in topology else "ring").system
+    if exchange:
+        system["all-to-all-implementation"] = [exchange]
     chosen = reduced.plan(job, network, 1024, system, "unaware")
     assert not chosen.reduced and why in chosen.reason and chosen.advice

@@ -212,8 +212,14 @@ def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend
             "captured rank a group",
             ADVICE["algorithm"],
         )
+    exchange = str((system.get("all-to-all-implementation") or ["ring"])[0])
+    if exchanges and _DIRECT.fullmatch(exchange):  # the direct all-to-all: as the direct all-reduce
+        if sizes and not algorithm.startswith("direct"):
+            why = f"a direct all-to-all beside {algorithm} all-reduces: one reduced link does not serve both"
+            return full(ranks, captured, network, why, ADVICE["algorithm"])
+        return _direct(job, network, ranks, last, classes, sorted({*sizes, *exchanges}), system, bool(sizes), True)
     if algorithm.startswith("direct") and exchanges:
-        why = "a direct all-reduce beside all-to-alls: modelled with the ring"
+        why = "a direct all-reduce beside ring all-to-alls: one reduced link does not serve both"
         return full(ranks, captured, network, why, ADVICE["algorithm"])
     if algorithm.startswith("direct"):
         return _direct(job, network, ranks, last, classes, sizes, system)
@@ -269,7 +275,15 @@ def plan(job: Job, network: Network, ranks: int, system: dict[str, Any], backend
 
 
 def _direct(
-    job: Job, network: Network, ranks: int, last: int, classes: int, sizes: list[int], system: dict[str, Any]
+    job: Job,
+    network: Network,
+    ranks: int,
+    last: int,
+    classes: int,
+    sizes: list[int],
+    system: dict[str, Any],
+    reduces: bool = True,
+    exchanges: bool = False,
 ) -> Plan:
     """The direct all-reduce over a network of one dimension (n NPUs): every chunk c sends its n-1
     messages of m = c // n bytes at once (``AllToAll.cc``, window n-1), the reduce-scatter half and
@@ -279,10 +293,15 @@ def _direct(
     the farthest peer's latency is kept: exact where one captured rank fills the group (every NPU
     does the same). With several captured ranks a group, ranks wait for the late ones, whose
     farthest peer is nearer (a Ring of 64: 1.9% of the communication off): not modelled. Several
-    dimensions: the earlier ones would see the resized bytes (not modelled)."""
+    dimensions: the earlier ones would see the resized bytes (not modelled). The direct all-to-all
+    (``exchanges``) sends the same n-1 messages of c // n bytes once (measured on 4-16 NPUs:
+    ``2e + int(h L + m/B)`` a chunk), so the same group of 2 with the same resizing stands for it.
+    ``reduces``: the job has all-reduces (their algorithm is direct too)."""
     captured, n = job.ranks, network.npus[last]
-    name = str(system["all-reduce-implementation"][last])
-    window = name.removeprefix("one").lower().removeprefix("direct")
+    names = [str(system["all-reduce-implementation"][last])] * reduces
+    names += [str(system["all-to-all-implementation"][0])] * exchanges
+    name = next((a for a in names if _window(a) and int(_window(a)) < n - 1), names[0])
+    window = _window(name)
     if prod(network.npus[:last]) > 1:
         return full(
             ranks,
@@ -300,7 +319,8 @@ def _direct(
             ADVICE["algorithm"],
         )
     if classes > 1:  # measured: the late class's farthest peer is nearer than n // 2 on a Ring (1.9% at 64)
-        why = f"direct all-reduce with {classes} captured ranks a group: modelled with one"
+        what = "all-reduce" if reduces else "all-to-all"
+        why = f"direct {what} with {classes} captured ranks a group: modelled with one"
         return full(ranks, captured, network, why, ADVICE["algorithm"])
     k = 2
     if k >= n:
@@ -322,10 +342,16 @@ def _direct(
     latency = network.latency[last] * farthest(n) / farthest(k)
     reduced = Network(network.topology, (k,), network.bandwidth, (latency,))
     how = (
-        f"direct all-reduce: {n:,} -> {k} NPUs, each collective's chunks resized to keep its messages, the farthest "
+        f"direct {'all-to-all' if exchanges and not reduces else 'collectives' if exchanges else 'all-reduce'}: "
+        f"{n:,} -> {k} NPUs, each collective's chunks resized to keep its messages, the farthest "
         "peer's latency kept, one captured rank: exact"
     )
     return Plan(ranks, captured, network, reduced, how, tuple(sorted(resize)), 0.0)
+
+
+def _window(name: str) -> str:
+    """A direct algorithm's window ("direct8": "8"; "direct": "")."""
+    return name.removeprefix("one").lower().removeprefix("direct")
 
 
 def _unsupported(system: dict[str, Any], backend: str, network: Network, last: int) -> tuple[str, str]:
@@ -454,13 +480,13 @@ def _all_to_all_unsupported(system: dict[str, Any], network: Network, sizes: lis
     name = str(algorithm[0]) if isinstance(algorithm, list) and algorithm else repr(algorithm)
     if len(network.npus) > 1:
         return f"all-to-all over every rank of a network of {len(network.npus)} dimensions: modelled on one"
-    if name not in ("ring", "oneRing"):
+    if name not in ("ring", "oneRing") and not _DIRECT.fullmatch(name):
         return (
-            f"all-to-all-implementation {name}: modelled for the ring (direct: n-1 messages at once to the "
-            "farthest peer, not modelled with several captured ranks; halvingDoubling: ASTRA-sim exits on it)"
+            f"all-to-all-implementation {name}: modelled for the ring and the direct one (halvingDoubling: "
+            "ASTRA-sim exits on an all-to-all with it)"
         )
     shared = sorted(set(sizes) & set(exchanges))
-    if shared:
+    if shared and not _DIRECT.fullmatch(name):  # the direct resizing is one rule for both
         return f"an all-to-all and an all-reduce both of {shared[0]:,} bytes (resized apart: not modelled)"
     return ""
 
