@@ -3,12 +3,13 @@ tables of docs/reduced.md's "FSDP, tensor and pipeline parallelism".
 
     ASTRA_SIM_HOME=../shared/astra-sim nice python -m bench.reduced_layouts \\
         [--case tp2fsdp_np4:Ring ...] [--ranks 64,256,1024] [--speed 8192,1048576] \\
-        [--steps-per-class 64] [--out bench/results/reduced_layouts.md]
+        [--steps-per-class 64] [--collective direct] [--out bench/results/reduced_layouts.md]
 
 Each case is a layout capture (``tests/data/layouts/CASE/job``, or a path to a ``job`` prefix with
 its ``job.layout.json``), or ``all-to-all`` (``all_to_all_job``: 2 data-parallel ranks exchanging
-over every rank), and a topology (``T`` or ``T:SIZES`` for ``--npus-per-dim``). For each N of ``--ranks``, ``simulate --ranks N`` runs
-twice: reduced (the default) and full (``--exact --compact``); a row gives both steps, the step's
+over every rank; ``all-to-all-1``: its rank 0 alone), and a topology (``T`` or ``T:SIZES`` for
+``--npus-per-dim``); ``--collective`` applies to every run. For each N of ``--ranks``, ``simulate
+--ranks N`` runs twice: reduced (the default) and full (``--exact --compact``); a row gives both steps, the step's
 relative difference, the largest relative difference of a reduced rank's communication time from
 the full job's rank at the same place of the mesh, and both wall times. Where the data-parallel
 degree is no wider than the reduced one (64 replicas), both runs are the full job (the row says
@@ -85,19 +86,21 @@ def all_to_all_job(prefix: Path, ranks: int) -> Path:
     return prefix
 
 
-ALL_TO_ALL = "all-to-all"  # a case: all_to_all_job of 2 ranks (``all-to-all:Ring``)
+ALL_TO_ALL = "all-to-all"  # a case: all_to_all_job of 2 ranks (``all-to-all:Ring``); of 1: ``all-to-all-1``
 
 
 def _prefix(case: str, work: Path) -> Path:
-    if case == ALL_TO_ALL:
-        return all_to_all_job(work / "job", 2)
+    if case.startswith(ALL_TO_ALL):
+        ranks = 1 if case.endswith("-1") else 2
+        return all_to_all_job(work / f"job{ranks}", ranks)
     path = Path(case)
     return path if path.parent != Path(".") else LAYOUTS / case / "job"
 
 
 def _label(prefix: Path) -> str:
     if not Path(f"{prefix}.layout.json").exists():
-        return "EP all-to-all x DDP 2 (every rank)"
+        ranks = 1 if prefix.name == "job1" else 2
+        return f"EP all-to-all x DDP {ranks} (every rank{'; rank 0 alone' if ranks == 1 else ''})"
     layout = layoutscale.read_layout(f"{prefix}.layout.json")
     mesh = layout.mesh
     parts = [f"TP {mesh.tp}"] * (mesh.tp > 1) + [f"PP {mesh.pp}"] * (mesh.pp > 1)
@@ -105,10 +108,13 @@ def _label(prefix: Path) -> str:
     return " x ".join(parts)
 
 
+COLLECTIVE: list[str | None] = [None]  # --collective, for every run
+
+
 def _timed(prefix: Path, ranks: int, topology: str, exact: bool) -> tuple[api.SimulationResult, float]:
     started = time.perf_counter()
     name, _, sizes = topology.partition(":")  # "Ring,Switch:8,*": --npus-per-dim 8,*
-    options = api.SimulateOptions(topology=name, npus_per_dim=sizes or None)
+    options = api.SimulateOptions(topology=name, npus_per_dim=sizes or None, collective=COLLECTIVE[0])
     result = api.simulate(prefix, options, ranks=ranks, exact=exact, compact=exact)
     return result, time.perf_counter() - started
 
@@ -160,9 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", default="64,256,1024")
     parser.add_argument("--speed", default="")
     parser.add_argument("--steps-per-class", type=int, default=meshreduced.STEPS_PER_EXTRA_CLASS)
+    parser.add_argument("--collective", help="simulate --collective for every run (direct, ...)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     meshreduced.STEPS_PER_EXTRA_CLASS = args.steps_per_class
+    COLLECTIVE[0] = args.collective
     cases = args.case or DEFAULT_CASES
     widths = [int(n) for n in args.ranks.split(",") if n]
     speeds = [int(n) for n in args.speed.split(",") if n]
