@@ -124,7 +124,7 @@ def test_pipeline_on_a_ring_runs_full() -> None:
     assert not chosen.reduced and chosen.warning is not None and "pipeline-parallel 2" in chosen.warning
     # the full job runs compacted, and the warning says how long it should take (nodes x ranks)
     assert "it runs compacted (the same simulated time), about " in chosen.warning
-    assert "in ASTRA-sim here (1,024 ranks x 24 nodes, 1 collectives over about 512 ranks each)" in chosen.warning
+    assert "in ASTRA-sim here (1,024 ranks x 24 nodes, 1 collective over about 512 ranks each)" in chosen.warning
 
 
 def test_full_job_estimate_counts_nodes_and_messages() -> None:

@@ -181,8 +181,9 @@ def add(commands: Any) -> None:
         type=whole(1, MAX_RANKS),
         metavar="N",
         help="simulate the job as N data-parallel ranks (a "
-        "multiple of the captured ones; of TP x PP with a layout file): on an equivalent reduced job "
-        "where one is proven, else on the full job, with a warning saying why; the result says which ran",
+        "multiple of the captured ones; of TP x PP with a layout file: one block of the mesh runs): on an "
+        "equivalent reduced job where one is proven, else on the full job (compacted), with a warning saying "
+        "why and how long it should take; the result says which ran",
     )
     width.add_argument("--exact", action="store_true", help="with --ranks or --sweep ranks=...: always the full job")
     sweep = parser.add_argument_group("sweep")
@@ -224,7 +225,8 @@ def add(commands: Any) -> None:
         "--compact",
         action="store_true",
         help="scale each point (--sweep) or the job (--ranks) "
-        "with --compact: the same simulated step with far fewer nodes (see docs/compact.md)",
+        "with --compact: the same simulated step with far fewer nodes (see docs/compact.md); a full job that "
+        "no reduced one stands for is always compacted",
     )
     add_output_options(parser)
     parser.set_defaults(run=_run)

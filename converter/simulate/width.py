@@ -84,7 +84,7 @@ def _estimate(job: Job, ranks: int, setup: Setup) -> str:
     seconds, nodes, collectives = fullcost.full_job_seconds(job, ranks, group, splits)
     return (
         f"about {fullcost.duration(seconds)} in ASTRA-sim here ({ranks:,} ranks x {nodes:,} nodes, "
-        f"{collectives:,} collectives over about {group:,} ranks each)"
+        f"{collectives:,} collective{'s' * (collectives != 1)} over about {group:,} ranks each)"
     )
 
 
