@@ -190,25 +190,20 @@ def run_plan(
         setup = replace(setup, system=chosen.mesh.system)
     with ExitStack() as stack:
         target = job
-        if chosen.mesh is not None:  # a layout job's block: FSDP bytes as at N, then resized
+        if chosen.mesh is not None or chosen.simulated_ranks != job.ranks or compact or chosen.resize:
             scratch = make_workdir("chakra-ranks-", work_dir)
             stack.callback(shutil.rmtree, scratch, True)
             written = os.path.join(scratch, os.path.basename(job.prefix))
+            mesh = chosen.mesh  # a layout job's block: FSDP bytes as at N, then resized by mesh dimension
             scale(
                 job.prefix,
                 written,
-                chosen.mesh.ranks,
-                compact=True,
+                chosen.simulated_ranks,
+                compact=compact,
                 comm_groups=job.comm_groups,
-                bytes_ranks=chosen.mesh.bytes_ranks,
-                resized=dict(chosen.mesh.sizes),
+                bytes_ranks=mesh.bytes_ranks if mesh is not None else None,
+                resized=dict(mesh.sizes) if mesh is not None else None,
             )
-            target = find_job(written)
-        elif chosen.simulated_ranks != job.ranks or compact or chosen.resize:
-            scratch = make_workdir("chakra-ranks-", work_dir)
-            stack.callback(shutil.rmtree, scratch, True)
-            written = os.path.join(scratch, os.path.basename(job.prefix))
-            scale(job.prefix, written, chosen.simulated_ranks, compact=compact, comm_groups=job.comm_groups)
             if chosen.resize:
                 _resize(written, chosen.simulated_ranks, dict(chosen.resize))
             target = find_job(written)
