@@ -483,7 +483,7 @@ def _all_to_all_unsupported(system: dict[str, Any], network: Network, sizes: lis
     if name not in ("ring", "oneRing") and not _DIRECT.fullmatch(name):
         return (
             f"all-to-all-implementation {name}: modelled for the ring and the direct one (halvingDoubling: "
-            "ASTRA-sim exits on an all-to-all with it)"
+            "ASTRA-sim's HalvingDoubling.cc exits on an all-to-all: unknown communication type)"
         )
     shared = sorted(set(sizes) & set(exchanges))
     if shared and not _DIRECT.fullmatch(name):  # the direct resizing is one rule for both
