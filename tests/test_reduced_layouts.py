@@ -75,6 +75,11 @@ def test_wide_layout_jobs_plan_one_block(ranks: int) -> None:
     assert chosen.network.npus == (2, 64) and chosen.network.latency[0] == network.latency[0]
     assert chosen.network.latency[1] > network.latency[0] * (ranks // 2 - 1) / 63
     assert chosen.mesh.ranks == 128 and chosen.mesh.bytes_ranks == ranks and chosen.worst_error < 1e-4
+    block = chosen.as_json()["layout_block"]
+    assert block["ranks"] == 128 and block["fsdp_bytes_at_ranks"] == ranks
+    # DP collectives fitted; the TP all-reduces' chunks (65,536 bytes / 4) raised to N where below it
+    expected = {"dp", "tp"} if 65536 // 4 < ranks else {"dp"}
+    assert {dim for dim, *_ in block["resized_collectives"]} == expected
     assert chosen.warning is None
 
 
