@@ -78,7 +78,7 @@ def test_wide_layout_jobs_plan_one_block(ranks: int) -> None:
     block = chosen.as_json()["layout_block"]
     assert block["ranks"] == 128 and block["fsdp_bytes_at_ranks"] == ranks
     # DP collectives fitted; the TP all-reduces' chunks (65,536 bytes / 4) raised to N where below it
-    expected = {"dp", "tp"} if 65536 // 4 < ranks else {"dp"}
+    expected = {"dp", "tp"} if ranks > 65536 // 4 else {"dp"}
     assert {dim for dim, *_ in block["resized_collectives"]} == expected
     assert chosen.warning is None
 
