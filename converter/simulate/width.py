@@ -54,16 +54,17 @@ def plan_for(job: Job, network: Network, ranks: int, backend: str, setup: Setup,
     if exact:
         return reduced.full(ranks, job.ranks, network, "`exact`")
     if ranks % job.ranks and reduced.layout_of(job.prefix) is None:
-        return reduced.full(
+        chosen = reduced.full(
             ranks,
             job.ranks,
             network,
             f"{ranks:,} is not a multiple of the {job.ranks} captured ranks",
             f"a multiple of {job.ranks} gets a reduced job; {reduced.EXACT}",
         )
-    chosen = _layout_plan(job, network, ranks, backend, setup) or reduced.plan(
-        job, network, ranks, setup.system, backend
-    )
+    else:
+        chosen = _layout_plan(job, network, ranks, backend, setup) or reduced.plan(
+            job, network, ranks, setup.system, backend
+        )
     if chosen.warning is not None:
         chosen = replace(chosen, estimate=_estimate(job, ranks, setup))
     if chosen.warning is not None and ranks > FULL_WITHOUT_ASKING:
