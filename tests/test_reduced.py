@@ -109,7 +109,10 @@ def test_cli_says_which_job_ran(simulator: Path, capture: Path, tmp_path: Path) 
     assert data["network"]["npus_per_dim"] == [1 << 20] and data["simulated_as"]["network"]["npus_per_dim"] == [64]
     done = run_cli("simulate", capture, "--ranks", "3")  # what scale takes (issue 40): the full job, and why
     assert done.returncode == 0 and "3 rank(s) on Ring 3" in done.stdout, done.stderr
-    assert "3 is not a multiple of the 2 captured ranks; a multiple of 2 gets a reduced job" in done.stderr
+    assert "not a reduced one: 3 is not a multiple of the 2 captured ranks; it runs compacted" in done.stderr
+    assert (
+        "in ASTRA-sim here (3 ranks x 12 nodes" in done.stderr and "a multiple of 2 gets a reduced job" in done.stderr
+    )
 
 
 # -- without the simulator: the choice ------------------------------------------------------------
