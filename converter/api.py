@@ -21,6 +21,7 @@ refuses too): a wrong type is a ``TypeError``, a value that cannot apply an ``Op
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -36,10 +37,14 @@ from .check.rules import check as _check
 from .compact.rewrite import CompactResult
 from .compact.rewrite import compact_file as _compact_file
 from .compact.rewrite import compact_ranks as _compact_ranks
+from .compare import Comparison
+from .compare import compare as _compare
+from .compare.plot import comparison_png
 from .convert.pipeline import HOST_TIMES, TARGETS, ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.roofline import RooflineSummary
-from .errors import OptionError, SimulatorError
+from .errors import ConverterError, OptionError, SimulatorError
 from .et.decode import read_et
+from .io.output import check_output
 from .kineto import DEPENDENCY_KINDS, KinetoConversion
 from .kineto import convert_kineto as _convert_kineto
 from .link.pipeline import LinkResult
@@ -47,11 +52,15 @@ from .link.pipeline import link as _link
 from .link.steps import ALL_STEPS, StepChoice, StepSelection
 from .memory.fit import job_fit
 from .ranks import commgroups
+from .ranks import imbalance as _imbalance
 from .ranks.commgroups import CommGroups
 from .ranks.convert_all import MultiRankResult, RankOutcome
 from .ranks.convert_all import convert_all as _convert_all
+from .ranks.discover import job_rank_files as _discover_ranks
 from .ranks.discover import trace_kind
 from .ranks.fullsize import recorded_size
+from .ranks.imbalance import RANKS_AS
+from .ranks.imbalance import Imbalance as RankImbalance
 from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
 from .ranks.scale import ScaleResult
@@ -63,6 +72,7 @@ from .simulate.configs import ACCELERATORS, Accelerator, Network
 from .simulate.job import find_job
 from .simulate.optioncheck import checked as _check_simulate_options
 from .simulate.outputs import Outputs, inputs_of
+from .simulate.plot import pyplot
 from .simulate.reduced import Plan as SimulationPlan
 from .simulate.run import Progress as SimulationProgress
 from .simulate.run import RankResult, SimulateOptions, SimulationResult, simulate_prefix
@@ -91,11 +101,13 @@ __all__ = [
     "DEPENDENCY_KINDS",
     "GENERATED_BENCHMARKS",
     "HOST_TIMES",
+    "RANKS_AS",
     "TARGETS",
     "Accelerator",
     "CheckReport",
     "CommGroups",
     "CompactResult",
+    "Comparison",
     "ConversionResult",
     "ConvertOptions",
     "Cost",
@@ -110,6 +122,7 @@ __all__ = [
     "PairResult",
     "PathArg",
     "Progress",
+    "RankImbalance",
     "RankOutcome",
     "RankResult",
     "RemovedEdge",
@@ -131,6 +144,7 @@ __all__ = [
     "comm_group_path",
     "compact",
     "compact_ranks",
+    "compare",
     "convert",
     "convert_all",
     "convert_kineto",
@@ -141,6 +155,7 @@ __all__ = [
     "jsonize",
     "link",
     "op_cost",
+    "rank_imbalance",
     "repair",
     "roofline_cost",
     "scale",
@@ -184,13 +199,16 @@ def convert_kineto(
     roofline: bool = False,
     accelerator: bool = False,
     compact: bool = False,
+    serial_streams: bool = False,
 ) -> KinetoConversion:
     """Convert one ProfilerStep of a Kineto trace (alone, no host trace) into an ASTRA-sim-ready
     ``.et`` (``docs/kineto.md``): ``step`` (default: the last complete one), ``rank`` (default:
     ``distributedInfo``'s), ``drop``: dependency kinds left out (``DEPENDENCY_KINDS``, the ablation);
     ``roofline``: ``num_ops``/``tensor_size`` on the GPU compute nodes from their launching ops'
     recorded shapes (``accelerator``, which needs it: those left without are written as CPU ops);
-    ``compact``: the output compacted (``docs/compact.md``)."""
+    ``compact``: the output compacted (``docs/compact.md``); ``serial_streams``: kernels that
+    overlapped on several streams keep their traced durations (ASTRA-sim then runs them one after
+    another) instead of being written to end when they ended (``docs/kineto.md``)."""
     if _args.flag("accelerator", accelerator) and not _args.flag("roofline", roofline):
         raise OptionError("`accelerator` needs `roofline` (a GPU node without num_ops stops ASTRA-sim's roofline)")
     return _convert_kineto(
@@ -202,6 +220,7 @@ def convert_kineto(
         roofline=roofline,
         accelerator=accelerator,
         compact=_args.flag("compact", compact),
+        serial_streams=_args.flag("serial_streams", serial_streams),
     )
 
 
@@ -334,6 +353,7 @@ def scale(
     *,
     progress: Progress | None = None,
     compact: bool = False,
+    ranks_as: str = "captured",
 ) -> ScaleResult:
     """Write the captured job ``IN_PREFIX.<k>.et`` (k < K, ``--astra-sim`` output, with its
     communicator group file) as a data-parallel job of ``ranks`` ranks: ``OUT_PREFIX.<r>.et`` is
@@ -341,14 +361,26 @@ def scale(
     and ``OUT_PREFIX.comm_group.json`` the new job's groups; all of them or nothing is written.
     ``progress("ranks", done, ranks)`` is called after each rank written. ``compact`` writes
     every rank compacted (see ``compact``). ``ranks`` None: the job's own size, as its rank 0
-    records it (``world_size``, written by a conversion with ``astra_sim`` of traces that hold it)."""
-    return _scale(
-        _args.path("in_prefix", in_prefix),
+    records it (``world_size``, written by a conversion with ``astra_sim`` of traces that hold it).
+    ``ranks_as`` "slowest" or "median": every captured rank first given that rank's compute (see
+    ``simulate``; ``rank_imbalance`` says how the captured ranks differ)."""
+    how = _args.choice("ranks_as", ranks_as, RANKS_AS)
+    source: str = _args.path("in_prefix", in_prefix)
+    args = (
         _args.path("out_prefix", out_prefix),
         _args.whole("ranks", ranks, 1, _args.MAX_RANKS),
-        progress=_args.function("progress", progress),
-        compact=_args.flag("compact", compact),
     )
+    progress = _args.function("progress", progress)
+    compact = _args.flag("compact", compact)
+    if how == "captured":
+        return _scale(source, *args, progress=progress, compact=compact)
+    captured = [*_discover_ranks(source), *filter(None, [commgroups.find(source)])]
+    for rank in range(len(captured)):  # the copy is what is read: the captured files must not be written
+        check_output(f"{args[0]}.{rank}.et", *captured)
+    check_output(commgroups.path_for(args[0]), *captured)
+    with _imbalance.ranks_as(source, how) as evened:
+        result = _scale(evened.prefix, *args, progress=progress, compact=compact)
+    return dataclasses.replace(result, in_prefix=source)
 
 
 def comm_group_path(prefix: PathArg) -> str:
@@ -377,6 +409,7 @@ def simulate(
     compact: bool = False,
     work_dir: PathArg | None = None,
     gpu_memory: int | None = None,
+    ranks_as: str = "captured",
 ) -> SimulationResult:
     """Run the job ``PREFIX.<rank>.et`` (ranks 0..N-1, its communicator groups beside it) in
     ASTRA-sim on the network of ``options`` and read the result from its log: per rank the
@@ -395,8 +428,14 @@ def simulate(
 
     ``gpu_memory`` (bytes), or the accelerator of ``options``: whether each rank's peak memory
     fits (``result.memory``, from the job's memory files, docs/memory.md); ``gpu_memory`` on a
-    job without them is refused before anything runs."""
+    job without them is refused before anything runs.
+
+    Where the captured ranks differ in compute (``rank_imbalance``), a warning says so, with how much
+    of the step the most waiting rank waits for peers; ``ranks_as`` "slowest" or "median" replays
+    every rank with that rank's compute (a temporary copy of the job, in ``work_dir``;
+    docs/simulating.md), "captured" (default) as captured."""
     job: str = _args.path("prefix", prefix)
+    how = _args.choice("ranks_as", ranks_as, RANKS_AS)
     checked = _simulate_options(options)
     gpu_memory = _args.whole("gpu_memory", gpu_memory, 1, 1 << 60)
     timeline_path: str | None = _args.path("timeline", timeline, optional=True)
@@ -411,7 +450,7 @@ def simulate(
             ("exact", _args.flag("exact", exact)),
         ],
         "with `ranks` (or in a sweep)",
-        ranks is not None,
+        ranks is not None or (how != "captured" and not compact and not exact),
     )
     outputs = Outputs.check(  # against every input and each other, before anything runs
         [("`timeline`", timeline_path), ("`json_output`", json_path)],
@@ -419,7 +458,11 @@ def simulate(
         checked.timeout,
     )
     fits = job_fit(job, checked.accelerator, gpu_memory, ranks)
-    with outputs:  # every output, or none
+    with outputs, contextlib.ExitStack() as stack:  # every output, or none
+        evened = None
+        if how != "captured":
+            evened = stack.enter_context(_imbalance.ranks_as(job, how, folder))
+        captured_job, job = job, job if evened is None else evened.prefix
         note = None
         if ranks is None:
             ranks, note = recorded_size(job)
@@ -437,14 +480,81 @@ def simulate(
                 )
             else:
                 result = simulate_prefix(job, checked, timeline=timeline_file, progress=progress)
-        result = dataclasses.replace(result, timeline=timeline_path)
+        result = dataclasses.replace(result, timeline=timeline_path, prefix=captured_job)
         if note is not None:
             result = dataclasses.replace(result, warnings=[note, *result.warnings])
         if fits is not None:
             result = dataclasses.replace(result, memory={**fits.as_json(), "line": fits.line()})
+        result = _said_imbalance(result, captured_job, evened)
         outputs.put(json_path, (json.dumps(result.as_json(), indent=2) + "\n").encode())
         outputs.commit()
     return result
+
+
+def compare(
+    a: PathArg,
+    b: PathArg,
+    *,
+    step: int | None = None,
+    rank: int | None = None,
+    json_output: PathArg | None = None,
+    plot: PathArg | None = None,
+) -> Comparison:
+    """Where the time of two runs of a job went differently (docs/compare.md): each of ``a`` and
+    ``b`` a Kineto trace (a file, or a folder of one per rank) or a simulated run (the timeline
+    ``simulate`` writes); per rank, per lane (stream), per op class and per op. ``step``: the
+    traces' ProfilerStep (default: the last complete one); ``rank``: the rank whose lanes, classes
+    and ops are compared (default: each side's slowest). ``json_output`` and ``plot`` (a PNG: the
+    ``plot`` extra) are written together, or neither, and never over an input."""
+    first: str = _args.path("a", a)
+    second: str = _args.path("b", b)
+    json_path: str | None = _args.path("json_output", json_output, optional=True)
+    plot_path: str | None = _args.path("plot", plot, optional=True)
+    inputs = [p for side in (first, second) for p in _compare_inputs(side)]
+    outputs = Outputs.check([("`json_output`", json_path), ("`plot`", plot_path)], inputs)
+    with outputs:
+        if plot_path is not None:  # the plot extra, before any work
+            try:
+                pyplot()
+            except ConverterError:
+                raise ConverterError("`plot` needs matplotlib: pip install 'chakra-convert-fast[plot]'") from None
+        result = _compare(first, second, step=_args.whole("step", step, 0), rank=_args.rank("rank", rank))
+        outputs.put(json_path, (json.dumps(result.as_json(), indent=2) + "\n").encode())
+        if plot_path is not None:
+            outputs.put(plot_path, comparison_png(result))
+        outputs.commit()
+    return result
+
+
+def _compare_inputs(path: str) -> list[str]:
+    if os.path.isdir(path):
+        return [os.path.join(path, name) for name in sorted(os.listdir(path))]
+    return [path]
+
+
+def rank_imbalance(prefix: PathArg) -> RankImbalance:
+    """How the ranks of the job ``PREFIX.<rank>.et`` differ in compute (each rank's compute
+    nodes' summed duration; docs/simulating.md)."""
+    return _imbalance.measure(_discover_ranks(_args.path("prefix", prefix)))
+
+
+def _said_imbalance(result: SimulationResult, prefix: str, evened: _imbalance.RanksAs | None) -> SimulationResult:
+    """The result with a warning where its captured ranks differ in compute and, simulated, a rank
+    waits 5% or more of its step for its peers (up to 256 ranks read)."""
+    paths = _discover_ranks(prefix)
+    if evened is not None:
+        found = evened.imbalance
+    elif 1 < len(paths) <= 256:
+        found = _imbalance.measure(paths)
+    else:
+        return result
+    notes = [evened.describe()] if evened is not None else []
+    waiting = max(result.ranks, key=lambda r: (r.waiting_ns, -r.rank))
+    waits = waiting.step_ns > 0 and waiting.waiting_ns / waiting.step_ns >= _imbalance.NOTABLE
+    if found.notable and (waits or evened is not None):  # as captured: said where ranks wait for it
+        said = found.describe((waiting.rank, waiting.waiting_ns, waiting.step_ns) if evened is None else None)
+        notes.append(said if evened is None else said.split(";")[0] + " (evened out by `ranks_as`)")
+    return dataclasses.replace(result, warnings=[*result.warnings, *notes]) if notes else result
 
 
 def simulate_sweep(
@@ -463,6 +573,7 @@ def simulate_sweep(
     ray: str | None = None,
     exact: bool = False,
     json_output: PathArg | None = None,
+    ranks_as: str = "captured",
 ) -> SweepResult:
     """Simulate the job ``PREFIX.<rank>.et`` at each of ``values`` of ``key`` on each topology:
     ``ranks`` (the job scaled to each count with ``scale``, with ``compact`` each rank compacted),
@@ -473,8 +584,10 @@ def simulate_sweep(
     count runs on an equivalent reduced job where one is proven (docs/reduced.md), unless ``exact``.
     ``json_output``: the JSON written there too. Every output is checked against every input
     and each other before the first point, and they are written together or not at all; every
-    point uses ``options.comm_groups``, scaled ones too."""
+    point uses ``options.comm_groups``, scaled ones too. ``ranks_as`` "slowest" or "median": every
+    point starts from the job with every rank replayed as that rank (see ``simulate``)."""
     options = _simulate_options(options)
+    how = _args.choice("ranks_as", ranks_as, RANKS_AS)
     key = _args.choice("key", key, SWEEP_KEYS)
     _args.only_with([("replay", options.replay)], "for one simulation (a sweep of traced durations is flat)", False)
     jobs = _args.whole("jobs", jobs, 1, optional=False)
@@ -496,14 +609,56 @@ def simulate_sweep(
         raise TypeError(f"values must be a sequence, got {type(values).__name__}")
     if isinstance(topologies, (str, bytes)) or not hasattr(topologies, "__iter__"):
         raise TypeError(f"topologies must be a sequence of str, got {type(topologies).__name__}")
+    job: str = _args.path("prefix", prefix)
+    out: str | None = _args.path("out_prefix", out_prefix, optional=True)
+    folder: str | None = _args.path("work_dir", work_dir, optional=True)
+    with contextlib.ExitStack() as stack:
+        if how != "captured":
+            job_as = stack.enter_context(_imbalance.ranks_as(job, how, folder)).prefix
+            out = out or f"{job}.sweep"
+        return _sweep_job(
+            job if how == "captured" else job_as,
+            values,
+            topologies,
+            options,
+            out_prefix=out,
+            work_dir=folder,
+            on_point=on_point,
+            progress=progress,
+            compact=compact,
+            key=key,
+            jobs=jobs,
+            ray=ray,
+            exact=exact,
+            json_output=json_output,
+        )
+
+
+def _sweep_job(
+    job: str,
+    values: Sequence[int | float | str],
+    topologies: Sequence[str],
+    options: SimulateOptions,
+    *,
+    out_prefix: str | None,
+    work_dir: str | None,
+    on_point: Callable[[SweepPoint], None] | None,
+    progress: Callable[[SimulationProgress], None] | None,
+    compact: bool,
+    key: str,
+    jobs: int,
+    ray: str | None,
+    exact: bool,
+    json_output: PathArg | None,
+) -> SweepResult:
     return _sweep(
-        _args.path("prefix", prefix),
+        job,
         list(values),
         [_args.text(f"topologies[{k}]", t, optional=False) for k, t in enumerate(topologies)],
         options,
         scale=functools.partial(_scale_point, compact=compact),
-        out_prefix=_args.path("out_prefix", out_prefix, optional=True),
-        work_dir=_args.path("work_dir", work_dir, optional=True),
+        out_prefix=out_prefix,
+        work_dir=work_dir,
         on_point=_args.function("on_point", on_point),
         progress=_args.function("progress", progress),
         scale_capture=compact,

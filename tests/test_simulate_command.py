@@ -543,7 +543,8 @@ def test_a_crash_at_exit_after_every_rank_finished_keeps_the_result(tmp_path: Pa
         "simulate", prefix, "--astra-sim-bin", _fake(tmp_path, "abort_at_exit"), "--json", tmp_path / "r.json"
     )
     assert done.returncode == 0, done.stderr
-    assert done.stderr.count("warning:") == 1 and "died of SIGABRT after every rank had finished" in done.stderr
+    warned = [line for line in done.stderr.splitlines() if "warning:" in line and "ranks differ in compute" not in line]
+    assert len(warned) == 1 and "died of SIGABRT after every rank had finished" in warned[0]
     finished = _finished(TINY_LOG)
     assert [r["step_ns"] for r in json.loads((tmp_path / "r.json").read_text())["per_rank"]] == [
         finished[0][0],

@@ -65,6 +65,13 @@ def _add_convert(commands: Any) -> None:
         metavar="KIND",
         help="leave out one kind of dependency (the ablation): " + ", ".join(api.DEPENDENCY_KINDS),
     )
+    kineto.add_argument(
+        "--serial-streams",
+        action="store_true",
+        help="kernels that overlapped on several streams keep their traced durations (ASTRA-sim runs "
+        "them one after another, each for its traced duration); default: written to end when they ended "
+        "(docs/kineto.md)",
+    )
     parser.add_argument("--keep-merged", metavar="PATH", help="with --host/--device: also write the merged JSON")
     parser.add_argument(
         "--memory",
@@ -114,8 +121,8 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
         if args.all_steps:
             args.usage_error("--all-steps is for a host + device pair (a Kineto trace alone: --step N)")
         return _run_kineto(args, reporter)
-    if args.drop_dependency:
-        args.usage_error("--drop-dependency is for a Kineto trace")
+    if args.drop_dependency or args.serial_streams:
+        args.usage_error(f"{'--drop-dependency' if args.drop_dependency else '--serial-streams'} is for a Kineto trace")
     if (args.step is not None or args.all_steps) and not pair:
         args.usage_error("--step is for a Kineto trace or a host + device pair, --all-steps for a pair")
     if args.step is not None and args.step < 0:
@@ -202,6 +209,7 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
         roofline=args.roofline,
         accelerator=args.target == "accelerator",
         compact=args.compact,
+        serial_streams=args.serial_streams,
     )
     reporter.kineto(result)
     _write_memory(reporter, args.paths[1], memory)
@@ -213,4 +221,5 @@ def _run_reference_form(args: argparse.Namespace, reporter: Reporter) -> int:
     args.host = args.device = args.keep_merged = None
     args.kineto, args.step, args.drop_dependency, args.all_steps = False, None, [], False
     args.memory = False
+    args.serial_streams = False
     return _run_convert(args, reporter)

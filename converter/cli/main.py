@@ -19,6 +19,7 @@ from ..ranks.onray import ended_by_signal as ray_run_ended_by_signal
 from . import (
     check,
     compact,
+    compare,
     convert,
     convert_all,
     generate,
@@ -46,6 +47,7 @@ _MODULES = (
     compact,
     memory,
     simulate,
+    compare,
     text,
     jsonize,
     visualize,

@@ -279,6 +279,8 @@ class Reporter:
             )
         if result.compaction is not None:
             self.compaction(result.compaction, "--compact: ")
+        if result.overlap is not None:
+            self.info(result.overlap + " (--serial-streams: as traced)")
         self.info(
             f"measured step {result.measured_us / 1000:,.3f} ms (the CPU span "
             f"{result.cpu_span_us / 1000:,.3f} ms to the end of its GPU work); replay it: "

@@ -10,6 +10,7 @@ from ..ranks.scale import MAX_RANKS, uses_file
 from .common import PROG, add_output_options, declare, subcommand
 from .numbers import whole
 from .report import ProgressBars, Reporter
+from .simulate import said_imbalance
 
 COMMANDS = ("scale",)
 
@@ -52,6 +53,13 @@ def add(commands: Any) -> None:
         "dropped, runs of compute nodes merged; ASTRA-sim simulates the same time, much faster "
         "(see docs/compact.md)",
     )
+    parser.add_argument(
+        "--ranks-as",
+        choices=api.RANKS_AS,
+        default="captured",
+        help="every captured rank as captured (default), or with the compute of the slowest or the "
+        "median rank (docs/simulating.md); where they differ in compute, a warning says so",
+    )
     add_output_options(parser)
     parser.set_defaults(run=_run_scale)
     declare(
@@ -64,7 +72,15 @@ def add(commands: Any) -> None:
 
 def _run_scale(args: argparse.Namespace, reporter: Reporter) -> int:
     with ProgressBars(reporter.shows_progress) as bars:
-        result = api.scale(args.in_prefix, args.out_prefix, args.ranks, progress=bars.progress, compact=args.compact)
+        result = api.scale(
+            args.in_prefix,
+            args.out_prefix,
+            args.ranks,
+            progress=bars.progress,
+            compact=args.compact,
+            ranks_as=args.ranks_as,
+        )
+    said_imbalance(reporter, args.in_prefix, args.ranks_as)
     kinds: dict[tuple[str, str], list[int]] = {}
     for kind, group, size in result.collectives:
         entry = kinds.setdefault((kind, group), [0, 0])

@@ -186,6 +186,14 @@ def add(commands: Any) -> None:
         "why and how long it should take; the result says which ran",
     )
     width.add_argument("--exact", action="store_true", help="with --ranks or --sweep ranks=...: always the full job")
+    width.add_argument(
+        "--ranks-as",
+        choices=api.RANKS_AS,
+        default="captured",
+        help="replay every rank as captured (default), or with the compute of the slowest or the median "
+        "rank (its compute nodes' durations; where ranks differ in compute, a warning says so and how "
+        "much of the step is waiting: docs/simulating.md)",
+    )
     sweep = parser.add_argument_group("sweep")
     sweep.add_argument(
         "--sweep",
@@ -275,7 +283,7 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
         args.usage_error("several --topology are for --sweep; simulate one network at a time")
     if args.out or args.ray or args.jobs != 1:
         args.usage_error("--out, --jobs and --ray are for --sweep")
-    if args.ranks is None and (args.work_dir or args.compact or args.exact):
+    if args.ranks is None and (args.compact or args.exact or (args.work_dir and args.ranks_as == "captured")):
         args.usage_error(
             "--work-dir, --compact and --exact are for --sweep or --ranks (compact one job with the compact command)"
         )
@@ -292,6 +300,7 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
             compact=args.compact,
             work_dir=args.work_dir,
             gpu_memory=args.gpu_memory,
+            ranks_as=args.ranks_as,
         )
     finally:
         bar.close()
@@ -356,9 +365,11 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
             ray=args.ray,
             exact=args.exact,
             json_output=None if args.json in (None, "-") else args.json,
+            ranks_as=args.ranks_as,
         )
     finally:
         bar.close()
+    said_imbalance(reporter, args.prefix, args.ranks_as)
     if args.json == "-":
         print(json.dumps(sweep.as_json(), indent=2))
     else:
@@ -369,6 +380,15 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
     also = "" if args.json in (None, "-") else f" (and the JSON to {args.json})"
     reporter.info(f"wrote {sweep.table_path}, {sweep.plot_path} and {sweep.json_path}{also}")
     return 0
+
+
+def said_imbalance(reporter: Reporter, prefix: str, ranks_as: str) -> None:
+    """Where the job's ranks differ in compute, one line saying so (``simulate`` says it in its
+    result's warnings; a sweep and ``scale`` here)."""
+    found = api.rank_imbalance(prefix)
+    if found.notable:
+        said = found.describe()
+        reporter.warning(said if ranks_as == "captured" else f"{said.split(';')[0]} (`ranks_as` {ranks_as})")
 
 
 def _sweep_fits(args: argparse.Namespace, key: str, points: list[str]) -> dict[str, Fit | None]:

@@ -22,6 +22,7 @@ from ..io.output import OutputTarget, atomic_output, check_output
 from ..io.read import check_input
 from ..io.spill import SpillFile
 from ..schema.chakra import NodeType
+from ..schema.comm_kernels import custom_comm_type
 from . import astra, cycles, feed, nodes, parallel
 from . import roofline as roofline_pass
 from .astra import AstraChanges
@@ -295,7 +296,21 @@ def _unrecognised_kernels(graph: TraceGraph) -> list[str]:
         name = graph.names[row]
         if graph.types[row] == comp and nodes.is_nccl_kernel(name):
             found[name] = found.get(name, 0) + 1
-    return [
+    custom: dict[str, int] = {}
+    for row in (r for r, gpu in enumerate(graph.is_gpu) if gpu):
+        name = graph.names[row]
+        if graph.types[row] == comp and custom_comm_type(name) is not None:
+            custom[name] = custom.get(name, 0) + 1
+    said = (
+        [
+            f"{sum(custom.values())} GPU kernel(s) of {len(custom)} name(s) are communication that is not NCCL's "
+            f"(e.g. '{next(iter(custom))[:80]}'; docs/kineto.md): kept as compute nodes here; convert the Kineto "
+            "trace alone (convert --kineto) to have them as communication nodes"
+        ]
+        if custom
+        else []
+    )
+    return said + [
         f"NCCL kernel '{name}' ({count} node{'s' if count > 1 else ''}) names no known collective "
         "(allreduce, alltoall, allgather, reducescatter, broadcast, sendrecv): kept as a compute node"
         for name, count in found.items()

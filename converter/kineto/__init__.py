@@ -2,8 +2,9 @@
 
 ``events`` streams the trace and keeps its host, runtime and GPU events; ``graph`` builds one
 ProfilerStep's dependency graph (host timeline with its gaps, CPU -> GPU launches, GPU -> CPU
-synchronisation, GPU -> GPU stream order and cross-stream waits); ``comm`` types NCCL kernels as
-communication nodes; ``write`` encodes the graph.
+synchronisation, GPU -> GPU stream order and cross-stream waits); ``comm`` types NCCL kernels (and
+other communication kernels, ``schema/comm_kernels.py``) as communication nodes; ``overlap`` writes
+kernels that overlapped on several streams for one-at-a-time resources; ``write`` encodes the graph.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class KinetoConversion:
     warnings: list[str] = field(default_factory=list)
     roofline: KinetoRoofline | None = None
     compaction: CompactResult | None = None  # with ``compact``
+    overlap: str | None = None  # what was done to kernels that overlapped on several streams
 
 
 def trace_rank(events: KinetoEvents) -> int | None:
@@ -79,19 +81,23 @@ def convert_kineto(
     roofline: bool = False,
     accelerator: bool = False,
     compact: bool = False,
+    serial_streams: bool = False,
 ) -> KinetoConversion:
     """Convert one ProfilerStep (``step``, else the last complete one) of a Kineto trace into an
     ASTRA-sim-ready ``.et``. ``rank`` overrides ``distributedInfo``'s; ``roofline``: the GPU compute
     nodes' ``num_ops``/``tensor_size`` from their launching ops (``accelerator``: those without are
     written as CPU ops); ``compact``: the output compacted (``docs/compact.md``). Nothing is written
-    on error."""
+    on error. ``serial_streams``: kernels that overlapped on several streams keep their traced
+    durations (default: written to end when they ended, one after another, ``overlap.py``)."""
     started = time.perf_counter()
     source = os.fspath(input_path)
     check_input(source)
     target = check_output(output_path, source)
     events = read_events(source)
     own_rank = rank if rank is not None else trace_rank(events)
-    graph = build(events, step, own_rank, drop, roofline=roofline, accelerator=accelerator)
+    graph = build(
+        events, step, own_rank, drop, roofline=roofline, accelerator=accelerator, share_overlap=not serial_streams
+    )
     pid = graph_pid(events)
     compaction = write_compacted(graph, target, own_rank, pid) if compact else None
     if compaction is None:
@@ -112,6 +118,7 @@ def convert_kineto(
         graph.warnings,
         graph.roofline,
         compaction,
+        graph.overlap.describe() if graph.overlap is not None else None,
     )
 
 

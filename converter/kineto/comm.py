@@ -22,6 +22,8 @@ from typing import Any
 from ..arguments import MAX_RANKS
 from ..schema.astra import REPLAYED_COLLECTIVES, SIMULATED_COLLECTIVES, group_id
 from ..schema.chakra import CollectiveCommType
+from ..schema.comm_kernels import custom_comm_type as custom_comm_type  # re-exported: the front end's names
+from ..schema.comm_kernels import is_nccl_kernel as is_nccl_kernel
 
 _C = CollectiveCommType
 #: Normalised collective names (lower case, no ``_``/``-``) -> type; "send"/"recv" are point-to-point.
@@ -96,8 +98,32 @@ DEFAULT_GROUP = "0"
 GLOO_PREFIX = "gloo:"
 
 
-def is_nccl_kernel(name: str) -> bool:
-    return name.startswith(("nccl", "rccl")) or "nccl" in name[:32].lower()
+def comm_streams(kernels: list[tuple[Any, str, float]]) -> frozenset[Any]:
+    """The communication streams of a trace, from its kernels' ``(stream, name, duration)``: the
+    side streams (every stream but the one with the most kernel time, the compute stream) on which
+    at least half the kernels are NCCL's or named as communication (``CUSTOM_COMM_PATTERNS`` or
+    ``STREAM_COMM_PATTERNS``)."""
+    counts: dict[Any, list[float]] = {}  # stream -> [kernel time, kernels, comm-named]
+    for stream, name, dur in kernels:
+        count = counts.setdefault(stream, [0.0, 0, 0])
+        count[0] += dur
+        count[1] += 1
+        count[2] += is_nccl_kernel(name) or custom_comm_type(name, True) is not None
+    if len(counts) < 2:
+        return frozenset()
+    main = max(counts, key=lambda s: counts[s][0])
+    return frozenset(s for s, (_, n, named) in counts.items() if s != main and 2 * named >= n)
+
+
+def classify_custom(kind: CollectiveCommType, launch_ops: list[Any]) -> CommInfo:
+    """A non-NCCL communication kernel: its collective by name, in the default group (such kernels
+    record no process group), sized by the launching op's first input (else 0)."""
+    size = None
+    for op in launch_ops:
+        size = _input_bytes(op.args.input_dims, op.args.input_type)
+        if size is not None:
+            break
+    return CommInfo("coll", int(kind), size or 0, DEFAULT_GROUP, defaulted_group=True)
 
 
 @dataclass

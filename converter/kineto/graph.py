@@ -21,8 +21,12 @@ The nodes, in id order:
   it (the ``cudaEventRecord`` -> ``cudaStreamWaitEvent`` edge, read from the timing, since Kineto
   records neither the event nor the stream waited on).
 
-NCCL/RCCL kernels become communication nodes (``comm.py``), and so does the ``gloo:`` annotation
-of a collective on CPU ranks (a node after its slot of the host timeline). ``drop`` removes one kind of
+NCCL/RCCL kernels become communication nodes (``comm.py``), and so do communication kernels that
+are not NCCL's (DeepEP, NVSHMEM, custom all-to-all and all-reduce, by name; MoE dispatch/combine on
+a communication stream) and the ``gloo:`` annotation of a collective on CPU ranks (a node after its
+slot of the host timeline). Kernels that overlapped on several streams are then written to end when
+they ended, one after another (``overlap.py``: ASTRA-sim runs one GPU compute and one communication
+node at a time). ``drop`` removes one kind of
 dependency (or the gap nodes) for the ablation.
 """
 
@@ -40,7 +44,7 @@ from ..errors import TraceContentError, TraceFormatError
 from ..schema.chakra import NodeType
 from ..schema.kineto import event_name
 from ..schema.kineto import step_number as schema_step_number
-from . import comm
+from . import comm, overlap
 from .events import HOST, RUNTIME, STEP, Event, KinetoEvents, short_value
 from .roofline import Costs, KinetoRoofline
 from .sortedkeys import SortedKeys
@@ -82,7 +86,7 @@ CARRY_IN_NAME = "[GPU work launched before the step]"
 
 
 class Node:
-    __slots__ = ("comm", "cpu", "deps", "dur", "end", "id", "name", "roofline", "tag", "type")
+    __slots__ = ("comm", "cpu", "deps", "dur", "end", "id", "name", "roofline", "start", "tag", "type")
 
     def __init__(self, node_id: int, name: str, dur: int, deps: list[int], cpu: bool = True) -> None:
         self.id = node_id
@@ -94,6 +98,7 @@ class Node:
         self.comm: comm.CommInfo | None = None
         self.tag: int | None = None
         self.end = 0.0  # a GPU op's traced end (microseconds)
+        self.start = 0  # where it starts, rounded microseconds from the step's start (as written)
         self.roofline: tuple[int, int] | None = None  # (num_ops, tensor_size) with --roofline
 
 
@@ -111,6 +116,8 @@ class KinetoGraph:
     warnings: list[str] = field(default_factory=list)
     incomplete: int = 0
     roofline: KinetoRoofline | None = None
+    overlap: overlap.OverlapSummary | None = None  # kernels that overlapped on several streams
+    streams: dict[int, Any] = field(default_factory=dict)  # GPU node id -> its (pid, stream)
 
 
 def step_number(event: Event) -> int | None:
@@ -215,9 +222,17 @@ def gpu_by_launch(trace: KinetoEvents) -> tuple[dict[int, list[Event]], int]:
 
 class _Builder:
     def __init__(
-        self, trace: KinetoEvents, step: Event, rank: int | None, drop: frozenset[str], costs: Costs | None = None
+        self,
+        trace: KinetoEvents,
+        step: Event,
+        rank: int | None,
+        drop: frozenset[str],
+        costs: Costs | None = None,
+        comm_streams: frozenset[Any] = frozenset(),
     ) -> None:
         self.costs = costs
+        self.comm_streams = comm_streams  # (pid, stream) of the communication streams
+        self.spans: list[overlap.Span] = []  # the step's GPU ops as traced
         self.trace = trace
         self.step = step
         self.rank = rank
@@ -258,6 +273,7 @@ class _Builder:
         deps = [self.prev] if self.prev is not None and "cpu" not in self.drop else []
         begin = self.cursor if start is None else max(self.cursor, start)
         node = self.add(name, end - begin, deps)
+        node.start = begin
         self.prev = node
         self.cursor = max(self.cursor, end)
         return node
@@ -365,9 +381,13 @@ class _Builder:
         if "GraphLaunch" in call.name and ready < start:
             start = ready  # the graph's unrecorded kernels ran before its first recorded op (CUPTI)
         node = self.add(gpu.name, self.rt(gpu.end) - self.rt(start), deps, cpu=False)
+        node.start = self.rt(start)
         self.gpu_ops += 1
         if comm.is_nccl_kernel(gpu.name):
             self._communication(node, gpu, around)
+        elif (custom := comm.custom_comm_type(gpu.name, key in self.comm_streams)) is not None:
+            self._typed(node, comm.classify_custom(custom, around))
+        self.spans.append(overlap.Span(node, start - self.step.ts, gpu.end - self.step.ts, key))
         if self.costs is not None and node.comm is None:
             self.costs.kernel(node, gpu, around)
         self._push(key, gpu.end, node)
@@ -397,6 +417,7 @@ class _Builder:
             return
         self._check_size(event, info)
         node = self.add(event.name, self.rt(event.end) - self.rt(event.ts), [slot], cpu=False)
+        node.start = self.rt(event.ts)
         self._typed(node, info)
 
     def _communication(self, node: Node, gpu: Event, around: list[Event]) -> None:
@@ -446,18 +467,23 @@ def build(
     *,
     roofline: bool = False,
     accelerator: bool = False,
+    share_overlap: bool = True,
 ) -> KinetoGraph:
     """The graph of one step of ``trace`` (the last complete one by default); with ``roofline``,
     the GPU compute nodes' ``num_ops``/``tensor_size`` from their launching ops (``roofline.py``;
-    ``accelerator``: those left without are CPU ops)."""
+    ``accelerator``: those left without are CPU ops); ``share_overlap`` (default): kernels that
+    overlapped on several streams written to end when they ended, one after another
+    (``overlap.py``), else as traced (ASTRA-sim then runs them one after another)."""
     unknown = drop - set(DEPENDENCY_KINDS)
     if unknown:
         raise ValueError(f"unknown dependency kinds {sorted(unknown)}; known: {', '.join(DEPENDENCY_KINDS)}")
     by_launch, repeated = gpu_by_launch(trace)
     chosen, missing = pick_step(trace, step, by_launch)
     costs = Costs(accelerator) if roofline else None
-    builder = _Builder(trace, chosen, rank, drop, costs)
+    builder = _Builder(trace, chosen, rank, drop, costs, _comm_streams(trace))
     builder.build(by_launch)
+    # the rewrite adds GPU -> GPU dependencies: not in the ablation that leaves those out
+    overlapped = _serialise(builder) if share_overlap and "stream" not in drop else None
     number = step_number(chosen)
     assert number is not None
     graph = KinetoGraph(
@@ -469,6 +495,8 @@ def build(
         builder.gpu_ops,
         builder.comm_nodes,
         incomplete=missing,
+        overlap=overlapped,
+        streams={span.node.id: span.stream for span in builder.spans},
     )
     if missing:
         graph.warnings.append(
@@ -499,6 +527,51 @@ def build(
             f"the default group (every rank), though the job has {groups} groups (distributedInfo.pg_config)"
         )
     return graph
+
+
+def _comm_streams(trace: KinetoEvents) -> frozenset[Any]:
+    return comm.comm_streams(
+        [((e.pid, e.stream), e.name, e.dur) for e in trace.gpu if not e.name.startswith(("Memcpy", "Memset"))]
+    )
+
+
+def _serialise(builder: _Builder) -> overlap.OverlapSummary | None:
+    """Kernels that overlapped on several streams written to end when they ended (``overlap.py``);
+    the graph renumbered where a dependency added names a later node. None where none overlapped."""
+    traced = {span.node.id: span.node.dur for span in builder.spans}
+    summary, added = overlap.serialise(_resources(builder.spans), builder.rt)
+    if not summary.any:
+        return None
+    if any(dep > node.id for node, dep in added):
+        order = overlap.stable_order(builder.nodes)
+        if order is None:  # not seen: the traced times would have to contradict each other
+            for node, dep in added:
+                node.deps.remove(dep)
+            for node in builder.nodes:
+                node.dur = traced.get(node.id, node.dur)
+            return None
+        nodes = [builder.nodes[p] for p in order]
+        new_id = {node.id: i for i, node in enumerate(nodes, 1)}
+        for node in nodes:
+            node.id = new_id[node.id]
+            node.deps = [new_id[d] for d in node.deps]
+        builder.nodes[:] = nodes
+        summary.renumbered = True
+    return summary
+
+
+def _resources(spans: list[overlap.Span]) -> dict[str, list[overlap.Span]]:
+    """The GPU ops by the ASTRA-sim resource they take: compute, or communication (a receive takes
+    none)."""
+    found: dict[str, list[overlap.Span]] = {"compute": [], "communication": []}
+    for span in spans:
+        node = span.node
+        assert isinstance(node, Node)
+        if node.comm is None:
+            found["compute"].append(span)
+        elif node.type != NodeType.COMM_RECV_NODE:
+            found["communication"].append(span)
+    return found
 
 
 def _listed_groups(trace: KinetoEvents) -> int:
