@@ -535,7 +535,8 @@ def _compare_inputs(path: str) -> list[str]:
 def rank_imbalance(prefix: PathArg) -> RankImbalance:
     """How the ranks of the job ``PREFIX.<rank>.et`` differ in compute (each rank's compute
     nodes' summed duration; docs/simulating.md)."""
-    return _imbalance.measure(_discover_ranks(_args.path("prefix", prefix)))
+    job: str = _args.path("prefix", prefix)
+    return _imbalance.measure(_discover_ranks(job), job)
 
 
 def _said_imbalance(result: SimulationResult, prefix: str, evened: _imbalance.RanksAs | None) -> SimulationResult:
@@ -545,7 +546,7 @@ def _said_imbalance(result: SimulationResult, prefix: str, evened: _imbalance.Ra
     if evened is not None:
         found = evened.imbalance
     elif 1 < len(paths) <= 256:
-        found = _imbalance.measure(paths)
+        found = _imbalance.measure(paths, prefix)
     else:
         return result
     notes = [evened.describe()] if evened is not None else []

@@ -172,3 +172,14 @@ def test_ranks_as_in_an_unwritable_work_dir_is_one_line(job: Path, tmp_path: Pat
     done = run_cli("simulate", job, "--ranks-as", "slowest", "--work-dir", tmp_path / "missing" / "dir")
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "cannot make a folder for the job" in done.stderr
+
+
+def test_layout_jobs_are_not_replicas(tmp_path: Path) -> None:
+    """The ranks of a tensor x FSDP layout job do different work by design: never said to differ,
+    and --ranks-as is refused (one line, exit 2), before anything runs."""
+    job = Path(__file__).parent / "data" / "layouts" / "tp2fsdp_np4" / "job"
+    found = api.rank_imbalance(job)
+    assert not found.replicas and not found.notable and len(found.compute_us) == 4
+    done = run_cli("scale", job, tmp_path / "x", "--ranks", "8", "--ranks-as", "slowest")
+    assert done.returncode == 2 and "layout job" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())

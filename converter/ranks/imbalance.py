@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..errors import OutputError
+from ..errors import OptionError, OutputError
 from ..et import wire
 from ..et.decode import EtTrace, field_spans, read_et
 from ..et.encode import duration
@@ -49,9 +49,12 @@ _DURATION_FIELD = 7  # Node.duration_micros
 
 @dataclass(frozen=True)
 class Imbalance:
-    """Per captured rank, its compute (us)."""
+    """Per captured rank, its compute (us); ``replicas``: the ranks are data-parallel replicas
+    (not the ranks of a tensor or pipeline layout, ``PREFIX.layout.json``, which do different work
+    by design: they are never said to differ, nor evened out)."""
 
     compute_us: tuple[int, ...]
+    replicas: bool = True
 
     @property
     def slowest(self) -> int:
@@ -79,7 +82,7 @@ class Imbalance:
 
     @property
     def notable(self) -> bool:
-        return len(self.compute_us) > 1 and self.share >= NOTABLE
+        return self.replicas and len(self.compute_us) > 1 and self.share >= NOTABLE
 
     def reference(self, how: str) -> int | None:
         """The rank every rank is replayed as (None: ``captured``)."""
@@ -110,9 +113,11 @@ def compute_of(trace: EtTrace) -> int:
     return sum(trace.durations[r] for r in range(len(trace)) if trace.types[r] == _COMP)
 
 
-def measure(paths: Sequence[str]) -> Imbalance:
-    """The compute of each rank file."""
-    return Imbalance(tuple(compute_of(read_et(p)) for p in paths))
+def measure(paths: Sequence[str], prefix: str | None = None) -> Imbalance:
+    """The compute of each rank file (of the job ``prefix``, where given: a layout job's ranks are
+    not replicas)."""
+    replicas = prefix is None or layoutscale.find(prefix) is None
+    return Imbalance(tuple(compute_of(read_et(p)) for p in paths), replicas)
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,12 @@ def ranks_as(prefix: str, how: str, work_dir: str | None = None) -> Iterator[Ran
     if how not in RANKS_AS or how == "captured":
         raise ValueError(f"ranks_as: {how!r} is not one of slowest, median")
     paths = discover.job_rank_files(prefix)
+    if layoutscale.find(prefix) is not None:
+        raise OptionError(
+            f"`ranks_as` {how}: {prefix} is a tensor/pipeline layout job ({layoutscale.path_for(prefix)}): "
+            "its ranks do different work by design, so none stands for the others",
+            hint="leave `ranks_as` out for a layout job",
+        )
     try:
         folder = tempfile.mkdtemp(prefix="chakra-ranks-as-", dir=work_dir)
     except OSError as exc:
