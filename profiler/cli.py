@@ -16,7 +16,15 @@ from collections.abc import Sequence
 from chakra_convert_fast.converter.cli.numbers import quantity, whole
 from chakra_convert_fast.profiler.convert import CONVERTERS, ConverterUnavailable, ensure_available
 from chakra_convert_fast.profiler.layouts import DP_MODES, SCHEDULES, Layout, make_layout, shape_problems
-from chakra_convert_fast.profiler.models import MODELS, SIZE_CHOICES, check_size, resolve_shape, resolve_size
+from chakra_convert_fast.profiler.models import (
+    MODELS,
+    MOE_MODELS,
+    MOE_PRESETS,
+    SIZE_CHOICES,
+    check_size,
+    resolve_shape,
+    resolve_size,
+)
 
 BACKENDS = ("auto", "gloo", "nccl")
 PRECISIONS = ("fp32", "bf16")
@@ -43,12 +51,17 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
         allow_abbrev=False,
-        description="Pretrain GPT-2 or BERT on SQuAD text (data, tensor and pipeline parallel) and capture "
-        "Chakra host+device traces.",
+        description="Pretrain GPT-2, BERT or Mixtral on SQuAD text (data, tensor, pipeline and expert parallel) "
+        "and capture Chakra host+device traces.",
         epilog="example: chakra-profile --model gpt2 --size tiny --nproc 4 --tp 2 --dp fsdp --steps 4 --convert",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    p.add_argument("--model", choices=MODELS, required=True, help="gpt2: causal LM; bert: masked LM")
+    p.add_argument(
+        "--model",
+        choices=MODELS,
+        required=True,
+        help="gpt2: causal LM; bert: masked LM; mixtral: causal LM with mixture-of-experts layers",
+    )
     p.add_argument(
         "--size",
         choices=SIZE_CHOICES,
@@ -99,6 +112,13 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
         type=_positive,
         default=1,
         help="pipeline-parallel stages (whole blocks); --nproc = data parallel x --tp x --pp",
+    )
+    p.add_argument(
+        "--ep",
+        type=_positive,
+        default=1,
+        help="expert-parallel degree (--model mixtral): each MoE layer's experts sharded over --ep ranks, "
+        "tokens dispatched and combined by all-to-all; --nproc must equal --ep (DDP for the rest)",
     )
     p.add_argument(
         "--microbatches", type=_positive, default=None, help="micro-batches per step with --pp (default: --pp)"
@@ -230,7 +250,15 @@ def layout_of(args: argparse.Namespace, nproc: int | None = None) -> Layout:
     """The run's layout, checked against the model's shape where the size is known before the
     ranks start (``auto`` depends on the device: each rank checks it then). Raises ValueError."""
     microbatches = args.microbatches if args.microbatches is not None else (args.pp if args.pp > 1 else 1)
-    layout = make_layout(args.nproc if nproc is None else nproc, args.tp, args.pp, args.dp, microbatches, args.schedule)
+    layout = make_layout(
+        args.nproc if nproc is None else nproc, args.tp, args.pp, args.dp, microbatches, args.schedule, args.ep
+    )
+    if args.ep > 1 and args.model not in MOE_MODELS:
+        raise ValueError(f"--ep applies to a mixture-of-experts model ({', '.join(MOE_MODELS)}), not {args.model}")
+    if args.ep > 1 and args.size != "auto":
+        experts = MOE_PRESETS[(args.model, resolve_size(args.model, args.size, False))][0]
+        if experts % args.ep:
+            raise ValueError(f"the model's {experts} experts do not split over --ep {args.ep}")
     if args.size != "auto":
         shape = resolve_shape(
             args.model,

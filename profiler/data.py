@@ -82,7 +82,7 @@ def encode(ds: Dataset, model: str, tokenizer: PreTrainedTokenizerBase, seq_len:
         )
         return ids
 
-    encoded = ds.map(gpt2 if model == "gpt2" else bert, batched=True, remove_columns=ds.column_names)
+    encoded = ds.map(bert if model == "bert" else gpt2, batched=True, remove_columns=ds.column_names)
     return encoded.with_format("torch")
 
 
@@ -118,7 +118,7 @@ class Collator:
 
     def __call__(self, rows: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         batch = {key: torch.stack([row[key] for row in rows]) for key in rows[0]}
-        if self.model == "gpt2":
+        if self.model != "bert":  # causal LMs (GPT-2, Mixtral)
             batch["labels"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
             return batch
         special = batch.pop("special_tokens_mask")

@@ -26,6 +26,7 @@ class Layout:
     dp_mode: str = "ddp"
     microbatches: int = 1
     schedule: str = "1f1b"
+    ep: int = 1  # expert parallelism: a MoE layer's experts sharded over ep ranks (``experts.py``)
 
     @property
     def world_size(self) -> int:
@@ -46,6 +47,8 @@ class Layout:
                 out["dp"].append([rank + d * self.tp for d in range(self.dp)])
             if c["pp"] == 0:
                 out["pp"].append([rank + p * self.dp * self.tp for p in range(self.pp)])
+        if self.ep > 1:  # the expert group: every rank (``make_layout`` allows no other)
+            out["ep"] = [list(range(self.world_size))]
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -56,15 +59,20 @@ class Layout:
         }
 
 
-def make_layout(nproc: int, tp: int, pp: int, dp_mode: str, microbatches: int, schedule: str) -> Layout:
+def make_layout(nproc: int, tp: int, pp: int, dp_mode: str, microbatches: int, schedule: str, ep: int = 1) -> Layout:
     """The layout of ``nproc`` ranks; raises ValueError naming what does not divide."""
+    if ep > 1 and (tp, pp, dp_mode, nproc) != (1, 1, "ddp", ep):
+        raise ValueError(
+            f"--ep {ep} shards the experts over every rank, with DDP for the rest: it needs --nproc {ep}, "
+            "--tp 1, --pp 1 and --dp ddp"
+        )
     if nproc % (tp * pp):
         raise ValueError(f"--nproc {nproc} is not a multiple of --tp {tp} x --pp {pp} = {tp * pp}")
     if pp == 1 and microbatches != 1:
         raise ValueError("--microbatches applies to pipeline parallelism (--pp 2 or more)")
     if pp > 1 and schedule == "1f1b" and microbatches < pp:
         raise ValueError(f"the 1F1B schedule needs --microbatches >= --pp ({pp}), got {microbatches}")
-    return Layout(nproc // (tp * pp), tp, pp, dp_mode, microbatches, schedule)
+    return Layout(nproc // (tp * pp), tp, pp, dp_mode, microbatches, schedule, ep)
 
 
 def shape_problems(

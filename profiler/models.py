@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-MODELS = ("gpt2", "bert")
+MODELS = ("gpt2", "bert", "mixtral")
+#: Models trained as causal LMs on the GPT-2 tokenizer (the others: BERT's masked LM).
+CAUSAL = ("gpt2", "mixtral")
+#: Models whose MLP is a mixture of experts, which ``--ep`` shards.
+MOE_MODELS = ("mixtral",)
+#: Models whose MLP is a mixture of experts (``--ep``): (model, size) -> (experts, experts per token).
+MOE_PRESETS: dict[tuple[str, str], tuple[int, int]] = {("mixtral", "tiny"): (4, 2), ("mixtral", "small"): (8, 2)}
 SIZES = ("tiny", "small", "base")
 # The real model names are accepted as size names for the matching model.
 SIZE_ALIASES = {("gpt2", "gpt2"): "base", ("bert", "bert-base"): "base"}
@@ -48,6 +54,10 @@ PRESETS: dict[tuple[str, str], Shape] = {
     ("bert", "small"): Shape(4, 256, 4, 1024, 512, 128),
     # A WordPiece vocabulary trained on little text is small; the real shape keeps 30,522 rows.
     ("bert", "base"): Shape(12, 768, 12, 3072, 512, 384, vocab_size=30522),
+    # Mixtral's architecture (grouped-query attention, RMSNorm, rotary positions, a sparse MoE of
+    # SwiGLU experts) at sizes a CPU trains; there is no ``base`` (the real one is 47B parameters).
+    ("mixtral", "tiny"): Shape(n_layer=2, hidden=64, n_head=2, intermediate=128, max_positions=128, seq_len=64),
+    ("mixtral", "small"): Shape(4, 256, 4, 512, 512, 128),
 }
 
 
@@ -55,6 +65,8 @@ def check_size(model: str, size: str) -> None:
     """A real model's name is a size only for that model (``--model bert --size gpt2`` is a slip)."""
     if size not in (*SIZES, "auto") and (model, size) not in SIZE_ALIASES:
         raise ValueError(f"size {size!r} does not apply to model {model!r}")
+    if size == "base" and (model, size) not in PRESETS:
+        raise ValueError(f"model {model!r} has no 'base' size here (tiny or small)")
 
 
 def resolve_size(model: str, size: str, on_gpu: bool) -> str:
@@ -63,7 +75,7 @@ def resolve_size(model: str, size: str, on_gpu: bool) -> str:
     ``auto`` means the real shape on GPUs (the Docker job) and ``small`` on CPU processes.
     """
     if size == "auto":
-        return "base" if on_gpu else "small"
+        return "base" if on_gpu and (model, "base") in PRESETS else "small"
     if size in SIZES:
         return size
     check_size(model, size)
@@ -99,8 +111,29 @@ def embedding_rows(shape: Shape, tokenizer_size: int, *, trained: bool = False) 
     return max(shape.vocab_size, tokenizer_size)
 
 
-def build_config(model: str, shape: Shape, vocab_size: int, special_ids: dict[str, int]) -> Any:
+def build_config(
+    model: str, shape: Shape, vocab_size: int, special_ids: dict[str, int], moe: tuple[int, int] = (4, 2)
+) -> Any:
     """A transformers config with randomly initialised weights in mind (pretraining from scratch)."""
+    if model == "mixtral":
+        from transformers import MixtralConfig
+
+        experts, top_k = moe
+        return MixtralConfig(
+            vocab_size=vocab_size,
+            hidden_size=shape.hidden,
+            intermediate_size=shape.intermediate,
+            num_hidden_layers=shape.n_layer,
+            num_attention_heads=shape.n_head,
+            num_key_value_heads=shape.n_head,
+            max_position_embeddings=shape.max_positions,
+            num_local_experts=experts,
+            num_experts_per_tok=top_k,
+            bos_token_id=special_ids["bos"],
+            eos_token_id=special_ids["eos"],
+            pad_token_id=special_ids["pad"],
+            use_cache=False,
+        )
     if model == "gpt2":
         from transformers import GPT2Config
 
@@ -130,9 +163,15 @@ def build_config(model: str, shape: Shape, vocab_size: int, special_ids: dict[st
     )
 
 
-def build_model(model: str, shape: Shape, vocab_size: int, special_ids: dict[str, int]) -> PreTrainedModel:
-    """GPT-2 with an LM head (causal LM) or BERT with an MLM head, freshly initialised."""
-    config = build_config(model, shape, vocab_size, special_ids)
+def build_model(
+    model: str, shape: Shape, vocab_size: int, special_ids: dict[str, int], moe: tuple[int, int] = (4, 2)
+) -> PreTrainedModel:
+    """GPT-2 or Mixtral with an LM head (causal LM) or BERT with an MLM head, freshly initialised."""
+    config = build_config(model, shape, vocab_size, special_ids, moe)
+    if model == "mixtral":
+        from transformers import MixtralForCausalLM
+
+        return MixtralForCausalLM(config)
     if model == "gpt2":
         from transformers import GPT2LMHeadModel
 

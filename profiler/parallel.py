@@ -51,6 +51,7 @@ class Trainer:
         self.first, self.last = first, last
         self.grad_group = grad_group  # a pipeline stage's data-parallel group under ddp
         self.autocast: torch.dtype | None = None  # mixed precision: the forward pass and loss under autocast
+        self.moe_layers: list[Any] = []  # expert parallelism: this rank's expert shards (their ``loads``)
 
     def step(self, batch: dict[str, torch.Tensor]) -> float:
         if self.schedule is None:
@@ -140,6 +141,11 @@ def build(
             _tensor_parallel(model_name, block, _dimension(mesh, "tp"), layout.tp)
     grad_group = None
     units: list[list[list[int]]] = []
+    moe_layers: list[Any] = []
+    if layout.ep > 1:
+        from chakra_convert_fast.profiler.experts import shard_experts
+
+        moe_layers = shard_experts(module, layout.ep, dist.group.WORLD)
     if layout.pp > 1 and layout.dp_mode == "ddp":
         grad_group = _dimension(mesh, "dp").get_group()
     else:
@@ -152,10 +158,12 @@ def build(
         stage = PipelineStage(module, coords["pp"], layout.pp, device, group=_dimension(mesh, "pp").get_group())
         kind = Schedule1F1B if layout.schedule == "1f1b" else ScheduleGPipe
         schedule = kind(stage, layout.microbatches, loss_fn=_loss(model_name))
-    return (
-        Trainer(module, optimizer, schedule, first, last, grad_group),
-        {**mesh_groups(mesh, rank), "fsdp_units": units},
-    )
+    trainer = Trainer(module, optimizer, schedule, first, last, grad_group)
+    trainer.moe_layers = moe_layers
+    groups = mesh_groups(mesh, rank)
+    if layout.ep > 1:  # the experts' group: the default one (--ep equals --nproc)
+        groups["ep"] = dict(groups["dp"])
+    return trainer, {**groups, "fsdp_units": units}
 
 
 def _dimension(mesh: DeviceMesh | None, name: str) -> DeviceMesh:
@@ -250,6 +258,11 @@ def _data_parallel(
         _pre_dp_module_transform(module)
     ids = [device.index] if device.type == "cuda" else None
     group = mesh["dp"].get_group() if mesh is not None else None
+    if layout.ep > 1:  # each rank's experts are its own: their gradients are not averaged
+        from chakra_convert_fast.profiler.experts import expert_parameter_names
+
+        ignore: Any = nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model
+        ignore(module, expert_parameter_names(module))
     return nn.parallel.DistributedDataParallel(module, device_ids=ids, process_group=group)
 
 

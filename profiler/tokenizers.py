@@ -141,9 +141,9 @@ def load_tokenizer(model: str, texts: list[str], name_or_path: str | None = None
     """The tokenizer for ``model``; GPT-2 needs a pad token, BERT a mask token."""
     if name_or_path:
         tok = pretrained_tokenizer(name_or_path)
-        if model == "gpt2" and tok.pad_token is None:
+        if model != "bert" and tok.pad_token is None:
             tok.pad_token = tok.eos_token
         if model == "bert" and tok.mask_token is None:
             raise ValueError(f"tokenizer {name_or_path!r} has no mask token; BERT's MLM needs one")
         return tok
-    return gpt2_tokenizer() if model == "gpt2" else bert_tokenizer(texts)
+    return bert_tokenizer(texts) if model == "bert" else gpt2_tokenizer()

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from chakra_convert_fast.converter.ranks.layoutscale import LAYOUT_SUFFIX
-from chakra_convert_fast.profiler import convert, data, groups, memory, models, parallel, tokenizers, tracing
+from chakra_convert_fast.profiler import convert, data, experts, groups, memory, models, parallel, tokenizers, tracing
 from chakra_convert_fast.profiler.cli import layout_of, parse_args, threads_for
 from chakra_convert_fast.profiler.layouts import Layout, shape_problems
 
@@ -60,6 +60,7 @@ class StepRecord:
     device: dict[str, Any] | None = None
     et: dict[str, Any] | None = None
     memory: dict[str, Any] | None = None  # the traced step's memory truth (profiler/memory.py)
+    expert_loads: list[list[list[int]]] | None = None  # --ep: per MoE layer, per forward, rows per local expert
 
 
 def placement(args: argparse.Namespace) -> Placement:
@@ -334,9 +335,12 @@ def write_comm_groups(outdir: Path, name: str, world_size: int) -> dict[str, Any
     return {"path": str(out), "groups": groups}
 
 
-def write_layout(outdir: Path, name: str, layout: Layout, records: list[StepRecord | None]) -> str:
+def write_layout(
+    outdir: Path, name: str, layout: Layout, records: list[StepRecord | None], moe: dict[str, Any] | None = None
+) -> str:
     """``{name}.layout.json`` beside the .et files: the mesh and each rank's group per mesh
-    dimension, what ``chakra-convert-fast scale`` needs to scale this layout."""
+    dimension, what ``chakra-convert-fast scale`` needs to scale this layout; under expert
+    parallelism also ``ep`` and ``moe`` (experts, top-k, the routing's imbalance)."""
     out = outdir / f"{name}{LAYOUT_SUFFIX}"
     ranks = [r.groups if r is not None else None for r in records]
     out.write_text(
@@ -349,6 +353,7 @@ def write_layout(outdir: Path, name: str, layout: Layout, records: list[StepReco
                 "microbatches": layout.microbatches,
                 "schedule": layout.schedule,
                 "ranks": ranks,
+                **({"ep": layout.ep, "moe": moe} if layout.ep > 1 else {}),
             }
         )
         + "\n",
@@ -400,9 +405,12 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
         torch.manual_seed(args.seed)
         vocab_size = models.embedding_rows(shape, len(tokenizer), trained=args.model == "bert" and not args.tokenizer)
         # transformers wraps Module.to with functools.wraps, which mypy types without its self
-        model = models.build_model(args.model, shape, vocab_size, special).to(where.device)  # type: ignore[arg-type]
+        moe = models.MOE_PRESETS.get((args.model, size), (0, 0))
+        model = models.build_model(args.model, shape, vocab_size, special, moe).to(where.device)  # type: ignore[arg-type]
         meta = build_meta(args, where, size, shape, models.count_parameters(model), vocab_size, name)
         meta["layout"] = layout.as_dict()
+        if args.model in models.MOE_MODELS:
+            meta["moe"] = {"experts": moe[0], "top_k": moe[1], "ep": layout.ep}
         log.info(
             "%s %s: %s, %d parameters, %d rank(s) on %s/%s, layout dp=%d (%s) tp=%d pp=%d",
             args.model,
@@ -423,6 +431,7 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
         paths = tracing.TracePaths.for_rank(Path(args.outdir), name, where.rank)
         record = train_steps(trainer, stream, args, where, paths, schedule)
         record.groups = mesh_groups
+        record.expert_loads = [layer.loads for layer in trainer.moe_layers] or None
         if args.enable_tracing:
             inspect_and_convert(record, args, paths, name)
         records: list[StepRecord | None] = [None] * where.world_size
@@ -430,9 +439,12 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
         summary = None
         if where.rank == 0:
             summary = summarize(meta, [r for r in records if r is not None], args.active)
+            if layout.ep > 1:
+                loads = [r.expert_loads or [] for r in records if r is not None]
+                summary["moe"]["imbalance"] = experts.imbalance(loads)
             if args.enable_tracing and args.convert and args.converter == "fast":
                 summary["comm_groups"] = write_comm_groups(Path(args.outdir), name, where.world_size)
-                summary["layout_file"] = write_layout(Path(args.outdir), name, layout, records)
+                summary["layout_file"] = write_layout(Path(args.outdir), name, layout, records, summary.get("moe"))
             write_summary(summary, Path(args.outdir), name)
             if args.save_dir:
                 model.save_pretrained(args.save_dir)

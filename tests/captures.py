@@ -66,6 +66,8 @@ GPT2_2 = Run("gpt2", 2, wait=1, warmup=1, active=1, extra=("--convert",))
 BERT_2 = Run("bert", 2, wait=0, warmup=1, active=1, extra=("--convert",))
 GPT2_4 = Run("gpt2", 4, wait=1, warmup=1, active=1, extra=("--convert",))
 BERT_4 = Run("bert", 4, wait=0, warmup=1, active=1, extra=("--convert",))  # BERT_2 on 4 ranks (test_scale)
+#: Mixtral (4 experts, top-2) with its experts sharded over 2 ranks (tests/test_profiler_moe.py).
+MIXTRAL_EP2 = Run("mixtral", 2, wait=0, warmup=1, active=1, extra=("--ep", "2", "--convert"))
 RUNS = [
     Run("gpt2", 1, wait=0, warmup=1, active=2),
     Run("bert", 1, wait=1, warmup=1, active=1, extra=("--save-dir", "SAVE")),

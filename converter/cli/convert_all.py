@@ -119,6 +119,12 @@ def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
             f"communicator groups: {result.comm_group_path} {groups.groups} (the default group, "
             "every rank, needs no entry)"
         )
+    collectives, nodes = result.evened
+    if collectives:
+        reporter.info(
+            f"all-to-all with splits: {collectives} collective(s) moved different bytes on different ranks; "
+            f"{nodes} node(s) now carry their group's largest rank buffer (ASTRA-sim runs one size per collective)"
+        )
     if groups.unusable:
         reporter.warning(f"process groups {groups.unusable} have names ASTRA-sim cannot use as group ids")
     if args.memory:

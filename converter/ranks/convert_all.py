@@ -26,7 +26,7 @@ from ..io.outputset import OutputSet
 from ..io.read import same_file
 from ..kineto import convert_kineto
 from ..workers import run_all
-from . import commgroups
+from . import alltoallv, commgroups
 from .commgroups import CommGroups
 from .discover import DEFAULT_JOB_NAME, TRACE_SUFFIXES, FoundTraces, discover, job_name
 from .onray import run_on_ray
@@ -52,6 +52,7 @@ class MultiRankResult:
     comm_groups: CommGroups = field(default_factory=CommGroups)
     ray_cluster: str | None = None  # with --ray: which cluster ran the ranks, and how it was chosen
     prefix: str = DEFAULT_JOB_NAME  # the outputs' name: <prefix>.<rank>.et
+    evened: tuple[int, int] = (0, 0)  # all-to-alls given one size on every rank, and the nodes changed
 
     @property
     def failed(self) -> int:
@@ -158,9 +159,12 @@ def _convert_all(
         outcomes.sort(key=lambda o: o.rank)
         if not any(o.ok for o in outcomes):
             return MultiRankResult(outcomes, None, groups, next(iter(cluster), None), prefix)
+        evened = (0, 0)
+        if options.astra_sim or options.compact or (found.devices and not found.hosts):
+            evened = alltoallv.even_all_to_all([files.staged(targets[o.rank]) for o in outcomes if o.ok and o.output])
         commgroups.write(groups, files.staged(group_target))
         files.commit([*(targets[o.rank] for o in outcomes if o.ok and o.output), group_target])
-    return MultiRankResult(outcomes, group_target.path, groups, next(iter(cluster), None), prefix)
+    return MultiRankResult(outcomes, group_target.path, groups, next(iter(cluster), None), prefix, evened)
 
 
 def _in_place(outcome: RankOutcome, output_dir: str) -> RankOutcome:
