@@ -123,7 +123,7 @@ def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
     if collectives:
         reporter.info(
             f"all-to-all with splits: {collectives} collective(s) moved different bytes on different ranks; "
-            f"{nodes} node(s) now carry their group's largest rank buffer (ASTRA-sim runs one size per collective)"
+            f"{nodes} node(s) now carry their group's largest rank's input (ASTRA-sim runs one size per collective)"
         )
     if groups.unusable:
         reporter.warning(f"process groups {groups.unusable} have names ASTRA-sim cannot use as group ids")

@@ -17,7 +17,7 @@ op                              becomes           bytes
 ``_allgather_base_``            ALL_GATHER        input 1
 ``reduce_scatter_``             REDUCE_SCATTER    input 1, the whole input (a list of lists)
 ``_reduce_scatter_base_``       REDUCE_SCATTER    input 1
-``alltoall_``, ``alltoall_base_``  ALL_TO_ALL     the larger of input 1 (sent) and input 0 (received)
+``alltoall_``, ``alltoall_base_``  ALL_TO_ALL     input 1
 ``allreduce_coalesced_``        ALL_REDUCE        input 0 (every tensor of the list: one collective)
 ``allgather_coalesced_``,       ALL_GATHER        input 1 (the inputs; input 0 holds the outputs)
 ``allgather_into_tensor_coalesced_``
@@ -61,7 +61,6 @@ _OPS: dict[str, tuple[int, int | None, int]] = {
     "c10d::recv_": (_RECV, None, 0),
 }
 _PEER, _TAG = 2, 3
-_ALL_TO_ALL = int(CollectiveCommType.ALL_TO_ALL)
 #: The ``c10d::`` ops that become communication nodes under --astra-sim.
 HOST_COLLECTIVES = frozenset(_OPS)
 
@@ -95,8 +94,6 @@ def host_collective(name: str, inputs: Any) -> HostCollective | None:
     try:
         values, shapes, types = inputs["values"], inputs["shapes"], inputs["types"]
         size = tensor_bytes(values[index], shapes[index], types[index])
-        if comm_type == _ALL_TO_ALL:  # with splits, a rank may receive more than it sends
-            size = max(size, tensor_bytes(values[0], shapes[0], types[0]))
         if node_type == _COLL:
             return HostCollective(node_type, comm_type, size)
         peer, tag = values[_PEER], values[_TAG]

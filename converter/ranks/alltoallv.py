@@ -1,15 +1,16 @@
 """One size per all-to-all across a job's ranks, for ASTRA-sim (``convert-all`` with ``astra_sim``).
 
 An all-to-all with splits (``all_to_all_single`` with input and output split sizes: a
-mixture-of-experts layer's dispatch and combine) moves a different number of bytes on each rank:
-each rank's node carries the larger of its input and output buffers
-(``convert/collectives.py``). ASTRA-sim knows only the even all-to-all: a node of ``comm_size``
-S sends S / n bytes to each of the group's n ranks, and the ranks' messages are matched by size,
-so ranks that disagree on S hang without a word. ``even_all_to_all`` gives the n-th ALL_TO_ALL of
-each group, on every rank of it, the group's largest size: the busiest rank's buffer, which
-bounds the uneven exchange's time (the even exchange of that buffer is what each rank then
-simulates). Sizes already equal are left alone (an even all-to-all is unchanged), and a group
-whose ranks issue different numbers of all-to-alls is left for ``check`` to report.
+mixture-of-experts layer's dispatch and combine) moves a different number of bytes on each rank,
+and each rank's node carries its own input buffer (``convert/collectives.py``, as the reference
+reads NCCL's ``In msg nelems``). ASTRA-sim knows only the even all-to-all: a node of
+``comm_size`` S sends S / n bytes to each of the group's n ranks, and the ranks' messages are
+matched by size, so ranks that disagree on S hang without a word. ``even_all_to_all`` gives the
+n-th ALL_TO_ALL of each group, on every rank of it, the group's largest size: the busiest
+sender's buffer, which bounds the uneven exchange's time (what a rank receives in a MoE dispatch
+it sends back in the combine, so both directions' imbalance shows). Sizes already equal are left
+alone (an even all-to-all is unchanged), and a group whose ranks issue different numbers of
+all-to-alls is left for ``check`` to report.
 """
 
 from __future__ import annotations
