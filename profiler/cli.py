@@ -253,6 +253,8 @@ def layout_of(args: argparse.Namespace, nproc: int | None = None) -> Layout:
     layout = make_layout(
         args.nproc if nproc is None else nproc, args.tp, args.pp, args.dp, microbatches, args.schedule, args.ep
     )
+    if args.model in MOE_MODELS and (layout.tp, layout.pp, layout.dp_mode) != (1, 1, "ddp"):
+        raise ValueError(f"--model {args.model} runs data and expert parallelism: --tp 1, --pp 1 and --dp ddp")
     if args.ep > 1 and args.model not in MOE_MODELS:
         raise ValueError(f"--ep applies to a mixture-of-experts model ({', '.join(MOE_MODELS)}), not {args.model}")
     if args.ep > 1 and args.size != "auto":

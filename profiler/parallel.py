@@ -29,6 +29,7 @@ import torch.distributed as dist
 from torch import nn
 
 from chakra_convert_fast.profiler.layouts import MESH_DIMS, Layout, stage_layers
+from chakra_convert_fast.profiler.models import MOE_MODELS
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -263,7 +264,12 @@ def _data_parallel(
 
         ignore: Any = nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model
         ignore(module, expert_parameter_names(module))
-    return nn.parallel.DistributedDataParallel(module, device_ids=ids, process_group=group)
+    # Without --ep, a mixture of experts' expert that no token chose in a step has no gradient:
+    # DDP must look for such parameters or it fails at the next step.
+    unused = model_name in MOE_MODELS and layout.ep == 1
+    return nn.parallel.DistributedDataParallel(
+        module, device_ids=ids, process_group=group, find_unused_parameters=unused
+    )
 
 
 def fsdp_units(module: nn.Module, blocks: list[nn.Module]) -> list[list[list[int]]]:

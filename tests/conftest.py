@@ -30,6 +30,7 @@ _MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_profiler_models": ("torch",),
     "test_profiler_data": ("torch",),
     "test_profiler_tokenizers": ("torch",),
+    "test_profiler_experts": ("torch",),
     "test_profiler_memory": ("torch",),
     "test_fuzz": ("slow",),
     "test_signals": ("slow",),

@@ -56,6 +56,8 @@ def all_to_alls(done: Done, rank: int) -> list[dict[str, Any]]:
         (["--model", "mixtral", "--size", "tiny", "--ep", "2", "--nproc", "2", "--tp", "2"], "--tp 1"),
         (["--model", "mixtral", "--size", "tiny", "--ep", "3", "--nproc", "3"], "4 experts do not split"),
         (["--model", "mixtral", "--size", "base"], "no 'base' size"),
+        (["--model", "mixtral", "--size", "tiny", "--nproc", "2", "--dp", "fsdp"], "--dp ddp"),
+        (["--model", "mixtral", "--size", "tiny", "--nproc", "2", "--pp", "2"], "--pp 1"),
     ],
 )
 def test_ep_options_that_cannot_apply_are_usage_errors(
