@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from chakra_convert_fast.converter.ranks import alltoallv
 from chakra_convert_fast.converter.ranks.layoutscale import LAYOUT_SUFFIX
 from chakra_convert_fast.profiler import convert, data, experts, groups, memory, models, parallel, tokenizers, tracing
 from chakra_convert_fast.profiler.cli import layout_of, parse_args, threads_for
@@ -335,6 +336,18 @@ def write_comm_groups(outdir: Path, name: str, world_size: int) -> dict[str, Any
     return {"path": str(out), "groups": groups}
 
 
+def even_all_to_all(outdir: Path, name: str, world_size: int) -> dict[str, int]:
+    """One size per all-to-all on every rank's .et (rank 0, after all ranks have written theirs):
+    the dispatch and combine move different bytes on different ranks, and ASTRA-sim hangs on
+    ranks that disagree (``converter/ranks/alltoallv.py``, what ``convert-all`` does)."""
+    paths = [str(convert.et_path(outdir, name, rank)) for rank in range(world_size)]
+    collectives, nodes = alltoallv.even_all_to_all(paths)
+    log.info(
+        "all-to-all with splits: %d collective(s) given their largest rank's input (%d node(s))", collectives, nodes
+    )
+    return {"collectives": collectives, "nodes": nodes}
+
+
 def write_layout(
     outdir: Path, name: str, layout: Layout, records: list[StepRecord | None], moe: dict[str, Any] | None = None
 ) -> str:
@@ -445,6 +458,8 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
             if args.enable_tracing and args.convert and args.converter == "fast":
                 summary["comm_groups"] = write_comm_groups(Path(args.outdir), name, where.world_size)
                 summary["layout_file"] = write_layout(Path(args.outdir), name, layout, records, summary.get("moe"))
+                if layout.ep > 1:
+                    summary["moe"]["all_to_all_evened"] = even_all_to_all(Path(args.outdir), name, where.world_size)
             write_summary(summary, Path(args.outdir), name)
             if args.save_dir:
                 model.save_pretrained(args.save_dir)
