@@ -88,9 +88,10 @@ def _rewrite(path: str, sizes: dict[int, int]) -> None:
                 fh.write(wire.delimited_message(message if size is None else _with_size(message, size)))
         os.replace(temporary, path)
     except OSError as exc:
+        raise OutputError(path, f"cannot rewrite: {reason_of(exc)}") from None
+    finally:  # an error or a signal leaves no partial file behind
         with suppress(OSError):
             os.unlink(temporary)
-        raise OutputError(path, f"cannot rewrite: {reason_of(exc)}") from None
 
 
 def _with_size(message: bytes, size: int) -> bytes:
