@@ -8,6 +8,7 @@ Writes ``OUTDIR/<prefix>.<rank>.et`` (the names ASTRA-sim's workload loader expe
 unless every rank failed (then nothing is written). The ranks write into a hidden staging
 directory in OUTDIR; the files move into OUTDIR together, in one step signals cannot cut, once
 every rank has ended: an interrupted run leaves OUTDIR as it was.
+A folder holding the traces of several jobs is refused, naming each job's files (``ranks/jobs.py``).
 One rank failing does not stop the others; each outcome is a row of the summary.
 """
 
@@ -29,6 +30,7 @@ from ..workers import run_all
 from . import alltoallv, commgroups
 from .commgroups import CommGroups
 from .discover import DEFAULT_JOB_NAME, TRACE_SUFFIXES, FoundTraces, discover, job_name
+from .jobs import refuse_mixed
 from .onray import run_on_ray
 from .pair import convert_pair
 
@@ -92,6 +94,7 @@ def convert_all(
     if prefix is not None:
         _check_prefix(prefix)
     found = discover(directory)
+    refuse_mixed(found, directory)  # never one job of mixed ranks
     prefix = job_name(found) if prefix is None else prefix
     created = output_directory(output_dir)
     try:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..arguments import MAX_RANKS
+from ..convert.groups import PROCESS_GROUP_INIT, init_groups
 from ..errors import ConverterError, OutputError, TraceFormatError
 from ..jsonstream import JsonObjectStream
 
@@ -27,6 +28,19 @@ _RANK_IN_NAME = re.compile(r"(?:rank|worker)[_-]?(\d+)", re.IGNORECASE)
 _LAST_NUMBER = re.compile(r"(?<![A-Za-z0-9])(\d+)(?!.*\d)")
 
 
+@dataclass(frozen=True)
+class JobMark:
+    """What a trace records of the job it belongs to (None where it records nothing): a Kineto
+    trace's ``distributedInfo`` world size and backend and its first device's name; a host
+    trace's default process group size (``## process_group:init ##``) and schema."""
+
+    kind: str  # "host" | "device"
+    world_size: int | None = None
+    backend: str | None = None
+    device: str | None = None
+    schema: str | None = None
+
+
 @dataclass
 class FoundTraces:
     """Trace paths by rank (several per rank is a problem the caller reports)."""
@@ -34,6 +48,8 @@ class FoundTraces:
     hosts: dict[int, list[str]] = field(default_factory=dict)
     devices: dict[int, list[str]] = field(default_factory=dict)
     dist_info: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: What each trace says of its job (``JobMark``), by path: ``ranks/jobs.py`` keeps jobs apart.
+    marks: dict[str, JobMark] = field(default_factory=dict)
     #: Why files that look like traces could not be read, by the rank in their name (or None).
     unreadable: dict[int | None, list[str]] = field(default_factory=dict)
 
@@ -51,10 +67,12 @@ def discover(directory: str) -> FoundTraces:
         if not name.endswith(TRACE_SUFFIXES) or any(s in name for s in _SKIPPED_NAMES) or not os.path.isfile(path):
             continue
         try:
-            kind, info = _sniff(path)
+            kind, info, mark = _sniff_job(path)
         except ConverterError as exc:  # one corrupt file must not stop the other ranks
             found.unreadable.setdefault(rank_from_name(name), []).append(str(exc))
             continue
+        if mark is not None:
+            found.marks[path] = mark
         if kind == "device":
             rank = info.get("rank") if isinstance(info.get("rank"), int) else rank_from_name(name)
             if rank is not None and not 0 <= rank < MAX_RANKS:
@@ -125,16 +143,56 @@ def _sniff(path: str) -> tuple[str | None, dict[str, Any]]:
     r"""('host' | 'device' | None, the Kineto trace's distributedInfo) from its top-level keys,
     read up to the big array (which is not decoded). A file that cannot be read or parsed up to
     there (a corrupt gzip, malformed JSON) raises ``ConverterError``\ s."""
+    kind, info, _ = _sniff_job(path, nodes=0)
+    return kind, info
+
+
+#: How many of a host trace's first nodes are searched for ``## process_group:init ##`` (the
+#: observer writes it first: node 1 or 2 of every host trace in tests/data).
+_INIT_WITHIN = 16
+
+
+def _sniff_job(path: str, nodes: int = _INIT_WITHIN) -> tuple[str | None, dict[str, Any], JobMark | None]:
+    """``_sniff`` and the ``JobMark`` of the trace (from its first ``nodes`` nodes for a host trace)."""
     info: dict[str, Any] = {}
+    top: dict[str, Any] = {}
     with JsonObjectStream(path, stream_keys={"traceEvents", "nodes"}) as stream:
         for key, value in stream.items():
             if key == "distributedInfo" and isinstance(value, dict):
                 info = value
             elif key == "nodes":
-                return "host", info
+                return "host", info, _host_mark(top, value, nodes)
             elif key == "traceEvents":  # Kineto writes distributedInfo before it
-                return "device", info
-    return None, info
+                return "device", info, _device_mark(top, info)
+            elif key in ("deviceProperties", "schema"):
+                top[key] = value
+    return None, info, None
+
+
+def _whole(value: Any) -> int | None:
+    return value if type(value) is int and value >= 1 else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _device_mark(top: dict[str, Any], info: dict[str, Any]) -> JobMark:
+    devices = top.get("deviceProperties")
+    first = devices[0] if isinstance(devices, list) and devices and isinstance(devices[0], dict) else {}
+    return JobMark("device", _whole(info.get("world_size")), _text(info.get("backend")), _text(first.get("name")))
+
+
+def _host_mark(top: dict[str, Any], nodes: Any, within: int) -> JobMark:
+    world = None
+    for n, node in enumerate(nodes):
+        if n >= within:
+            break
+        if isinstance(node, dict) and PROCESS_GROUP_INIT in str(node.get("name", "")):
+            sizes = {str(g.get("pg_name")): g.get("pg_size") for g in init_groups(node) if isinstance(g, dict)}
+            world = _whole(sizes.get("0", max((s for s in sizes.values() if type(s) is int), default=None)))
+            break
+    return JobMark("host", world, schema=_text(top.get("schema")))
 
 
 # -- a job's rank files: PREFIX.0.et .. PREFIX.<N-1>.et ---------------------------------------------
