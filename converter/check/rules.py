@@ -90,11 +90,14 @@ class CheckReport:
         return not any(p.fatal for p in self.problems)
 
 
-def check(traces: Sequence[EtTrace], comm_groups: dict[str, Any] | None = None) -> CheckReport:
+def check(
+    traces: Sequence[EtTrace], comm_groups: dict[str, Any] | None = None, ranks: Sequence[int] | None = None
+) -> CheckReport:
     """Check ``traces`` (one per rank: the rank is the number in ``<prefix>.<rank>.et``, else the
-    position) and, if given, the communicator groups of ``--comm-group-configuration``."""
+    position; ``ranks`` gives them instead) and, if given, the communicator groups of
+    ``--comm-group-configuration``."""
     problems: list[Problem] = []
-    ranks = _ranks(traces, problems)
+    ranks = list(ranks) if ranks is not None else _ranks(traces, problems)
     files = [_check_file(trace, rank, problems) for trace, rank in zip(traces, ranks, strict=True)]
     groups = _check_groups(comm_groups, ranks, problems) if comm_groups is not None else None
     _check_across(files, groups, problems)

@@ -10,6 +10,8 @@ from .. import api
 from ..errors import ConverterError
 from ..memory.job import rank_memory, write_sidecar
 from ..memory.profile import RankMemory
+from ..ranks.discover import distributed_info
+from ..ranks.jobsize import rank_output
 from .common import (
     PROG,
     add_conversion_options,
@@ -140,7 +142,7 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
         paired = api.convert_pair(
             args.host,
             args.device,
-            args.paths[0],
+            _named_for_rank(args.device, args.paths[0], args.rank) if options.astra_sim else args.paths[0],
             options,
             rank=args.rank,
             keep_merged=args.keep_merged,
@@ -202,7 +204,7 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
     memory = _memory_of(args, args.paths[1], None, args.paths[0])
     result = api.convert_kineto(
         args.paths[0],
-        args.paths[1],
+        _named_for_rank(args.paths[0], args.paths[1], args.rank),
         step=args.step,
         rank=args.rank,
         drop=args.drop_dependency,
@@ -214,6 +216,18 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
     reporter.kineto(result)
     _write_memory(reporter, args.paths[1], memory)
     return 0
+
+
+def _named_for_rank(trace: str, output: str, rank: int | None) -> str:
+    """``OUTPUT`` as ``OUTPUT.<rank>.et`` (``out.et`` -> ``out.<rank>.et``) where the trace is one
+    rank of a job of several (its ``distributedInfo``): the name ``simulate`` and ``scale`` read."""
+    try:
+        info = distributed_info(trace)
+    except ConverterError:  # unreadable: the conversion reports it
+        return output
+    own = info.get("rank") if rank is None else rank
+    world = info.get("world_size")
+    return rank_output(output, own if type(own) is int and own >= 0 else None, world if type(world) is int else None)
 
 
 def _run_reference_form(args: argparse.Namespace, reporter: Reporter) -> int:

@@ -6,6 +6,7 @@ import argparse
 import errno
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping
 from contextlib import suppress
@@ -266,6 +267,8 @@ class Reporter:
         for warning in result.warnings:
             self.warning(warning)
         rank = "" if result.rank is None else f" rank {result.rank},"
+        if result.rank is not None and result.world_size is not None:
+            rank = f" rank {result.rank} of a {result.world_size}-rank job,"
         self.info(
             f"wrote {result.output_path}:{rank} ProfilerStep#{result.step}: {result.nodes:,} nodes "
             f"({result.gpu_ops:,} GPU ops, {result.comm_nodes:,} communication) from {result.events:,} events "
@@ -284,7 +287,7 @@ class Reporter:
         self.info(
             f"measured step {result.measured_us / 1000:,.3f} ms (the CPU span "
             f"{result.cpu_span_us / 1000:,.3f} ms to the end of its GPU work); replay it: "
-            f"{PROG} simulate PREFIX --replay"
+            f"{PROG} simulate {_job_prefix(result.output_path)} --replay"
         )
 
     def conversion(self, result: api.ConversionResult) -> None:
@@ -379,3 +382,9 @@ class ProgressBars:
             bar = self._bars["ranks"] = tqdm(desc="ranks", unit="rank", file=sys.stderr, leave=False)
         bar.set_postfix_str(f"rank {outcome.rank} {'ok' if outcome.ok else 'FAILED'}")
         bar.update(1)
+
+
+def _job_prefix(output: str) -> str:
+    """PREFIX of an output named ``PREFIX.<rank>.et`` (what ``simulate`` takes), else ``PREFIX``."""
+    match = re.fullmatch(r"(.+)\.(0|[1-9][0-9]*)\.et", output)
+    return match.group(1) if match else "PREFIX"

@@ -86,6 +86,8 @@ def _run_scale(args: argparse.Namespace, reporter: Reporter) -> int:
         entry = kinds.setdefault((kind, group), [0, 0])
         entry[0] += 1
         entry[1] += size
+    if result.note is not None:
+        reporter.info(result.note)
     reporter.info(
         f"scaled {result.captured_ranks} captured rank(s) of {result.in_prefix} to {result.ranks:,}: "
         f"{result.out_prefix}.0.et .. {result.out_prefix}.{result.ranks - 1}.et, "

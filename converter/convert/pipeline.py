@@ -16,7 +16,7 @@ from .. import arguments
 from .._types import Progress
 from ..compact.rewrite import CompactResult, compact_temporary
 from ..errors import CycleReport, CyclicDependencyError, OptionError
-from ..et.encode import WORLD_SIZE
+from ..et.encode import PROCESS_GROUPS, RANK, WORLD_SIZE
 from ..gcpause import gc_paused
 from ..io.output import OutputTarget, atomic_output, check_output
 from ..io.read import check_input
@@ -54,7 +54,8 @@ class ConvertOptions:
     that do no work CPU ops without duration, or with their captured one (``host_time="captured"``,
     which needs ``target="accelerator"``). ``world_size``: the ranks of the job the trace comes from
     (a link fills it in from the traces' records), written into the GlobalMetadata record as
-    ``world_size`` with ``astra_sim`` (``scale`` and ``simulate`` read it).
+    ``world_size`` with ``astra_sim`` (``scale`` and ``simulate`` read it), with ``rank`` and
+    ``process_groups`` (the job's groups as JSON ``{pg_name: [ranks]}``, where the traces list them).
     """
 
     simulate: bool = False
@@ -68,6 +69,7 @@ class ConvertOptions:
     target: str = "captured"  # "accelerator": compute nodes written as non-CPU ops (needs roofline)
     host_time: str = "none"  # "captured": with target "accelerator", the no-work nodes keep their durations
     world_size: int | None = None  # the job's ranks, recorded in the .et with astra_sim
+    process_groups: str | None = None  # the job's groups, JSON {pg_name: [ranks]}, recorded with astra_sim
 
     def __post_init__(self) -> None:
         """The values the command line accepts, no others (``arguments``): a wrong type is a
@@ -77,6 +79,8 @@ class ConvertOptions:
         arguments.rank("rank", self.rank)
         arguments.jobs("jobs", self.jobs)
         arguments.whole("world_size", self.world_size, 1, arguments.MAX_RANKS)
+        if self.process_groups is not None and not isinstance(self.process_groups, str):
+            raise TypeError(f"`process_groups` must be a JSON string or None, not {type(self.process_groups).__name__}")
         arguments.choice("target", self.target, TARGETS)
         arguments.choice("host_time", self.host_time, HOST_TIMES)
         if self.target == "accelerator" and not self.roofline:
@@ -239,8 +243,10 @@ def _run(
         times.read = stage - started - times.wait - times.merge
         graph.build(options.allow_missing_parents)
         metadata = reader.metadata
-        if options.astra_sim and options.world_size is not None:
-            metadata = {**metadata, WORLD_SIZE: options.world_size}
+        if options.astra_sim and options.world_size is not None:  # what the traces record of the job
+            metadata = {**metadata, WORLD_SIZE: options.world_size, PROCESS_GROUPS: options.process_groups}
+            if options.rank is not None and options.rank < options.world_size:
+                metadata[RANK] = options.rank
         changes = astra.apply(graph, options.rank) if options.astra_sim else None
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)

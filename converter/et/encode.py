@@ -265,16 +265,23 @@ _METADATA_ATTRS = (
 
 #: The job's rank count, after the reference's attributes where it is known (``--astra-sim``).
 WORLD_SIZE = "world_size"
+#: The trace's own rank in that job (its ``distributedInfo.rank``, or the rank asked for).
+RANK = "rank"
+#: The job's process groups as the trace lists them: JSON ``{pg_name: [ranks]}``.
+PROCESS_GROUPS = "process_groups"
+_JOB_ATTRS = ((WORLD_SIZE, wire.uint64_attr), (RANK, wire.uint64_attr), (PROCESS_GROUPS, wire.string_attr))
 
 
 def global_metadata(metadata: dict[str, Any]) -> bytes:
     """The GlobalMetadata record the reference writes: schema, pid, time, start_ts, finish_ts (then
-    ``world_size`` where ``metadata`` holds it)."""
+    ``world_size``, ``rank`` and ``process_groups``, each where ``metadata`` holds it: what the
+    trace records of its job, written outside the reference's bytes only)."""
     message = b"".join(
         encode(wire.attr_name(name), metadata[name], name, _TAG_METADATA_ATTR) for name, encode in _METADATA_ATTRS
     )
-    if metadata.get(WORLD_SIZE) is not None:
-        message += wire.uint64_attr(wire.attr_name(WORLD_SIZE), metadata[WORLD_SIZE], WORLD_SIZE, _TAG_METADATA_ATTR)
+    for name, encode in _JOB_ATTRS:
+        if metadata.get(name) is not None:
+            message += encode(wire.attr_name(name), metadata[name], name, _TAG_METADATA_ATTR)
     return wire.delimited_message(message)
 
 

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from ..arguments import MAX_RANKS
 from ..compact.rewrite import CompactResult
 from ..errors import TraceContentError
+from ..et.encode import WORLD_SIZE
 from ..io.output import check_output
 from ..io.read import check_input
+from ..ranks.jobsize import job_metadata
 from .events import KinetoEvents, read_events
 from .graph import DEPENDENCY_KINDS, KinetoGraph, build
 from .roofline import KinetoRoofline
@@ -56,6 +58,7 @@ class KinetoConversion:
     roofline: KinetoRoofline | None = None
     compaction: CompactResult | None = None  # with ``compact``
     overlap: str | None = None  # what was done to kernels that overlapped on several streams
+    world_size: int | None = None  # the job's ranks, from distributedInfo (written in the metadata)
 
 
 def trace_rank(events: KinetoEvents) -> int | None:
@@ -99,9 +102,10 @@ def convert_kineto(
         events, step, own_rank, drop, roofline=roofline, accelerator=accelerator, share_overlap=not serial_streams
     )
     pid = graph_pid(events)
-    compaction = write_compacted(graph, target, own_rank, pid) if compact else None
+    job = job_metadata(events.distributed_info or {}, own_rank)
+    compaction = write_compacted(graph, target, own_rank, pid, job) if compact else None
     if compaction is None:
-        write(graph, target, own_rank, pid)
+        write(graph, target, own_rank, pid, job)
     return KinetoConversion(
         source,
         os.fspath(output_path),
@@ -119,6 +123,7 @@ def convert_kineto(
         graph.roofline,
         compaction,
         graph.overlap.describe() if graph.overlap is not None else None,
+        job.get(WORLD_SIZE),
     )
 
 

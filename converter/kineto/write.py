@@ -6,13 +6,15 @@ decimal group id; ``"0"`` is every rank) and, for sends and receives, ``comm_src
 and ``comm_tag``; with ``--roofline``, GPU compute nodes ``num_ops`` and ``tensor_size``. The
 output depends on the trace alone (no conversion time is written).
 Dependencies are ``data_deps`` and always name earlier nodes, so the file has
-no cycle and no dangling id; there is no METADATA node. The GlobalMetadata record comes first.
+no cycle and no dangling id; there is no METADATA node. The GlobalMetadata record comes first,
+with what the trace's ``distributedInfo`` says of its job: ``world_size``, ``rank``, ``process_groups``.
 """
 
 from __future__ import annotations
 
 import os
-from typing import IO
+from collections.abc import Mapping
+from typing import IO, Any
 
 from ..compact.rewrite import CompactResult, compact_temporary
 from ..et import encode, wire
@@ -41,26 +43,38 @@ def node_bytes(node: Node, rank: int | None) -> bytes:
     return encode.node_record(head, body)
 
 
-def write(graph: KinetoGraph, output: str | os.PathLike[str] | OutputTarget, rank: int | None, pid: int = 0) -> None:
-    """Write ``graph`` to ``output`` atomically (nothing is left behind on an error)."""
+def write(
+    graph: KinetoGraph,
+    output: str | os.PathLike[str] | OutputTarget,
+    rank: int | None,
+    pid: int = 0,
+    job: Mapping[str, Any] | None = None,
+) -> None:
+    """Write ``graph`` to ``output`` atomically (nothing is left behind on an error). ``job``: the
+    GlobalMetadata's job attributes (``ranks.jobsize.job_metadata``: world size, rank, groups)."""
     with atomic_output(output) as out:
-        _write(out, graph, rank, pid)
+        _write(out, graph, rank, pid, job)
 
 
-def write_compacted(graph: KinetoGraph, target: OutputTarget, rank: int | None, pid: int = 0) -> CompactResult:
+def write_compacted(
+    graph: KinetoGraph, target: OutputTarget, rank: int | None, pid: int = 0, job: Mapping[str, Any] | None = None
+) -> CompactResult:
     """Write ``graph`` to an unnamed temporary file and compact it into ``target`` (``--compact``:
     the output never holds the uncompacted graph)."""
     with compact_temporary(target) as (out, finish):
-        _write(out, graph, rank, pid)
+        _write(out, graph, rank, pid, job)
         return finish()
 
 
-def _write(out: IO[bytes], graph: KinetoGraph, rank: int | None, pid: int) -> None:
+def _write(out: IO[bytes], graph: KinetoGraph, rank: int | None, pid: int, job: Mapping[str, Any] | None) -> None:
     start = max(0, round(graph.step_start))
-    out.write(
-        encode.global_metadata(
-            {"schema": SCHEMA, "pid": pid, "time": "", "start_ts": start, "finish_ts": start + round(graph.measured_us)}
-        )
-    )
+    metadata = {
+        "schema": SCHEMA,
+        "pid": pid,
+        "time": "",
+        "start_ts": start,
+        "finish_ts": start + round(graph.measured_us),
+    }
+    out.write(encode.global_metadata({**metadata, **(job or {})}))
     for node in graph.nodes:
         out.write(node_bytes(node, rank))

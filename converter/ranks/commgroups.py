@@ -95,7 +95,7 @@ def from_distributed_info(infos: Iterable[dict[str, Any]]) -> CommGroups:
         for pg in info.get("pg_config") or ():
             if not isinstance(pg, dict) or "pg_name" not in pg:
                 continue
-            ranks = _group_ranks(pg, world)
+            ranks = group_ranks(pg, world)
             if ranks is not None:
                 members.setdefault(str(pg["pg_name"]), set()).update(ranks)
     result = CommGroups()
@@ -123,7 +123,7 @@ def host_process_groups(path: str) -> dict[str, Any]:
     return {}
 
 
-def _group_ranks(pg: dict[str, Any], world: Any) -> list[int] | None:
+def group_ranks(pg: dict[str, Any], world: Any) -> list[int] | None:
     """A process group's ranks (all of them when it lists none), or None for a malformed entry."""
     ranks, size = pg.get("ranks"), pg.get("pg_size") or world or 0
     if ranks:

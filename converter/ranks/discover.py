@@ -204,7 +204,8 @@ def et_ranks(folder: str, base: str) -> list[int]:
 
 
 def job_rank_files(prefix: str) -> list[str]:
-    """``PREFIX.0.et`` .. ``PREFIX.<N-1>.et``, every one of them.
+    """``PREFIX.0.et`` .. ``PREFIX.<N-1>.et``, every one of them; or the one file ``PREFIX.<r>.et``
+    that records (GlobalMetadata ``rank`` and ``world_size``) being rank r of a bigger job.
 
     A gap is refused, naming the first missing rank and the first file after it (a stray
     ``PREFIX.30000000.et`` beside ranks 0 and 1 is named as such): the cost is the listing and a
@@ -221,6 +222,8 @@ def job_rank_files(prefix: str) -> list[str]:
         hint = f" (name the job's prefix, {named.group(1)}, not one of its files)" if named else ""
         raise TraceFormatError(prefix, f"no ranks found: no {base}.<rank>.et in {folder or '.'}{hint}")
     gap = first_gap(ranks)
+    if gap is not None and len(ranks) == 1 and _one_rank_of_job(f"{prefix}.{ranks[0]}.et", ranks[0]):
+        return [f"{prefix}.{ranks[0]}.et"]  # one captured rank of a bigger job: its replicas run the job
     if gap is not None:
         last, after = ranks[-1], ranks[gap]
         there = f"ranks 0..{gap - 1} are there, then" if gap else "the first rank file is"
@@ -231,6 +234,19 @@ def job_rank_files(prefix: str) -> list[str]:
             "a stray or another job's rank file?)",
         )
     return [f"{prefix}.{rank}.et" for rank in ranks]
+
+
+def _one_rank_of_job(path: str, rank: int) -> bool:
+    """Whether ``path`` records (GlobalMetadata ``rank``, ``world_size``) that it is rank ``rank``
+    of a job of more ranks: a job captured on that rank alone (``ranks/fullsize.py``)."""
+    from .jobsize import et_job  # jobsize reads .et files; discover is below it
+
+    try:
+        job = et_job(path)
+    except ConverterError:
+        return False
+    world = job.get("world_size")
+    return job.get("rank") == rank and type(world) is int and world > rank
 
 
 def first_gap(ranks: list[int]) -> int | None:

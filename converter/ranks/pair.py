@@ -6,12 +6,14 @@ from dataclasses import dataclass, replace
 
 from .._types import Progress
 from ..convert.pipeline import ConversionResult, ConvertOptions, convert_document, convert_file
-from ..errors import OutputError
+from ..errors import ConverterError, OutputError
+from ..et.encode import PROCESS_GROUPS
 from ..io.output import check_output, check_side_output
 from ..io.read import check_input
 from ..link.pipeline import LinkResult, link, link_document
 from ..link.steps import StepChoice
-from .jobsize import host_world_size
+from .discover import distributed_info
+from .jobsize import host_world_size, job_metadata
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ def convert_pair(
         if merged.final == target.final:
             raise OutputError(keep_merged, "the merged trace and the output would be the same file")
         linked = link(host_path, device_path, keep_merged, rank=rank, allow_mismatch=allow_mismatch, steps=steps)
-        options = _job_options(options, linked, host_path)
+        options = _job_options(options, linked, host_path, device_path)
         return PairResult(linked, convert_file(keep_merged, output_path, options, progress))
     linked, document = link_document(
         host_path,
@@ -53,16 +55,27 @@ def convert_pair(
         parallel=options.jobs != 1,
         steps=steps,
     )
-    options = _job_options(options, linked, host_path)
+    options = _job_options(options, linked, host_path, device_path)
     return PairResult(linked, convert_document(document, target, options, source_name=linked.host_path))
 
 
-def _job_options(options: ConvertOptions, linked: LinkResult, host_path: str) -> ConvertOptions:
-    """The rank (the Kineto trace says which) and, for ASTRA-sim, the job's size as the traces record it."""
+def _job_options(options: ConvertOptions, linked: LinkResult, host_path: str, device_path: str) -> ConvertOptions:
+    """The rank (the Kineto trace says which) and, for ASTRA-sim, the job's size and process groups
+    as the traces record them."""
     if options.rank is None and linked.rank is not None:
         options = replace(options, rank=linked.rank)
     if options.astra_sim and options.world_size is None:
         world = linked.world_size or host_world_size(host_path)
         if world is not None:
             options = replace(options, world_size=world)
+    if options.astra_sim and options.process_groups is None:
+        try:
+            info = distributed_info(device_path)
+        except ConverterError:  # the link read it: not here, then nothing to record
+            info = {}
+        if options.world_size is not None:
+            info = {**info, "world_size": options.world_size}
+        groups = job_metadata(info, options.rank).get(PROCESS_GROUPS)
+        if groups is not None:
+            options = replace(options, process_groups=groups)
     return options

@@ -45,7 +45,7 @@ from ..compact.rewrite import compacted_copy
 from ..errors import ConverterError, OptionError, OutputError, TraceContentError, TraceFormatError
 from ..et import wire
 from ..et.decode import EtTrace, attribute_spans, read_et
-from ..et.encode import WORLD_SIZE, global_metadata
+from ..et.encode import PROCESS_GROUPS, RANK, WORLD_SIZE, global_metadata
 from ..io.output import OutputTarget, check_output, output_directory
 from ..io.outputset import OutputSet
 from ..io.read import same_file
@@ -55,6 +55,15 @@ from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
 from . import commgroups, discover, layoutscale
 from .jobsize import et_world_size
+
+
+def one_rank_note(path: str, world: int) -> str:
+    """The one line that says a job captured on one rank runs as its recorded size."""
+    return (
+        f"{os.path.basename(path)} is one captured rank of a {world}-rank job (world_size in its "
+        f"metadata): running the {world}-rank job, each rank a copy of it"
+    )
+
 
 _PG_NAME = wire.attr_name("pg_name")
 _P2P = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE})
@@ -75,6 +84,7 @@ class ScaleResult:
     bytes_written: int
     seconds: float = 0.0
     layout: str | None = None  # the new mesh, when scaled by a layout file (layoutscale.py)
+    note: str | None = None  # how the rank count was chosen, where the traces chose it
 
 
 @dataclass
@@ -114,8 +124,11 @@ def scale(
     comm_type, bytes): a reduced job standing for it (``simulate/meshreduced.py``)."""
     started = time.perf_counter()
     inputs = find_ranks(in_prefix)
+    note = None
     if ranks is None:
         ranks = et_world_size(inputs[0])
+        if ranks is not None and len(inputs) == 1 and ranks > 1:
+            note = one_rank_note(inputs[0], ranks)
         if ranks is None:
             raise OptionError(
                 f"{inputs[0]} records no job size (world_size: a conversion with `astra_sim` of "
@@ -155,8 +168,8 @@ def scale(
                         wire.delimited_message(changed[i - 1]) if i - 1 in changed else wire.delimited_message(m)
                         for i, m in enumerate(records)
                     ]
-                    if metadata.get(WORLD_SIZE) is not None:  # the new job's size
-                        parts[0] = global_metadata({**metadata, WORLD_SIZE: ranks})
+                    if _records_job(metadata):  # the new job's size and this rank
+                        parts[0] = _new_metadata(metadata, ranks, r)
                     written += staged.write(targets[r], parts)
                     rewritten += len(changed)
                     done += 1
@@ -169,11 +182,12 @@ def scale(
             metadata = trace.metadata
             del trace
             plain = [wire.delimited_message(m) for m in records]
-            if metadata.get(WORLD_SIZE) is not None:  # the new job's size, not the captured one's
-                plain[0] = global_metadata({**metadata, WORLD_SIZE: ranks})
-            same = b"".join(plain) if not rewrites else b""  # every replica's bytes, when none changes
+            own = _records_job(metadata)  # the new job's size and each rank's own number
+            same = b"".join(plain[1 if own else 0 :]) if not rewrites else b""  # every replica's bytes but those
             for r in range(k, ranks, captured):
-                data = _with_groups(plain, records, rewrites, groups, r // captured) if rewrites else same
+                data = _with_groups(plain, records, rewrites, groups, r // captured) if rewrites else [same]
+                if own:
+                    data = [_new_metadata(metadata, ranks, r), *data[1 if rewrites else 0 :]]
                 written += staged.write(targets[r], data)
                 rewritten += len(rewrites)
                 done += 1
@@ -204,6 +218,7 @@ def scale(
         written,
         time.perf_counter() - started,
         scaler.describe() if scaler is not None else None,
+        note,
     )
 
 
@@ -405,6 +420,20 @@ class _Job:
                     f"its collectives on group {name} differ from rank {first[0]}'s "
                     f"({_difference(mine, first[1], first[0])}): ranks of different jobs?",
                 )
+
+
+def _records_job(metadata: dict[str, Any]) -> bool:
+    return any(metadata.get(name) is not None for name in (WORLD_SIZE, RANK, PROCESS_GROUPS))
+
+
+def _new_metadata(metadata: dict[str, Any], ranks: int, rank: int) -> bytes:
+    """Rank ``rank``'s GlobalMetadata record in the new job of ``ranks`` ranks: its size and own
+    rank where the captured one records them; the captured groups are left out (the new job's are
+    its group file)."""
+    new = {**metadata, WORLD_SIZE: ranks, PROCESS_GROUPS: None}
+    if metadata.get(RANK) is not None:
+        new[RANK] = rank
+    return global_metadata(new)
 
 
 def _captured_together(first: dict[str, Any], other: dict[str, Any]) -> bool:

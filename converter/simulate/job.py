@@ -28,9 +28,12 @@ class Job:
     ranks: int
     comm_groups: str | None  # the group file, if any
     groups: dict[str, list[int]]
+    #: The rank files where they are not ``PREFIX.<rank>.et``: the one file ``PREFIX.<r>.et`` of a
+    #: job captured on rank r alone (``ranks.discover.job_rank_files``), its rank 0 here.
+    files: tuple[str, ...] = ()
 
     def rank_file(self, rank: int) -> str:
-        return f"{self.prefix}.{rank}.et"
+        return self.files[rank] if self.files else f"{self.prefix}.{rank}.et"
 
     def estimate_nodes(self) -> int:
         """The job's node count: exact up to 8 ranks, else the counted ranks' nodes per byte times
@@ -76,7 +79,8 @@ def find_job(prefix: str, comm_groups: str | None = None) -> Job:
     ranks = sorted(int(m.group(1)) for m in map(pattern.match, names) if m is not None)
     if not ranks:
         raise TraceFormatError(prefix, _nothing_matches(prefix, directory, base, names))
-    for path in job_rank_files(prefix):  # a gap (a stray PREFIX.30000000.et) refused by name, at no cost
+    paths = job_rank_files(prefix)
+    for path in paths:  # a gap (a stray PREFIX.30000000.et) refused by name, at no cost
         if not os.path.isfile(path):
             raise TraceFormatError(path, "not a regular file")
         if not os.access(path, os.R_OK):
@@ -85,7 +89,7 @@ def find_job(prefix: str, comm_groups: str | None = None) -> Job:
     groups_path = comm_groups if comm_groups is not None else commgroups.find(prefix)
     option = "`comm_groups`" if comm_groups is not None else "communicator group file"
     groups = {} if groups_path is None else read_groups(groups_path, count, option)
-    return Job(prefix, count, groups_path, groups)
+    return Job(prefix, count, groups_path, groups, tuple(paths) if paths != [f"{prefix}.0.et"][: len(paths)] else ())
 
 
 _RANK_FILE = re.compile(r"(.+)\.(?:0|[1-9]\d*)\.et$")

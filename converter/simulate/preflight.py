@@ -75,7 +75,9 @@ def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "`a
             count_nodes(job.rank_file(rank))  # a truncated or undelimited file: its TraceFormatError
     if len(picks) == job.ranks:
         report = check(
-            traces, None if job.comm_groups is None else commgroups.read(job.comm_groups, "communicator group file")
+            traces,
+            None if job.comm_groups is None else commgroups.read(job.comm_groups, "communicator group file"),
+            picks if job.files else None,  # files not named by their rank: the job's order
         )
         problems = report.problems
     else:
