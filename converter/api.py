@@ -354,6 +354,7 @@ def scale(
     progress: Progress | None = None,
     compact: bool = False,
     ranks_as: str = "captured",
+    layout: str | None = None,
 ) -> ScaleResult:
     """Write the captured job ``IN_PREFIX.<k>.et`` (k < K, ``--astra-sim`` output, with its
     communicator group file) as a data-parallel job of ``ranks`` ranks: ``OUT_PREFIX.<r>.et`` is
@@ -363,8 +364,12 @@ def scale(
     every rank compacted (see ``compact``). ``ranks`` None: the job's own size, as its rank 0
     records it (``world_size``, written by a conversion with ``astra_sim`` of traces that hold it).
     ``ranks_as`` "slowest" or "median": every captured rank first given that rank's compute (see
-    ``simulate``; ``rank_imbalance`` says how the captured ranks differ)."""
+    ``simulate``; ``rank_imbalance`` says how the captured ranks differ). ``layout``: the job's
+    parallel layout where its trace cannot tell (``"fsdp"``, ``"ddp,tp=2"``, ``"fsdp,tp=2,pp=2"``);
+    None: its layout file, else what its collectives show (FSDP or DDP), refused when they do not
+    settle it (``docs/jobs-from-traces.md``)."""
     how = _args.choice("ranks_as", ranks_as, RANKS_AS)
+    spec = _args.text("layout", layout)
     source: str = _args.path("in_prefix", in_prefix)
     args = (
         _args.path("out_prefix", out_prefix),
@@ -373,13 +378,13 @@ def scale(
     progress = _args.function("progress", progress)
     compact = _args.flag("compact", compact)
     if how == "captured":
-        return _scale(source, *args, progress=progress, compact=compact)
+        return _scale(source, *args, progress=progress, compact=compact, layout=spec)
     captured = [*_discover_ranks(source), *filter(None, [commgroups.find(source)])]
     for rank in range(len(captured)):  # the copy is what is read: the captured files must not be written
         check_output(f"{args[0]}.{rank}.et", *captured)
     check_output(commgroups.path_for(args[0]), *captured)
     with _imbalance.ranks_as(source, how) as evened:
-        result = _scale(evened.prefix, *args, progress=progress, compact=compact)
+        result = _scale(evened.prefix, *args, progress=progress, compact=compact, layout=spec)
     return dataclasses.replace(result, in_prefix=source)
 
 

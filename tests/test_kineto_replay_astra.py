@@ -54,7 +54,7 @@ def test_what_ifs_run_on_kineto_output(simulator: Path, dlrm_job: Path, tmp_path
     rank finishes (the network model cannot know the traced waits for peers, so no bound)."""
     network = api.simulate(dlrm_job)
     assert len(network.ranks) == 8 and not network.replay and network.step_ns > 0
-    api.scale(dlrm_job, tmp_path / "x16", 16)
+    api.scale(dlrm_job, tmp_path / "x16", 16, layout="ddp")  # its all-to-alls kept as they are, as asked
     scaled = api.simulate(tmp_path / "x16", api.SimulateOptions(replay=True))
     assert len(scaled.ranks) == 16
     assert scaled.step_ns == api.simulate(dlrm_job, api.SimulateOptions(replay=True)).step_ns

@@ -60,6 +60,13 @@ def add(commands: Any) -> None:
         help="every captured rank as captured (default), or with the compute of the slowest or the "
         "median rank (docs/simulating.md); where they differ in compute, a warning says so",
     )
+    parser.add_argument(
+        "--layout",
+        metavar="SPEC",
+        help="the captured job's parallel layout where its trace cannot tell: ddp or fsdp, then tp=T "
+        "and pp=P (e.g. fsdp,tp=2; ranks laid out pp x dp x tp, tensor parallelism innermost); default: "
+        "the layout file beside the ranks, else what the collectives show (FSDP or DDP), refused when unsure",
+    )
     add_output_options(parser)
     parser.set_defaults(run=_run_scale)
     declare(
@@ -79,6 +86,7 @@ def _run_scale(args: argparse.Namespace, reporter: Reporter) -> int:
             progress=bars.progress,
             compact=args.compact,
             ranks_as=args.ranks_as,
+            layout=args.layout,
         )
     said_imbalance(reporter, args.in_prefix, args.ranks_as)
     kinds: dict[tuple[str, str], list[int]] = {}

@@ -126,6 +126,8 @@ def read_layout(path: str) -> Layout:
         raise TraceFormatError(
             path, f"not a layout file (dp, tp, pp, dp_mode, ranks[r][dim].pg_name): {exc!r}"
         ) from None
+    if mode not in ("ddp", "fsdp"):  # an unknown mode is not DDP: refused, not guessed
+        raise TraceFormatError(path, f"dp_mode {mode!r}: a layout file's dp_mode is ddp or fsdp")
     if min(mesh.dp, mesh.tp, mesh.pp) < 1 or len(ranks) != mesh.size:
         raise TraceFormatError(path, f"a {mesh.pp} x {mesh.dp} x {mesh.tp} mesh with {len(ranks)} ranks listed")
     return Layout(mesh, mode, tuple(dims), units)

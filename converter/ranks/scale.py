@@ -53,7 +53,7 @@ from ..memory import whatif as memory_whatif
 from ..memory.profile import sidecar_path as memory_sidecar_path
 from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
-from . import commgroups, discover, layoutscale
+from . import commgroups, discover, layoutscale, recognise
 from .jobsize import et_world_size
 
 
@@ -114,6 +114,7 @@ def scale(
     comm_groups: str | None = None,
     bytes_ranks: int | None = None,
     resized: Mapping[tuple[str, int, int], int] | None = None,
+    layout: str | None = None,
 ) -> ScaleResult:
     """Write the captured job ``IN.<k>.et`` as a data-parallel job of ``ranks`` ranks (None: the
     job's own size, as its rank 0 records it, ``jobsize.py``); see the module docstring for the
@@ -121,7 +122,9 @@ def scale(
     ``compact``, each captured rank is compacted first (``compact/``), so every rank written is.
     ``comm_groups``: the captured job's group file (default: ``commgroups.find``). ``bytes_ranks``
     and ``resized`` (a layout job): FSDP bytes as at that width, then resized by (mesh dimension,
-    comm_type, bytes): a reduced job standing for it (``simulate/meshreduced.py``)."""
+    comm_type, bytes): a reduced job standing for it (``simulate/meshreduced.py``). ``layout``: the
+    job's parallel layout where the trace cannot tell (``recognise.parse_spec``: ``fsdp,tp=2``);
+    without it, a layout file beside the ranks, else what the collectives show (``recognise.py``)."""
     started = time.perf_counter()
     inputs = find_ranks(in_prefix)
     note = None
@@ -136,9 +139,18 @@ def scale(
                 hint="give `ranks`",
             )
     captured = len(inputs)
-    group_file, layout_file, scaler, groups, new_groups = _grouping(
-        in_prefix, captured, ranks, comm_groups, bytes_ranks=bytes_ranks, resized=resized
+    grouping = _grouping(
+        in_prefix, inputs, ranks, comm_groups, layout_spec=layout, bytes_ranks=bytes_ranks, resized=resized
     )
+    group_file, layout_file, scaler, groups, new_groups = (
+        grouping.group_file,
+        grouping.layout_file,
+        grouping.scaler,
+        grouping.groups,
+        grouping.new_groups,
+    )
+    if grouping.said is not None:
+        note = grouping.said if note is None else f"{note}; {grouping.said}"
     out_dir = os.path.dirname(out_prefix) or "."
     created = output_directory(out_dir)
     staged = OutputSet(shown=f"{out_prefix}.*")
@@ -244,36 +256,97 @@ def _memory_sidecars(
     return written
 
 
-def check_ranks(in_prefix: str, ranks: int, comm_groups: str | None = None, option: str = "`ranks`") -> None:
-    """Raise the ``ConverterError`` that ``scale`` would for ``ranks`` before it reads a trace (the
+def check_ranks(
+    in_prefix: str, ranks: int, comm_groups: str | None = None, option: str = "`ranks`", layout: str | None = None
+) -> None:
+    """Raise the ``ConverterError`` that ``scale`` would for ``ranks`` before it writes a rank (the
     count, the group file, the layout), ``option`` naming the count in messages: a sweep checks
     every count before its first point."""
-    _grouping(in_prefix, len(find_ranks(in_prefix)), ranks, comm_groups, option)
+    _grouping(in_prefix, find_ranks(in_prefix), ranks, comm_groups, option, layout)
+
+
+@dataclass(frozen=True)
+class _Grouping:
+    group_file: str | None
+    layout_file: str | None  # the layout file read (None: none, or `layout` given instead)
+    scaler: layoutscale.LayoutScaler | None
+    groups: _Groups
+    new_groups: dict[str, list[int]]
+    said: str | None = None  # where the layout came from, where the trace or `layout` chose it
 
 
 def _grouping(
     in_prefix: str,
-    captured: int,
+    inputs: list[str],
     ranks: int,
     comm_groups: str | None,
     option: str = "`ranks`",
+    layout_spec: str | None = None,
     *,
     bytes_ranks: int | None = None,
     resized: Mapping[tuple[str, int, int], int] | None = None,
-) -> tuple[str | None, str | None, layoutscale.LayoutScaler | None, _Groups, dict[str, list[int]]]:
-    """The group file, the layout file, its scaler, the captured groups and the new ones."""
+) -> _Grouping:
+    """The group file, the layout (its file, ``layout_spec``, or what rank 0's collectives show:
+    ``recognise.py``), its scaler, the captured groups and the new ones. ``bytes_ranks`` and
+    ``resized``: ``layoutscale.LayoutScaler``'s."""
     if not 1 <= ranks <= MAX_RANKS:
         raise OptionError(f"{option} {ranks}: must be between 1 and {MAX_RANKS:,}")
+    captured = len(inputs)
     group_file = comm_groups if comm_groups is not None else commgroups.find(in_prefix)
+    listed = _listed_groups(group_file, captured)
     layout_file = layoutscale.find(in_prefix)
     layout = layoutscale.read_layout(layout_file) if layout_file is not None else None
+    said = None
+    if layout_spec is not None:  # the user's word: stated, with what the trace shows beside it
+        layout = recognise.layout_from_spec(layout_spec, captured, listed, group_file)
+        shown = recognise.recognise(read_et(inputs[0]), listed, captured)
+        said = f"layout {layout_spec} (given; the trace shows {shown.kind}: {shown.evidence})"
+        layout_file = None
+        if not layoutscale.needs_layout(layout):
+            groups = _read_groups(group_file, captured, ranks, option) if group_file else _Groups()
+            return _Grouping(group_file, None, None, groups, _new_groups(groups, captured, ranks), said)
+        scaler = layoutscale.LayoutScaler(layout, f"`layout` {layout_spec}", captured, ranks, bytes_ranks, resized)
+        return _Grouping(group_file, None, scaler, _Groups(), scaler.groups(), said)
+    if layout_file is not None and layout is not None:
+        recognise.check_layout_file(layout, layout_file, read_et(inputs[0]), listed)
+    elif captured > 1 or ranks > 1:  # no layout file: what the collectives show
+        shown = recognise.recognise(read_et(inputs[0]), listed, captured)
+        if not shown.scalable:
+            raise recognise.refusal(shown, inputs[0])
+        if shown.layout is not None and captured == 1:  # one captured rank of an FSDP job
+            world = et_world_size(inputs[0])
+            if world != ranks:
+                raise OptionError(
+                    f"{inputs[0]}: one captured rank of an FSDP job ({shown.evidence}) of "
+                    f"{world or 'unrecorded'} ranks: its shards are of that size only; scale it to "
+                    f"{world or 'its size'} ranks first, then scale that job",
+                )
+            said = f"{shown.evidence}: the job at its own size, each rank a copy of the captured one"
+            return _Grouping(group_file, None, None, _Groups(), _new_groups(_Groups(), captured, ranks), said)
+        if shown.layout is not None:
+            layout, layout_file = shown.layout, None
+            said = f"layout recognised from the trace: {shown.evidence}"
+            scaler = layoutscale.LayoutScaler(layout, "the recognised layout", captured, ranks, bytes_ranks, resized)
+            return _Grouping(group_file, None, scaler, _Groups(), scaler.groups(), said)
     if layout_file is not None and layout is not None and layoutscale.needs_layout(layout):
         scaler = layoutscale.LayoutScaler(
             layout, layout_file, captured, ranks, bytes_ranks, resized
         )  # data x tensor x pipeline
-        return group_file, layout_file, scaler, _Groups(), scaler.groups()
+        return _Grouping(group_file, layout_file, scaler, _Groups(), scaler.groups())
     groups = _read_groups(group_file, captured, ranks, option) if group_file else _Groups()
-    return group_file, layout_file, None, groups, _new_groups(groups, captured, ranks)
+    return _Grouping(group_file, layout_file, None, groups, _new_groups(groups, captured, ranks))
+
+
+def _listed_groups(group_file: str | None, captured: int) -> dict[str, list[int]]:
+    """The group file's groups of integer ranks (what ``recognise`` reads; ``_read_groups`` checks it)."""
+    if group_file is None:
+        return {}
+    raw = commgroups.read(group_file)
+    return {
+        str(name): sorted({m for m in members if type(m) is int})
+        for name, members in raw.items()
+        if isinstance(members, list)
+    }
 
 
 def _targets(out_prefix: str, ranks: int, inputs: Sequence[str]) -> list[OutputTarget]:
