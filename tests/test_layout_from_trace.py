@@ -189,3 +189,9 @@ def test_a_layout_file_that_contradicts_the_capture_is_refused(
 def test_every_real_layout_file_agrees_with_its_capture(tmp_path: Path, case: str) -> None:
     size = int(case.rsplit("np", 1)[1])
     api.scale(LAYOUTS / case / "job", tmp_path / "x", size * 2)
+
+
+def test_simulate_ranks_runs_the_recognised_fsdp_job(simulator: Path, own_fsdp: dict[int, Path]) -> None:
+    result = api.simulate(own_fsdp[2], ranks=4)
+    assert len(result.ranks) == 4  # every rank finished (ASTRA-sim's log)
+    assert any(w.startswith("layout recognised from the trace") and "FSDP" in w for w in result.warnings)

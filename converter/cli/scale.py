@@ -23,9 +23,12 @@ def add(commands: Any) -> None:
         f"  {PROG} scale outputs/gpt2_np2 scaled/gpt2 --ranks 64   # -> scaled/gpt2.{{0..63}}.et, "
         "scaled/gpt2.comm_group.json\n"
         f"  {PROG} scale outputs/gpt2_np2 scaled/gpt2 --ranks 1024 --compact   # fewer nodes, same simulated time\n"
+        f"  {PROG} scale own/tp2_np4 scaled/tp2 --ranks 8 --layout ddp,tp=2   # what the trace cannot tell\n"
         "\nrank r of the new job is captured rank r mod K (K captured ranks), byte for byte; collectives over\n"
-        "all ranks keep their bytes (data parallelism); sub-groups are copied per K ranks; send/receive\n"
-        "(pipeline) peers are refused. See docs/scale.md.\n",
+        "all ranks keep their bytes (data parallelism); sub-groups are copied per K ranks. The layout comes\n"
+        "from the job's layout file, else from its collectives (FSDP is scaled as FSDP); what they cannot\n"
+        "settle (pipeline, tensor x data, HSDP, all-to-all) is refused without --layout. See docs/scale.md\n"
+        "and docs/jobs-from-traces.md.\n",
     )
     parser.add_argument(
         "in_prefix",

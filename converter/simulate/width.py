@@ -189,6 +189,7 @@ def run_plan(
         compact, setup = True, replace(setup, network_file=None)
     if chosen.mesh is not None:
         setup = replace(setup, system=chosen.mesh.system)
+    said = None  # how scale laid the job out, where the trace chose it (FSDP recognised)
     with ExitStack() as stack:
         target = job
         if chosen.mesh is not None or chosen.simulated_ranks != job.ranks or compact or chosen.resize:
@@ -196,7 +197,7 @@ def run_plan(
             stack.callback(shutil.rmtree, scratch, True)
             written = os.path.join(scratch, os.path.basename(job.prefix))
             mesh = chosen.mesh  # a layout job's block: FSDP bytes as at N, then resized by mesh dimension
-            scale(
+            said = scale(
                 job.prefix,
                 written,
                 chosen.simulated_ranks,
@@ -204,11 +205,13 @@ def run_plan(
                 comm_groups=job.comm_groups,
                 bytes_ranks=mesh.bytes_ranks if mesh is not None else None,
                 resized=dict(mesh.sizes) if mesh is not None else None,
-            )
+            ).note
             if chosen.resize:
                 _resize(written, chosen.simulated_ranks, dict(chosen.resize))
             target = find_job(written)
         result = run_job(target, network, options, roofline, setup, simulator, timeline=timeline, progress=progress)
+    if said is not None:
+        result = replace(result, warnings=[said, *result.warnings])
     return _labelled(result, chosen, job.prefix)
 
 
