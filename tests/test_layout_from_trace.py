@@ -185,6 +185,7 @@ def test_a_layout_file_that_contradicts_the_capture_is_refused(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # 14 jobs scaled: seconds each
 @pytest.mark.parametrize("case", sorted(p.name for p in LAYOUTS.iterdir() if p.is_dir()))
 def test_every_real_layout_file_agrees_with_its_capture(tmp_path: Path, case: str) -> None:
     size = int(case.rsplit("np", 1)[1])

@@ -123,7 +123,7 @@ def recognise(trace: EtTrace, groups: dict[str, list[int]], captured: int) -> Re
             f"all-gathers or reduce-scatters without the other on group(s) {', '.join(half)}: "
             "ZeRO/FSDP sharding, or gathered values of a DDP job?",
         )
-    families = {tuple(sorted(set(groups.get(g, ())))) for g in sub}
+    families = {tuple(sorted(set(groups[g]))) for g in sub if g in groups}  # the rest: scale names them
     sizes = {len(f) for f in families}
     if len(sizes) > 1 or (families and _overlap(families)):
         return Recognised(

@@ -309,20 +309,21 @@ def _grouping(
         return _Grouping(group_file, None, scaler, _Groups(), scaler.groups(), said)
     if layout_file is not None and layout is not None:
         recognise.check_layout_file(layout, layout_file, read_et(inputs[0]), listed)
-    elif captured > 1 or ranks > 1:  # no layout file: what the collectives show
+    elif captured == 1 and ranks == et_world_size(inputs[0]):
+        pass  # one captured rank of a job, at its own size: every rank's bytes are of that size, whatever the layout
+    elif captured > 1 or ranks > 1:  # no layout file: what the collectives show (the group file checked first)
+        if group_file:
+            _read_groups(group_file, captured, ranks, option)
         shown = recognise.recognise(read_et(inputs[0]), listed, captured)
         if not shown.scalable:
             raise recognise.refusal(shown, inputs[0])
-        if shown.layout is not None and captured == 1:  # one captured rank of an FSDP job
+        if shown.layout is not None and captured == 1:  # one captured rank of an FSDP job, at another size
             world = et_world_size(inputs[0])
-            if world != ranks:
-                raise OptionError(
-                    f"{inputs[0]}: one captured rank of an FSDP job ({shown.evidence}) of "
-                    f"{world or 'unrecorded'} ranks: its shards are of that size only; scale it to "
-                    f"{world or 'its size'} ranks first, then scale that job",
-                )
-            said = f"{shown.evidence}: the job at its own size, each rank a copy of the captured one"
-            return _Grouping(group_file, None, None, _Groups(), _new_groups(_Groups(), captured, ranks), said)
+            raise OptionError(
+                f"{inputs[0]}: one captured rank of an FSDP job ({shown.evidence}) of "
+                f"{world or 'unrecorded'} ranks: its shards are of that size only; scale it to "
+                f"{world or 'its size'} ranks first, then scale that job",
+            )
         if shown.layout is not None:
             layout, layout_file = shown.layout, None
             said = f"layout recognised from the trace: {shown.evidence}"
