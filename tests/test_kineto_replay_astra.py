@@ -77,7 +77,7 @@ def test_compacted_kineto_output_simulates_the_same(simulator: Path, name: str, 
     the next host node and its kernel) and the simulated job is the same to the cycle, on the
     network model, with the same collectives completed."""
     api.convert_kineto(PUBLIC / f"{name}.json.gz", tmp_path / "one.0.et", rank=0)
-    api.scale(tmp_path / "one", tmp_path / "two", 2)
+    api.scale(tmp_path / "one", tmp_path / "two", 2, layout="ddp")  # two copies, all-to-alls kept as they are
     assert_same_simulation(tmp_path / "two", 2, None, tmp_path, fewer_nodes=False)
     results = api.compact_ranks(tmp_path / "two", tmp_path / "again")
     assert all(r.nodes_written * 2 < r.nodes_read for r in results), [(r.nodes_written, r.nodes_read) for r in results]
@@ -111,7 +111,7 @@ def test_roofline_what_if_on_kineto_output(simulator: Path, tmp_path: Path) -> N
         PUBLIC / "hta_sampled_rank0of128.json.gz", tmp_path / "one.0.et", rank=0, roofline=True, accelerator=True
     )
     assert conversion.roofline is not None and conversion.roofline.none == 8
-    api.scale(tmp_path / "one", tmp_path / "two", 2)
+    api.scale(tmp_path / "one", tmp_path / "two", 2, layout="ddp")  # two copies, all-to-alls kept as they are
     roofline = api.simulate(tmp_path / "two", api.SimulateOptions(accelerator="A100"))
     plain = api.simulate(tmp_path / "two")
     assert len(roofline.ranks) == 2 and roofline.step_ns > 0

@@ -84,6 +84,6 @@ def test_simulate_one_rank_of_two_runs_two(simulator: Path, tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     done = run_cli("simulate", tmp_path / "a100", "--replay")
     assert done.returncode == 0, done.stderr
-    assert done.stderr.count("one captured rank of a 2-rank job") == 1
+    assert done.stderr.count("1 rank file(s) of a job of 2 ranks (world_size in a100.0.et): simulated at its size") == 1
     rows = [line.split() for line in done.stdout.splitlines()]
     assert sum(1 for row in rows if row[:1] in (["0"], ["1"]) and row[-1].endswith("%")) == 2

@@ -6,7 +6,7 @@ import os
 
 from ..errors import ConverterError
 from .jobsize import et_world_size
-from .scale import find_ranks, one_rank_note
+from .scale import find_ranks
 
 
 def recorded_size(prefix: str) -> tuple[int | None, str | None]:
@@ -20,8 +20,6 @@ def recorded_size(prefix: str) -> tuple[int | None, str | None]:
         return None, None
     if world is None or world <= len(inputs) or world % len(inputs):
         return None, None
-    if len(inputs) == 1:
-        return world, one_rank_note(inputs[0], world)
     return world, (
         f"{prefix}: {len(inputs)} rank file(s) of a job of {world} ranks (world_size in "
         f"{os.path.basename(inputs[0])}): simulated at its size, each rank a copy of a captured one, "
