@@ -133,7 +133,7 @@ def replay(job: Job, work: Path, drop: tuple[str, ...] = ()) -> Replay:
         tails[rank] = round((result.measured_us - result.cpu_span_us) * 1000)
     seconds = time.perf_counter() - started
     if len(job.paths) == 1:
-        api.scale(prefix, work / "job2", 2)
+        api.scale(prefix, work / "job2", 2, layout="ddp")  # two copies of the one rank, every byte kept
         prefix = work / "job2"
     ranks = max(2, len(job.paths))
     spans = [(m["finish_ts"] - m["start_ts"]) * 1000 for m in (read_metadata(f"{prefix}.{r}.et") for r in range(ranks))]

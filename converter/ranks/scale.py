@@ -308,7 +308,8 @@ def _grouping(
         scaler = layoutscale.LayoutScaler(layout, f"`layout` {layout_spec}", captured, ranks, bytes_ranks, resized)
         return _Grouping(group_file, None, scaler, _Groups(), scaler.groups(), said)
     if layout_file is not None and layout is not None:
-        recognise.check_layout_file(layout, layout_file, read_et(inputs[0]), listed)
+        if layout.mesh.size == captured:  # else the scaler names the mismatch
+            recognise.check_layout_file(layout, layout_file, read_et(inputs[0]), listed)
     elif captured == 1 and ranks == et_world_size(inputs[0]):
         pass  # one captured rank of a job, at its own size: every rank's bytes are of that size, whatever the layout
     elif captured > 1 or ranks > 1:  # no layout file: what the collectives show (the group file checked first)
