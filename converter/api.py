@@ -61,6 +61,7 @@ from .ranks.discover import trace_kind
 from .ranks.fullsize import recorded_size
 from .ranks.imbalance import RANKS_AS
 from .ranks.imbalance import Imbalance as RankImbalance
+from .ranks.jobsize import host_job_options
 from .ranks.pair import PairResult
 from .ranks.pair import convert_pair as _convert_pair
 from .ranks.scale import ScaleResult
@@ -174,11 +175,15 @@ def convert(
     *,
     progress: Progress | None = None,
 ) -> ConversionResult:
-    """Convert a merged (or host) trace, ``.json`` or ``.json.gz``, into a Chakra ``.et`` file."""
+    """Convert a merged (or host) trace, ``.json`` or ``.json.gz``, into a Chakra ``.et`` file.
+    With ``astra_sim``, the job the trace records (its default group's size, its process groups)
+    goes into the GlobalMetadata record, with ``rank`` where given (``docs/jobs-from-traces.md``)."""
+    source = _args.path("input_path", input_path)
+    checked = _args.instance("options", options, ConvertOptions, ConvertOptions)
     return convert_file(
-        _args.path("input_path", input_path),
+        source,
         _args.path("output_path", output_path),
-        _args.instance("options", options, ConvertOptions, ConvertOptions),
+        host_job_options(checked, source),
         _args.function("progress", progress),
     )
 

@@ -60,6 +60,16 @@ def test_host_path_records_the_job_with_astra_sim_only(tmp_path: Path) -> None:
     assert et_job(str(tmp_path / "plain.et")) == {}
 
 
+def test_host_trace_alone_records_its_job_with_astra_sim(tmp_path: Path) -> None:
+    # the job from the host trace's ## process_group:init ## node; its own rank from --rank
+    host = GPT2 / "rank1_host.json.gz"
+    done = run_cli("convert", host, tmp_path / "h.et", "--astra-sim", "--rank", "1")
+    assert done.returncode == 0, done.stderr
+    assert et_job(str(tmp_path / "h.1.et")) == {"world_size": 2, "rank": 1, "process_groups": '{"0":[0,1]}'}
+    api.convert(host, tmp_path / "plain.et")  # the reference's bytes: nothing added
+    assert et_job(str(tmp_path / "plain.et")) == {}
+
+
 def test_scale_runs_the_recorded_job_from_one_rank(tmp_path: Path) -> None:
     api.convert_kineto(KINETO / "hta_sampled_rank1of128.json.gz", tmp_path / "one.1.et")
     done = run_cli("scale", tmp_path / "one", tmp_path / "all")

@@ -11,7 +11,7 @@ from ..errors import ConverterError
 from ..memory.job import rank_memory, write_sidecar
 from ..memory.profile import RankMemory
 from ..ranks.discover import distributed_info
-from ..ranks.jobsize import rank_output
+from ..ranks.jobsize import host_world_size, rank_output
 from .common import (
     PROG,
     add_conversion_options,
@@ -133,16 +133,20 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
     with ProgressBars(reporter.shows_progress) as bars:
         if not pair:
             reporter.warn_slow_scanner()
-            memory = _memory_of(args, args.paths[1], args.paths[0], None)
-            result = api.convert(args.paths[0], args.paths[1], options, progress=bars.progress)
+            output = args.paths[1]
+            if options.astra_sim and options.rank is not None:  # the rank given: the name ASTRA-sim reads
+                output = rank_output(output, options.rank, host_world_size(args.paths[0]))
+            memory = _memory_of(args, output, args.paths[0], None)
+            result = api.convert(args.paths[0], output, options, progress=bars.progress)
             reporter.conversion(result)
-            _write_memory(reporter, args.paths[1], memory)
+            _write_memory(reporter, output, memory)
             return 0
-        memory = _memory_of(args, args.paths[0], args.host, args.device)
+        output = _named_for_rank(args.device, args.paths[0], args.rank) if options.astra_sim else args.paths[0]
+        memory = _memory_of(args, output, args.host, args.device)
         paired = api.convert_pair(
             args.host,
             args.device,
-            _named_for_rank(args.device, args.paths[0], args.rank) if options.astra_sim else args.paths[0],
+            output,
             options,
             rank=args.rank,
             keep_merged=args.keep_merged,
@@ -152,7 +156,7 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
         )
     reporter.link(paired.link)
     reporter.conversion(paired.conversion)
-    _write_memory(reporter, args.paths[0], memory)
+    _write_memory(reporter, output, memory)
     return 0
 
 
@@ -201,10 +205,11 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
         )
     if args.host_time != "none":
         args.usage_error("--host-time is not for a Kineto trace (its host timeline always keeps its traced time)")
-    memory = _memory_of(args, args.paths[1], None, args.paths[0])
+    output = _named_for_rank(args.paths[0], args.paths[1], args.rank)
+    memory = _memory_of(args, output, None, args.paths[0])
     result = api.convert_kineto(
         args.paths[0],
-        _named_for_rank(args.paths[0], args.paths[1], args.rank),
+        output,
         step=args.step,
         rank=args.rank,
         drop=args.drop_dependency,
@@ -214,7 +219,7 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
         serial_streams=args.serial_streams,
     )
     reporter.kineto(result)
-    _write_memory(reporter, args.paths[1], memory)
+    _write_memory(reporter, output, memory)
     return 0
 
 

@@ -31,6 +31,7 @@ from . import alltoallv, commgroups
 from .commgroups import CommGroups
 from .discover import DEFAULT_JOB_NAME, TRACE_SUFFIXES, FoundTraces, discover, job_name
 from .jobs import refuse_mixed
+from .jobsize import host_job_options
 from .onray import run_on_ray
 from .pair import convert_pair
 
@@ -337,7 +338,9 @@ def _convert_kineto(task: _Task) -> RankOutcome:
 def _convert_host(task: _Task) -> RankOutcome:
     """A rank of a job with no Kineto traces: its host trace converted alone."""
     try:
-        result = convert_file(task.host, task.output, replace(task.options, rank=task.rank))
+        result = convert_file(
+            task.host, task.output, host_job_options(replace(task.options, rank=task.rank), task.host)
+        )
     except ConverterError as exc:
         return RankOutcome(task.rank, task.host, None, None, False, str(exc))
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such

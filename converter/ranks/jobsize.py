@@ -12,13 +12,17 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from ..arguments import MAX_RANKS
 from ..errors import ConverterError
 from ..et.decode import iter_records, metadata_of
 from ..et.encode import PROCESS_GROUPS, RANK, WORLD_SIZE
 from .commgroups import group_ranks, host_process_groups
+
+if TYPE_CHECKING:
+    from ..convert.pipeline import ConvertOptions
 
 
 def job_metadata(info: dict[str, Any], rank: int | None) -> dict[str, Any]:
@@ -55,6 +59,25 @@ def rank_output(output: str, rank: int | None, world: int | None) -> str:
         return output
     base = output[: -len(".et")] if output.endswith(".et") else output
     return output if not os.path.basename(base) else f"{base}.{rank}.et"
+
+
+def host_job_options(options: ConvertOptions, path: str) -> ConvertOptions:
+    """``options`` with the job a host (or merged) trace records, for ``astra_sim`` output: the
+    default group's size as ``world_size`` and the groups of its ``## process_group:init ##``
+    node as ``process_groups`` (its own rank it does not record: ``rank`` says it)."""
+    if not options.astra_sim:
+        return options
+    try:
+        info = host_process_groups(path)
+    except ConverterError:  # the conversion reports what is wrong with the file
+        return options
+    world = options.world_size or host_world_size(path)
+    job = job_metadata({**info, "world_size": world}, options.rank)
+    return replace(
+        options,
+        world_size=job.get(WORLD_SIZE, options.world_size),
+        process_groups=options.process_groups or job.get(PROCESS_GROUPS),
+    )
 
 
 def et_job(path: str) -> dict[str, Any]:
