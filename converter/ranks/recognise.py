@@ -36,7 +36,10 @@ _GATHER, _SCATTER = int(CollectiveCommType.ALL_GATHER), int(CollectiveCommType.R
 _ALL_TO_ALL, _ALL_REDUCE = int(CollectiveCommType.ALL_TO_ALL), int(CollectiveCommType.ALL_REDUCE)
 _P2P = (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 _SPEC = re.compile(r"(ddp|fsdp)((?:,(?:tp|pp)=[1-9][0-9]{0,6})*)")
-HINT = "give `layout` (ddp or fsdp, then tp=T and pp=P: e.g. fsdp,tp=2), or the job's layout file"
+HINT = (
+    "give `layout` to scale (ddp or fsdp, then tp=T and pp=P: e.g. fsdp,tp=2; simulate the job it writes), "
+    "or the job's layout file (PREFIX.layout.json)"
+)
 
 
 @dataclass(frozen=True)
