@@ -17,7 +17,7 @@ from chakra_convert_fast.converter.errors import OptionError
 from chakra_convert_fast.converter.ranks.jobsize import et_world_size, host_world_size
 
 from .clirun import assert_one_error, run_cli
-from .traces import REAL_TRACES_DIR, load_trace, read_et
+from .traces import REAL_TRACES_DIR, load_trace, read_et, write_trace
 
 OWN = REAL_TRACES_DIR / "own_tracer_gpt2_ddp2"
 HOST, DEVICE = OWN / "rank0_host.json.gz", OWN / "rank0_device.json.gz"
@@ -55,8 +55,11 @@ def test_scale_defaults_to_the_recorded_size(tmp_path: Path) -> None:
 
 
 def test_scale_without_a_recorded_size_asks_for_ranks(tmp_path: Path) -> None:
-    host = REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_host.json.gz"
-    run_cli("convert", "--astra-sim", host, tmp_path / "job.0.et")  # a host trace alone: no Kineto trace
+    # a host trace alone without its process_group:init node (the one place it records the job's size)
+    trace = load_trace(REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_host.json.gz")
+    trace["nodes"] = [n for n in trace["nodes"] if "process_group:init" not in n["name"]]
+    host = write_trace(trace, tmp_path / "host.json")
+    run_cli("convert", "--astra-sim", host, tmp_path / "job.0.et")
     assert (tmp_path / "job.0.et").exists() and et_world_size(str(tmp_path / "job.0.et")) is None
     done = run_cli("scale", tmp_path / "job", tmp_path / "out")
     assert_one_error(done, "records no job size", "--astra-sim", "(give --ranks)", status=2)
