@@ -100,3 +100,14 @@ def test_a_rank_beyond_its_world_is_another_job(tmp_path: Path) -> None:
     write_trace(trace, folder / "other_rank3_device.json.gz")
     jobs = split(discover(str(folder)))
     assert sorted(map(len, jobs)) == [1, 2]
+
+
+def test_host_traces_of_one_job_and_kineto_traces_of_another_are_refused(tmp_path: Path) -> None:
+    folder = _copy(
+        tmp_path / "mixed",
+        GPT2 / "rank0_host.json.gz",
+        GPT2 / "rank1_host.json.gz",
+        *(GLOO4 / f"rank{r}_device.json.gz" for r in range(4)),
+    )
+    err = _refused(folder, tmp_path, "rank0_host.json.gz", "rank3_device.json.gz")
+    assert "world size 2" in err and "world size 4" in err

@@ -106,12 +106,14 @@ def _beyond_world(found: FoundTraces, jobs: list[list[str]]) -> list[list[str]]:
 
 
 def _pair_kinds(jobs: list[list[str]], found: FoundTraces) -> list[list[str]]:
-    """Host-trace jobs joined with the device-trace jobs of the same world size (where one of
-    each is left, they are one job whatever they record)."""
+    """Host-trace jobs joined with the device-trace jobs of the same world size (where there is one
+    of each, they are one job unless both record world sizes that differ)."""
     host_jobs = [j for j in jobs if j and found.marks.get(j[0], JobMark("host")).kind == "host"]
     device_jobs = [j for j in jobs if j and j not in host_jobs]
     if len(host_jobs) == 1 and len(device_jobs) == 1:
-        return [[*host_jobs[0], *device_jobs[0]]]
+        worlds = (_world(host_jobs[0], found), _world(device_jobs[0], found))
+        if None in worlds or worlds[0] == worlds[1]:
+            return [[*host_jobs[0], *device_jobs[0]]]
     merged: list[list[str]] = []
     left = list(device_jobs)
     for job in host_jobs:
