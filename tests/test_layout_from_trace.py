@@ -120,7 +120,11 @@ def _job(folder: Path, per_rank: list[pb.Node], ranks: int = 2, groups: dict[str
 @pytest.mark.parametrize(
     ("nodes", "groups", "message"),
     [
-        ([node(1), coll(2, pb.ALL_TO_ALL, 512, "0", (1,))], None, "all-to-all on group(s) 0: expert parallelism"),
+        (
+            [node(1), coll(2, pb.ALL_TO_ALL, 512, "1", (1,))],
+            {"1": [0, 1], "2": [2, 3]},
+            "all-to-all on sub-group(s) 1: expert parallelism in expert groups",
+        ),
         ([node(1), coll(2, pb.ALL_GATHER, 512, "0", (1,))], None, "all-gathers or reduce-scatters without the other"),
         (
             [
@@ -142,6 +146,13 @@ def test_unsettled_layouts_are_refused(
         api.scale(job, tmp_path / "out" / "x", 8)
     assert message in str(caught.value) and "layout" in str(caught.value.hint)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_all_to_all_over_every_rank_keeps_its_bytes_and_says_so(tmp_path: Path) -> None:
+    job = _job(tmp_path / "in", [node(1), coll(2, pb.ALL_TO_ALL, 512, "0", (1,))])
+    result = api.scale(job, tmp_path / "out" / "x", 8)
+    assert result.note is not None and result.note.startswith("layout from the trace: all-to-all over every rank")
+    assert collectives(f"{tmp_path / 'out' / 'x'}.7.et") == [("ALL_TO_ALL", "0", 512)]
 
 
 def test_a_bad_layout_spec_is_a_usage_error(tmp_path: Path) -> None:

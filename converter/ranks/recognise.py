@@ -8,11 +8,13 @@ the job's group file; ``"0"``, or a group listing every rank, is every rank):
   gradients reduce-scattered): scaled as FSDP (``layoutscale``: an all-gather's shard shrinks with
   the data-parallel degree, a reduce-scatter keeps the whole padded gradient);
 * all-gathers and reduce-scatters over sub-groups and all-reduces over others: HSDP;
-* sends and receives: pipeline parallelism; all-to-all: expert parallelism (or an embedding
-  exchange); collectives over two families of sub-groups: tensor x data parallelism;
+* sends and receives: pipeline parallelism; all-to-all within sub-groups: expert parallelism in
+  expert groups; collectives over two families of sub-groups: tensor x data parallelism;
 * all-gathers without reduce-scatters (or the other way), and FSDP beside sub-groups: not sure;
 * all-reduces (and the like) over every rank, with at most one family of sub-groups: DDP, scaled by
-  ``scale``'s data-parallel rules.
+  ``scale``'s data-parallel rules; all-to-all over every rank too (each rank's bytes kept: its
+  tokens or samples per step do not change with the width; ASTRA-sim splits them among the peers),
+  which ``scale`` says.
 
 Everything but DDP and FSDP is refused without ``--layout`` (``parse_spec``: ``ddp`` or ``fsdp``,
 then ``tp=T`` and ``pp=P``), whose mesh is mapped onto the group file (``layout_from_spec``) and
@@ -50,6 +52,7 @@ class Recognised:
     kind: str
     evidence: str
     layout: Layout | None = None
+    say: bool = False  # scale states it (a data-parallel rule applied to more than all-reduces)
 
     @property
     def scalable(self) -> bool:
@@ -89,10 +92,9 @@ def recognise(trace: EtTrace, groups: dict[str, list[int]], captured: int) -> Re
             "data parallelism",
         )
     a2a = sorted(g for g, k in kinds.items() if _ALL_TO_ALL in k)
-    if a2a:
-        return Recognised(
-            "ep", f"all-to-all on group(s) {', '.join(a2a)}: expert parallelism (or an embedding exchange)"
-        )
+    expert = [g for g in a2a if g not in every]
+    if expert:
+        return Recognised("ep", f"all-to-all on sub-group(s) {', '.join(expert)}: expert parallelism in expert groups")
     sharded = sorted(g for g, k in kinds.items() if {_GATHER, _SCATTER} <= k)
     sub = sorted(g for g in kinds if g not in every)
     if sharded:
@@ -132,6 +134,13 @@ def recognise(trace: EtTrace, groups: dict[str, list[int]], captured: int) -> Re
         return Recognised(
             "2-d",
             f"collectives on sub-groups of two families ({_families(families)}): tensor x data parallelism?",
+        )
+    if a2a:  # over every rank: each rank's tokens (or samples) per step are kept, so are its bytes
+        return Recognised(
+            "ddp",
+            "all-to-all over every rank (experts or embeddings exchanged among all ranks): each rank's "
+            "bytes kept, as data parallelism keeps its batch per rank (the split among peers follows the width)",
+            say=True,
         )
     return Recognised("ddp", "all-reduces over every rank: DDP")
 

@@ -318,6 +318,8 @@ def _grouping(
         shown = recognise.recognise(read_et(inputs[0]), listed, captured)
         if not shown.scalable:
             raise recognise.refusal(shown, inputs[0])
+        if shown.say:
+            said = f"layout from the trace: {shown.evidence}"
         if shown.layout is not None and captured == 1:  # one captured rank of an FSDP job, at another size
             world = et_world_size(inputs[0])
             raise OptionError(
@@ -336,7 +338,7 @@ def _grouping(
         )  # data x tensor x pipeline
         return _Grouping(group_file, layout_file, scaler, _Groups(), scaler.groups())
     groups = _read_groups(group_file, captured, ranks, option) if group_file else _Groups()
-    return _Grouping(group_file, layout_file, None, groups, _new_groups(groups, captured, ranks))
+    return _Grouping(group_file, layout_file, None, groups, _new_groups(groups, captured, ranks), said)
 
 
 def _listed_groups(group_file: str | None, captured: int) -> dict[str, list[int]]:

@@ -197,7 +197,7 @@ def run_plan(
             stack.callback(shutil.rmtree, scratch, True)
             written = os.path.join(scratch, os.path.basename(job.prefix))
             mesh = chosen.mesh  # a layout job's block: FSDP bytes as at N, then resized by mesh dimension
-            said = scale(
+            scaled = scale(
                 job.prefix,
                 written,
                 chosen.simulated_ranks,
@@ -205,7 +205,8 @@ def run_plan(
                 comm_groups=job.comm_groups,
                 bytes_ranks=mesh.bytes_ranks if mesh is not None else None,
                 resized=dict(mesh.sizes) if mesh is not None else None,
-            ).note
+            )
+            said = scaled.note if scaled.layout is not None else None  # a layout scale chose (FSDP recognised)
             if chosen.resize:
                 _resize(written, chosen.simulated_ranks, dict(chosen.resize))
             target = find_job(written)
