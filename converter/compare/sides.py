@@ -135,7 +135,7 @@ def _timeline(path: str) -> Side:
         if not isinstance(events, list):
             raise TypeError("traceEvents is not a list")
     except (ValueError, KeyError, TypeError) as exc:
-        raise TraceFormatError(path, f"not a simulate --timeline file: {exc}"[:300]) from None
+        raise TraceFormatError(path, f"not a timeline that simulate writes (its `timeline`): {exc}"[:300]) from None
     side = Side(path, SIMULATION, {})
     for event in events:
         if not isinstance(event, dict) or event.get("ph") != "X":

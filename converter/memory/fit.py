@@ -90,7 +90,7 @@ def job_peaks(prefix: str, captured: int, ranks: int | None, layout: Any = None)
     for k in range(captured):
         path = sidecar_path(prefix, k)
         if not os.path.isfile(path):
-            raise TraceFormatError(path, "missing: convert with --memory to check memory (docs/memory.md)")
+            raise TraceFormatError(path, "missing: convert with `memory` to check memory (docs/memory.md)")
         found.append(read_sidecar(path))
     if ranks is None or ranks == captured:
         return [m.peak_bytes for m in found]
@@ -128,7 +128,7 @@ def job_fit(prefix: str, accelerator: str | None, gpu_memory: int | None, ranks:
             return None
         raise TraceFormatError(
             sidecar_path(prefix, 0),
-            "missing: `gpu_memory` checks the job's memory, which convert/convert-all --memory writes (docs/memory.md)",
+            "missing: `gpu_memory` checks the job's memory, which convert and convert-all write with `memory` (docs/memory.md)",
         )
     captured = len(discover.job_rank_files(prefix))
     layout_path = layoutscale.find(prefix)

@@ -68,8 +68,8 @@ def from_sidecars(prefix: str) -> list[RankMemory]:
         if not os.path.isfile(path):
             raise TraceFormatError(
                 path,
-                "missing: the job's memory facts are written beside each rank by convert/convert-all "
-                "--memory, scale and compact (or give the folder of raw traces)",
+                "missing: the job's memory facts are written beside each rank by convert and convert-all "
+                "with `memory`, by scale and by compact (or give the folder of raw traces)",
             )
         memory = read_sidecar(path)
         check_rank(path, memory, r)
