@@ -198,7 +198,10 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
             "--target accelerator needs --roofline (a GPU node without num_ops stops ASTRA-sim's roofline)"
         )
     if args.host_time != "none":
-        args.usage_error("--host-time is not for a Kineto trace (its host timeline always keeps its traced time)")
+        args.usage_error(
+            "--host-time is not for a Kineto trace (its host timeline keeps its traced time, less the "
+            "profiler's: --tracing-overhead)"
+        )
     memory = _memory_of(args, args.paths[1], None, args.paths[0])
     result = api.convert_kineto(
         args.paths[0],
@@ -210,6 +213,7 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
         accelerator=args.target == "accelerator",
         compact=args.compact,
         serial_streams=args.serial_streams,
+        tracing_overhead=args.tracing_overhead,
     )
     reporter.kineto(result)
     _write_memory(reporter, args.paths[1], memory)

@@ -13,11 +13,13 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from .. import overhead as tracing
 from ..arguments import MAX_RANKS
 from ..compact.rewrite import CompactResult
 from ..errors import TraceContentError
 from ..io.output import check_output
 from ..io.read import check_input
+from . import untrace
 from .events import KinetoEvents, read_events
 from .graph import DEPENDENCY_KINDS, KinetoGraph, build
 from .roofline import KinetoRoofline
@@ -56,6 +58,7 @@ class KinetoConversion:
     roofline: KinetoRoofline | None = None
     compaction: CompactResult | None = None  # with ``compact``
     overlap: str | None = None  # what was done to kernels that overlapped on several streams
+    overhead: tracing.Removed | None = None  # the profiler's time taken out (None: kept)
 
 
 def trace_rank(events: KinetoEvents) -> int | None:
@@ -82,13 +85,16 @@ def convert_kineto(
     accelerator: bool = False,
     compact: bool = False,
     serial_streams: bool = False,
+    tracing_overhead: str | float = tracing.AUTO,
 ) -> KinetoConversion:
     """Convert one ProfilerStep (``step``, else the last complete one) of a Kineto trace into an
     ASTRA-sim-ready ``.et``. ``rank`` overrides ``distributedInfo``'s; ``roofline``: the GPU compute
     nodes' ``num_ops``/``tensor_size`` from their launching ops (``accelerator``: those without are
     written as CPU ops); ``compact``: the output compacted (``docs/compact.md``). Nothing is written
     on error. ``serial_streams``: kernels that overlapped on several streams keep their traced
-    durations (default: written to end when they ended, one after another, ``overlap.py``)."""
+    durations (default: written to end when they ended, one after another, ``overlap.py``);
+    ``tracing_overhead``: the profiler's time taken out of the host timeline (``overhead.py``:
+    ``auto``, ``none`` or microseconds per recorded op)."""
     started = time.perf_counter()
     source = os.fspath(input_path)
     check_input(source)
@@ -98,6 +104,8 @@ def convert_kineto(
     graph = build(
         events, step, own_rank, drop, roofline=roofline, accelerator=accelerator, share_overlap=not serial_streams
     )
+    model = tracing.choose(tracing_overhead, untrace.tracing(events), source)
+    removed = untrace.apply(graph, model) if model is not None else None
     pid = graph_pid(events)
     compaction = write_compacted(graph, target, own_rank, pid) if compact else None
     if compaction is None:
@@ -119,6 +127,7 @@ def convert_kineto(
         graph.roofline,
         compaction,
         graph.overlap.describe() if graph.overlap is not None else None,
+        removed,
     )
 
 
