@@ -50,7 +50,7 @@ CALIBRATION_SCHEMA = "chakra-profile-overhead.1"
 _HINT = "fix or remove it, or give --tracing-overhead none or a figure in microseconds"
 _TRACE_NAME = re.compile(r"^(?P<stem>.+_rank\d+)_(host|device)\.json(\.gz)?$")
 #: The default models' figures (``DEFAULT_MODELS``), microseconds per recorded op
-HOST_PER_OP_US = 22.0
+HOST_PER_OP_US = 23.0
 KINETO_PER_OP_US = 2.3
 
 

@@ -56,9 +56,10 @@ class ConvertOptions:
     which needs ``target="accelerator"``). ``world_size``: the ranks of the job the trace comes from
     (a link fills it in from the traces' records), written into the GlobalMetadata record as
     ``world_size`` with ``astra_sim`` (``scale`` and ``simulate`` read it). ``tracing_overhead``,
-    with ``astra_sim``: the profiler's time taken out of the CPU ops (``convert/untrace.py``):
-    ``"auto"`` (a calibration beside the trace, else the default model), ``"none"`` (the traced
-    durations) or microseconds per recorded op; the reference's output keeps them.
+    with ``astra_sim`` (and for the Kineto traces of ``convert_all``): the profiler's time taken
+    out of the CPU ops (``converter/overhead.py``): ``"auto"`` (the default model; for a Kineto
+    trace, a calibration beside it first), ``"none"`` (the traced durations) or microseconds per
+    recorded op; the reference's output keeps them.
     """
 
     simulate: bool = False
