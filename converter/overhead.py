@@ -84,12 +84,13 @@ class Model:
 
 #: The default per-op model for each tracing (``docs/overhead.md``): torch 2.11 on an H200 host,
 #: fitted to the committed captures' untraced steps. Host trace + Kineto: the observer and
-#: ``record_shapes`` (per op of the host trace); Kineto alone (per ``cpu_op``/``user_annotation``).
+#: ``record_shapes`` (per op of the host trace); Kineto alone: per recorded event (``cpu_op``,
+#: ``user_annotation`` and runtime call alike).
 DEFAULT_MODELS: dict[Tracing, tuple[float, float]] = {
     Tracing(observer=True, record_shapes=True): (HOST_PER_OP_US, 0.0),
     Tracing(observer=True, record_shapes=False): (HOST_PER_OP_US, 0.0),
-    Tracing(observer=False, record_shapes=True): (KINETO_PER_OP_US, 0.0),
-    Tracing(observer=False, record_shapes=False): (KINETO_PER_OP_US, 0.0),
+    Tracing(observer=False, record_shapes=True): (KINETO_PER_OP_US, KINETO_PER_OP_US),
+    Tracing(observer=False, record_shapes=False): (KINETO_PER_OP_US, KINETO_PER_OP_US),
 }
 
 
@@ -183,9 +184,11 @@ class Removed:
     def line(self) -> str:
         """The one line the conversion says."""
         m = self.model
-        calls = self.calls and m.per_call_us
-        per = f"{m.per_op_us:.3g} us per op" + (f", {m.per_call_us:.3g} us per runtime call" if calls else "")
-        counted = f"{self.ops:,} recorded ops" + (f" and {self.calls:,} runtime calls" if calls else "")
+        counted = f"{self.ops:,} recorded ops" + (f" and {self.calls:,} runtime calls" if self.calls else "")
+        if not self.calls or m.per_call_us == m.per_op_us:
+            per = f"{m.per_op_us:.3g} us each"
+        else:
+            per = f"{m.per_op_us:.3g} us per op, {m.per_call_us:.3g} us per runtime call"
         return (
             f"tracing overhead: removed {self.removed_us / 1000:,.1f} ms of {self.host_us / 1000:,.1f} ms host time "
             f"({counted} x {per}; {m.source}); --tracing-overhead none keeps the traced durations"
@@ -250,7 +253,7 @@ def untrace(timeline: Sequence[tuple[int, int]], model: Model, op_floor: int = 0
 
 
 def _per_op(model: Model, cost: float) -> Model:
-    return replace(model, per_op_us=cost, per_call_us=0.0)
+    return replace(model, per_op_us=cost, per_call_us=cost)
 
 
 def _walk(timeline: Sequence[tuple[int, int]], model: Model, op_floor: int) -> tuple[list[int], Removed]:
