@@ -206,6 +206,8 @@ def inspect_and_convert(record: StepRecord, args: argparse.Namespace, paths: tra
             "seconds": round(time.perf_counter() - tick, 3),
         }
         log.info("wrote %s with the %s converter", out, args.converter)
+        if info.get("tracing_overhead"):
+            log.info("%s: %s", out.name, info["tracing_overhead"])
         for warning in info["warnings"]:
             log.info("%s: %s", out.name, warning)
 

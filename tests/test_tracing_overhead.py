@@ -183,3 +183,16 @@ def test_convert_all_reports_what_it_removed(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "rank 0: tracing overhead: removed" in done.stderr, done.stderr
     assert "1 other rank(s) likewise" in done.stderr
+
+
+def test_chakra_profile_conversion_records_what_it_removed(tmp_path: Path) -> None:
+    """``chakra-profile --convert`` keeps the line in the rank's summary (``et.tracing_overhead``)."""
+    from chakra_convert_fast.profiler import convert
+
+    info = convert.convert_rank(None, device(SMALL), tmp_path / "t.0.et", 0, "fast")
+    assert str(info["tracing_overhead"]).startswith("tracing overhead: removed")
+    host, dev = CPU_PAIR / "rank0_host.json.gz", CPU_PAIR / "rank0_device.json.gz"
+    info = convert.convert_rank(host, dev, tmp_path / "p.0.et", 0, "fast")
+    assert "default model for host trace + Kineto" in str(info["tracing_overhead"])
+    info = convert.convert_rank(host, dev, tmp_path / "r.0.et", 0, "fast", astra_sim=False)
+    assert info["tracing_overhead"] is None  # the reference's bytes
