@@ -47,7 +47,7 @@ NONE = "none"
 #: A calibration file's suffix beside the trace's ``{name}_rank{N}_{host,device}.json[.gz]``
 CALIBRATION_SUFFIX = "_overhead.json"
 CALIBRATION_SCHEMA = "chakra-profile-overhead.1"
-_HINT = "fix or remove it, or give --tracing-overhead none or a figure in microseconds"
+_HINT = "fix or remove it, or set `tracing_overhead` to none or a figure in microseconds"
 _TRACE_NAME = re.compile(r"^(?P<stem>.+_rank\d+)_(host|device)\.json(\.gz)?$")
 #: The default models' figures (``DEFAULT_MODELS``), microseconds per recorded op
 HOST_PER_OP_US = 23.0
