@@ -9,7 +9,8 @@ and, with ``--hta``, the larger ones of HTA's ``tests/data`` (a checkout of
 facebookresearch/HolisticTraceAnalysis @ f4d0062). Each job is converted (default step: the last
 complete one), replayed (``simulate --replay``: every node its traced duration) and its simulated
 step (the slowest rank's, from ASTRA-sim's log) held against the measured one (the slowest rank's
-ProfilerStep span to the end of the GPU work it launched). A one-rank trace is scaled to two
+ProfilerStep span to the end of the GPU work it launched), the profiler's time left in
+(``tracing_overhead="none"``: the measured step is the traced one). A one-rank trace is scaled to two
 identical ranks first (ASTRA-sim's networks need two NPUs). Then the ablation: each dependency
 kind left out in turn (``convert --drop-dependency KIND``), every job replayed again.
 """
@@ -126,7 +127,7 @@ def replay(job: Job, work: Path, drop: tuple[str, ...] = ()) -> Replay:
     started = time.perf_counter()
     steps, nodes, events, tails = set(), 0, 0, {}
     for rank, path in enumerate(job.paths):
-        result = api.convert_kineto(path, f"{prefix}.{rank}.et", rank=rank, drop=drop)
+        result = api.convert_kineto(path, f"{prefix}.{rank}.et", rank=rank, drop=drop, tracing_overhead="none")
         steps.add(result.step)
         nodes += result.nodes
         events += result.events

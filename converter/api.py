@@ -205,6 +205,7 @@ def convert_kineto(
     accelerator: bool = False,
     compact: bool = False,
     serial_streams: bool = False,
+    tracing_overhead: str | float = "auto",
 ) -> KinetoConversion:
     """Convert one ProfilerStep of a Kineto trace (alone, no host trace) into an ASTRA-sim-ready
     ``.et`` (``docs/kineto.md``): ``step`` (default: the last complete one), ``rank`` (default:
@@ -213,7 +214,10 @@ def convert_kineto(
     recorded shapes (``accelerator``, which needs it: those left without are written as CPU ops);
     ``compact``: the output compacted (``docs/compact.md``); ``serial_streams``: kernels that
     overlapped on several streams keep their traced durations (ASTRA-sim then runs them one after
-    another) instead of being written to end when they ended (``docs/kineto.md``)."""
+    another) instead of being written to end when they ended (``docs/kineto.md``);
+    ``tracing_overhead``: the profiler's time taken out of the host timeline
+    (``docs/overhead.md``): ``"auto"`` (a calibration beside the trace, else the default model),
+    ``"none"`` (the traced durations) or microseconds per recorded op."""
     if _args.flag("accelerator", accelerator) and not _args.flag("roofline", roofline):
         raise OptionError("`accelerator` needs `roofline` (a GPU node without num_ops stops ASTRA-sim's roofline)")
     return _convert_kineto(
@@ -226,6 +230,7 @@ def convert_kineto(
         accelerator=accelerator,
         compact=_args.flag("compact", compact),
         serial_streams=_args.flag("serial_streams", serial_streams),
+        tracing_overhead=_args.tracing_overhead("tracing_overhead", tracing_overhead),
     )
 
 

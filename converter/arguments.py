@@ -130,6 +130,19 @@ def instance(
     return value
 
 
+def tracing_overhead(name: str, value: Any) -> str | float:
+    """``auto``, ``none`` (``converter/overhead.py``), or microseconds per recorded op (a real
+    number, 0 or more; ``int`` taken as ``float``)."""
+    if isinstance(value, str):
+        if value in ("auto", "none"):
+            return value
+        raise OptionError(f"`{name}` {value!r}: must be 'auto', 'none' or microseconds per recorded op")
+    number(name, value)
+    if value < 0:
+        raise OptionError(f"`{name}` {value}: microseconds per recorded op are 0 or more")
+    return float(value)
+
+
 def kinds(name: str, value: Any, known: Sequence[str]) -> frozenset[str]:
     """A collection of names, each one of ``known``."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):

@@ -63,7 +63,8 @@ def convert_rank(
     compacted with ``compact`` (docs/compact.md), with the roofline's fields with ``roofline``
     and its compute nodes as accelerator ops with ``target="accelerator"`` (docs/roofline.md).
     Without a ``host`` trace the Kineto trace alone is converted (docs/kineto.md): ASTRA-sim's
-    variant, the last traced step."""
+    variant, the last traced step. ASTRA-sim's variants take the profiler's time out
+    (docs/overhead.md): ``tracing_overhead`` says what was removed."""
     ensure_available(converter)
     if host is None:
         kineto = api.convert_kineto(device, out, rank=rank)
@@ -74,6 +75,7 @@ def convert_rank(
             "kineto_only": True,
             "step": kineto.step,
             "measured_us": kineto.measured_us,
+            "tracing_overhead": kineto.overhead.line() if kineto.overhead is not None else None,
             "warnings": list(kineto.warnings),
         }
     if converter == "fast":
@@ -88,6 +90,7 @@ def convert_rank(
             "compact": compact,
             "roofline": roofline,
             "target": target,
+            "tracing_overhead": conversion.overhead.line() if conversion.overhead is not None else None,
             "warnings": list(pair.link.warnings),
         }
     merged = out.with_suffix(".merged.json")

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from chakra_convert_fast.converter import overhead
 from chakra_convert_fast.converter.ranks import alltoallv
 from chakra_convert_fast.converter.ranks.layoutscale import LAYOUT_SUFFIX
 from chakra_convert_fast.profiler import convert, data, experts, groups, memory, models, parallel, tokenizers, tracing
@@ -183,6 +184,7 @@ def inspect_and_convert(record: StepRecord, args: argparse.Namespace, paths: tra
     record.device = tracing.inspect_device(paths.device)
     if record.memory is not None and getattr(args, "profile_memory", False):
         record.memory.update(memory.window_truth(paths.device, record.memory))
+    write_calibration(record, args, paths)
     if args.convert:
         out = convert.et_path(Path(args.outdir), name, record.rank)
         tick = time.perf_counter()
@@ -204,8 +206,29 @@ def inspect_and_convert(record: StepRecord, args: argparse.Namespace, paths: tra
             "seconds": round(time.perf_counter() - tick, 3),
         }
         log.info("wrote %s with the %s converter", out, args.converter)
+        if info.get("tracing_overhead"):
+            log.info("%s: %s", out.name, info["tracing_overhead"])
         for warning in info["warnings"]:
             log.info("%s: %s", out.name, warning)
+
+
+def write_calibration(record: StepRecord, args: argparse.Namespace, paths: tracing.TracePaths) -> None:
+    """The rank's traced and untraced step times beside its traces (``{name}_rank{N}_overhead.json``),
+    where the converter finds them to take the tracing's time out (``converter/overhead.py``)."""
+    found = overhead.calibration(
+        record.rank,
+        record.step_times_s,
+        record.phases,
+        torch=torch.__version__,
+        host_trace=args.host_trace,
+        record_shapes=args.record_shapes,
+        profile_memory=getattr(args, "profile_memory", False),
+    )
+    out = overhead.calibration_path(paths.device)
+    if found is None or out is None:
+        return
+    out.write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
+    log.info("tracing overhead calibration: %s", out)
 
 
 def _median(values: list[float]) -> float | None:

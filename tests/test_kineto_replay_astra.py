@@ -1,7 +1,9 @@
 """Kineto traces replayed in the real ASTRA-sim (conftest's ``simulator``: ``ASTRA_SIM_HOME``).
 
 Each replayed step is read from the simulator's own log (every rank finished) and held against
-the measured step the ``.et`` records; the bound here is the issue's target for every trace (5%)."""
+the measured step the ``.et`` records; the bound here is the issue's target for every trace (5%).
+The measured step is the traced one, so the replays keep the traced durations
+(``--tracing-overhead none``; ``test_tracing_overhead_astra.py`` replays the default's)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def dlrm_job(simulator: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("dlrm")
     with tarfile.open(REAL_TRACES_DIR / "gpu_public" / "dlrm_kineto.tar.gz") as tar:
         tar.extractall(base / "in", filter="data")
-    done = run_cli("convert-all", base / "in" / "dlrm_kineto", base / "out", "-j", "1")
+    done = run_cli("convert-all", base / "in" / "dlrm_kineto", base / "out", "-j", "1", "--tracing-overhead", "none")
     assert done.returncode == 0, done.stderr
     return base / "out" / "trace"
 
@@ -63,7 +65,7 @@ def test_what_ifs_run_on_kineto_output(simulator: Path, dlrm_job: Path, tmp_path
 @pytest.mark.parametrize("name", ["hta_a100_cuda_event_sync", "hta_mi250_rocm6", "hta_a100_nccl_rank0of2"])
 def test_one_rank_replays_within_target(simulator: Path, name: str, tmp_path: Path) -> None:
     """One rank's trace, scaled to two identical ranks (ASTRA-sim's networks need two NPUs)."""
-    conversion = api.convert_kineto(PUBLIC / f"{name}.json.gz", tmp_path / "one.0.et", rank=0)
+    conversion = api.convert_kineto(PUBLIC / f"{name}.json.gz", tmp_path / "one.0.et", rank=0, tracing_overhead="none")
     api.scale(tmp_path / "one", tmp_path / "two", 2)
     result = api.simulate(tmp_path / "two", api.SimulateOptions(replay=True))
     measured = conversion.measured_us * 1000
@@ -76,7 +78,7 @@ def test_compacted_kineto_output_simulates_the_same(simulator: Path, name: str, 
     """``compact`` merges the host timeline's runs between launches (a launch has two children:
     the next host node and its kernel) and the simulated job is the same to the cycle, on the
     network model, with the same collectives completed."""
-    api.convert_kineto(PUBLIC / f"{name}.json.gz", tmp_path / "one.0.et", rank=0)
+    api.convert_kineto(PUBLIC / f"{name}.json.gz", tmp_path / "one.0.et", rank=0, tracing_overhead="none")
     api.scale(tmp_path / "one", tmp_path / "two", 2, layout="ddp")  # two copies, all-to-alls kept as they are
     assert_same_simulation(tmp_path / "two", 2, None, tmp_path, fewer_nodes=False)
     results = api.compact_ranks(tmp_path / "two", tmp_path / "again")
@@ -91,7 +93,7 @@ def test_cpu_gloo_job_network_model(simulator: Path, tmp_path: Path) -> None:
     source.mkdir()
     for number in (0, 1):
         shutil.copy(REAL_TRACES_DIR / "cpu_gpt2_ddp2" / f"rank{number}_device.json.gz", source)
-    done = run_cli("convert-all", source, tmp_path / "out", "-j", "1")
+    done = run_cli("convert-all", source, tmp_path / "out", "-j", "1", "--tracing-overhead", "none")
     assert done.returncode == 0, done.stderr
     network = api.simulate(tmp_path / "out" / "trace")
     assert [r.collectives for r in network.ranks] == [2, 2]

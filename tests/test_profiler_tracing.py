@@ -69,3 +69,34 @@ def test_capturing_again_replaces_the_files(tmp_path: Path) -> None:
     paths = run_toy_capture(tmp_path, tracing.Schedule(wait=0, warmup=1, active=1), 2)
     assert tracing.inspect_host(paths.host)["profiler_steps"] == [1]
     assert tracing.inspect_device(paths.device)["profiler_steps"] == [1]
+
+
+def test_each_rank_stores_its_tracing_overhead_calibration(tmp_path: Path) -> None:
+    """Beside a rank's traces, its traced step and the median of its untraced ones (the first step
+    left out), where the Kineto front end finds them (``converter/overhead.py``); none without an
+    untraced step to compare with."""
+    import argparse
+
+    from chakra_convert_fast.converter import overhead
+    from chakra_convert_fast.profiler import train
+
+    paths = tracing.TracePaths.for_rank(tmp_path, "job", 1)
+    phases = ["wait", "wait", "wait", "warmup", "active", "untraced", "untraced"]
+    record = train.StepRecord(rank=1, step_times_s=[0.9, 0.04, 0.05, 0.07, 0.12, 0.06, 0.045], phases=phases)
+    args = argparse.Namespace(host_trace=False, record_shapes=True)
+    train.write_calibration(record, args, paths)
+    written = tmp_path / "job_rank1_overhead.json"
+    data = json.loads(written.read_text())
+    assert (data["rank"], data["traced_step_us"], data["untraced_step_us"], data["untraced_steps"]) == (
+        1,
+        120000.0,
+        47500.0,
+        4,
+    )
+    assert (data["host_trace"], data["record_shapes"]) == (False, True)
+    model = overhead.read_calibration(written)
+    assert model is not None and model.target_us == 72500.0
+    assert overhead.calibration_path(paths.device) == written
+    record = train.StepRecord(rank=2, step_times_s=[0.9, 0.07, 0.12], phases=["wait", "warmup", "active"])
+    train.write_calibration(record, args, tracing.TracePaths.for_rank(tmp_path, "job", 2))
+    assert not (tmp_path / "job_rank2_overhead.json").exists()

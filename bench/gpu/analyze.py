@@ -8,8 +8,10 @@ CAPTURES holds ``chakra-profile`` output folders made on the GPU (``bench/gpu/ca
 ``--no-host-trace``, ``{name}_rank0_host.json``. For each:
 
 * **replay**: the host + Kineto pair linked and converted (``convert --astra-sim``), or the Kineto
-  trace alone (``convert --kineto``); the one-GPU job made two identical ranks (``scale --ranks
-  2``: ASTRA-sim's network needs two NPUs; a replay moves nothing between them) and simulated
+  trace alone (``convert --kineto``), the profiler's time left in (``--tracing-overhead none``:
+  ``bench/overhead_replay.py`` has the default, corrected replays); the one-GPU job made two
+  identical ranks (``scale --ranks 2``: ASTRA-sim's network needs two NPUs; a replay moves
+  nothing between them) and simulated
   with ``--replay`` (every node its traced duration). Against the untraced steps' median, the
   step a user's training runs at, and the traced step (the step the trace holds);
 * **roofline** (host + Kineto captures): converted ``--roofline`` (durations kept), each GPU
@@ -86,11 +88,13 @@ def _convert(capture: Path, name: str, out: Path, *extra: str) -> Path:
             "--rank",
             "0",
             "--astra-sim",
+            "--tracing-overhead",
+            "none",
             *extra,
             f"{out}.0.et",
         )
     else:
-        _run("convert", "--kineto", str(device), f"{out}.0.et", *extra)
+        _run("convert", "--kineto", str(device), f"{out}.0.et", "--tracing-overhead", "none", *extra)
     return out
 
 

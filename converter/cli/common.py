@@ -12,6 +12,7 @@ from typing import Any
 from .. import api
 from ..arguments import MAX_STEP
 from ..io.read import same_file
+from ..overhead import parse as parse_tracing_overhead
 from ..ranks.scale import MAX_RANKS
 from .numbers import MAX_JOBS, whole
 
@@ -148,6 +149,17 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
         "a CPU capture's compute with its roofline (needs --roofline); captured (default): "
         "as recorded",
     )
+    group.add_argument(
+        "--tracing-overhead",
+        type=_tracing_overhead,
+        default="auto",
+        metavar="auto|none|US",
+        help="with --astra-sim and for a Kineto trace: take the profiler's own time out of the "
+        "CPU ops and the gaps between them, so that a replay gives the untraced step: auto "
+        "(default) the default model for the tracing the trace records (for a Kineto trace, the "
+        "calibration chakra-profile stored beside it first); none keeps the traced durations; US: "
+        "your own figure, microseconds per recorded op (see docs/overhead.md)",
+    )
     (
         group.add_argument(
             "--host-time",
@@ -233,6 +245,13 @@ def positive(text: str) -> int:
     return value
 
 
+def _tracing_overhead(text: str) -> str | float:
+    try:
+        return parse_tracing_overhead(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def conversion_options(args: argparse.Namespace) -> api.ConvertOptions:
     """The conversion options as the API takes them; ``ConvertOptions`` checks them (the
     command line has no checks of its own: an ``OptionError`` is its usage error)."""
@@ -247,4 +266,5 @@ def conversion_options(args: argparse.Namespace) -> api.ConvertOptions:
         roofline=args.roofline,
         target=args.target,
         host_time=args.host_time,
+        tracing_overhead=args.tracing_overhead,
     )

@@ -204,7 +204,10 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
             "--target accelerator needs --roofline (a GPU node without num_ops stops ASTRA-sim's roofline)"
         )
     if args.host_time != "none":
-        args.usage_error("--host-time is not for a Kineto trace (its host timeline always keeps its traced time)")
+        args.usage_error(
+            "--host-time is not for a Kineto trace (its host timeline keeps its traced time, less the "
+            "profiler's: --tracing-overhead)"
+        )
     output = _named_for_rank(args.paths[0], args.paths[1], args.rank)
     memory = _memory_of(args, output, None, args.paths[0])
     result = api.convert_kineto(
@@ -217,6 +220,7 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
         accelerator=args.target == "accelerator",
         compact=args.compact,
         serial_streams=args.serial_streams,
+        tracing_overhead=args.tracing_overhead,
     )
     reporter.kineto(result)
     _write_memory(reporter, output, memory)

@@ -113,6 +113,15 @@ def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
         reporter.info(f"{o.rank:>4}  {status:6}  {o.nodes:>9,}  {o.seconds:>7.2f}  {detail}")
         if o.ok and o.message:
             reporter.warning(f"rank {o.rank}: {o.message}")
+    untraced = [o for o in result.outcomes if o.overhead is not None]
+    if untraced:
+        first = untraced[0]
+        assert first.overhead is not None
+        reporter.info(f"rank {first.rank}: {first.overhead.line()}")
+        if len(untraced) > 1:
+            removed = [o.overhead.removed_us / 1000 for o in untraced if o.overhead is not None]
+            span = f"{min(removed):,.1f}-{max(removed):,.1f} ms"
+            reporter.info(f"  and {len(untraced) - 1} other rank(s) likewise: {span} removed each")
     groups = result.comm_groups
     if result.comm_group_path is not None:
         reporter.info(

@@ -284,6 +284,8 @@ class Reporter:
             self.compaction(result.compaction, "--compact: ")
         if result.overlap is not None:
             self.info(result.overlap + " (--serial-streams: as traced)")
+        if result.overhead is not None:
+            self.info(result.overhead.line())
         self.info(
             f"measured step {result.measured_us / 1000:,.3f} ms (the CPU span "
             f"{result.cpu_span_us / 1000:,.3f} ms to the end of its GPU work); replay it: "
@@ -319,6 +321,8 @@ class Reporter:
                 f"{changes.ctrl_deps_dropped} ctrl_deps naming no node dropped, "
                 f"{changes.host_collectives} host-side collective(s) made communication nodes"
             )
+        if result.overhead is not None:
+            self.info(result.overhead.line())
         if result.compaction is not None:
             self.compaction(result.compaction, "--compact: ")
         costs = result.roofline

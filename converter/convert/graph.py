@@ -151,6 +151,7 @@ class TraceGraph:
         # set by an output profile (convert/astra.py); the defaults write the reference's bytes
         self.tail_overrides: dict[int, bytes] = {}  # rows whose tail is not the spilled one
         self.zero_duration: set[int] = set()  # rows written without their duration
+        self.duration_overrides: dict[int, int] = {}  # rows written with another duration (convert/untrace.py)
         self.drop_missing_ctrl = False  # omit ctrl_deps that name a node not written
         self.roofline: tuple[array[int], array[int]] | None = None  # num_ops, tensor_size by row (0: none)
         # --target accelerator: per row, ACCELERATOR_OP (a non-CPU op), or a CPU op written without its

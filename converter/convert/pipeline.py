@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from .. import arguments
+from .. import overhead as tracing
 from .._types import Progress
 from ..compact.rewrite import CompactResult, compact_temporary
 from ..errors import CycleReport, CyclicDependencyError, OptionError
@@ -23,7 +24,7 @@ from ..io.read import check_input
 from ..io.spill import SpillFile
 from ..schema.chakra import NodeType
 from ..schema.comm_kernels import custom_comm_type
-from . import astra, cycles, feed, nodes, parallel
+from . import astra, cycles, feed, nodes, parallel, untrace
 from . import roofline as roofline_pass
 from .astra import AstraChanges
 from .graph import TraceGraph
@@ -56,6 +57,10 @@ class ConvertOptions:
     (a link fills it in from the traces' records), written into the GlobalMetadata record as
     ``world_size`` with ``astra_sim`` (``scale`` and ``simulate`` read it), with ``rank`` and
     ``process_groups`` (the job's groups as JSON ``{pg_name: [ranks]}``, where the traces list them).
+    ``tracing_overhead``, with ``astra_sim`` (and for the Kineto traces of ``convert_all``): the
+    profiler's time taken out of the CPU ops (``converter/overhead.py``): ``"auto"`` (the default model; for a Kineto
+    trace, a calibration beside it first), ``"none"`` (the traced durations) or microseconds per
+    recorded op; the reference's output keeps them.
     """
 
     simulate: bool = False
@@ -70,6 +75,7 @@ class ConvertOptions:
     host_time: str = "none"  # "captured": with target "accelerator", the no-work nodes keep their durations
     world_size: int | None = None  # the job's ranks, recorded in the .et with astra_sim
     process_groups: str | None = None  # the job's groups, JSON {pg_name: [ranks]}, recorded with astra_sim
+    tracing_overhead: str | float = tracing.AUTO  # with astra_sim: the profiler's time taken out
 
     def __post_init__(self) -> None:
         """The values the command line accepts, no others (``arguments``): a wrong type is a
@@ -95,6 +101,12 @@ class ConvertOptions:
             )
         if self.compact and not self.astra_sim:  # compact implies astra_sim
             object.__setattr__(self, "astra_sim", True)
+        setting = arguments.tracing_overhead("tracing_overhead", self.tracing_overhead)
+        object.__setattr__(self, "tracing_overhead", setting)
+        if isinstance(setting, float) and not self.astra_sim:
+            raise OptionError(
+                "`tracing_overhead` needs `astra_sim`: the reference's output keeps every traced duration"
+            )
 
 
 @dataclass(frozen=True)
@@ -144,6 +156,7 @@ class ConversionResult:
     warnings: list[str] = field(default_factory=list)  # e.g. NCCL kernels of no known collective
     compaction: CompactResult | None = None  # with --compact
     roofline: RooflineSummary | None = None  # with --roofline
+    overhead: tracing.Removed | None = None  # the profiler's time taken out (--astra-sim)
 
     @property
     def sequential_fraction(self) -> float:
@@ -248,6 +261,10 @@ def _run(
             if options.rank is not None and options.rank < options.world_size:
                 metadata[RANK] = options.rank
         changes = astra.apply(graph, options.rank) if options.astra_sim else None
+        untraced = None
+        if options.astra_sim:
+            model = tracing.choose(options.tracing_overhead, untrace.HOST_TRACING, None)
+            untraced = untrace.apply(graph, spill, model) if model is not None else None
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)
         costs = None
@@ -291,6 +308,7 @@ def _run(
         ),
         compaction=compaction,
         roofline=costs,
+        overhead=untraced,
     )
 
 

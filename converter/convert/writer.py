@@ -223,7 +223,7 @@ def _write_rows(
     """The records of ``rows`` (in this order); returns (nodes, comm nodes, data deps)."""
     ids, names, types, deps = graph.ids, graph.names, graph.types, graph.deps
     send_recv, dep_count, ctrl_dep = graph.send_recv, graph.deps.count, graph.ctrl_dep
-    overrides, zero_duration = graph.tail_overrides, graph.zero_duration
+    overrides, zero_duration, new_durations = graph.tail_overrides, graph.zero_duration, graph.duration_overrides
     roofline, accelerator = graph.roofline, graph.accelerator
     prefixes: dict[tuple[str, int], bytes] = {}
     pending: list[bytes] = []
@@ -239,6 +239,8 @@ def _write_rows(
         rest = overrides.get(row) or tail
         if row in zero_duration:
             rest = encode.without_duration(rest)
+        elif row in new_durations:
+            rest = encode.duration(new_durations[row]) + encode.without_duration(rest)
         if row in send_recv:
             try:
                 rest += encode.comm_attrs(*send_recv[row])

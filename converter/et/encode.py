@@ -86,6 +86,19 @@ def duration(value: int) -> bytes:
     return TAG_DURATION + varint(wire.check_uint64(value, "duration")) if value else b""
 
 
+def duration_of(tail_bytes: bytes) -> int:
+    """The duration a tail holds (its first field, if any), else 0."""
+    if not tail_bytes.startswith(TAG_DURATION):
+        return 0
+    value, shift, at = 0, 0, len(TAG_DURATION)
+    while True:
+        byte = tail_bytes[at]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+        shift, at = shift + 7, at + 1
+
+
 def without_duration(tail_bytes: bytes) -> bytes:
     """A tail with its duration (its first field, if any) taken out."""
     if not tail_bytes.startswith(TAG_DURATION):

@@ -13,6 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from .. import overhead as tracing
 from ..arguments import MAX_RANKS
 from ..compact.rewrite import CompactResult
 from ..errors import TraceContentError
@@ -20,6 +21,7 @@ from ..et.encode import WORLD_SIZE
 from ..io.output import check_output
 from ..io.read import check_input
 from ..ranks.jobsize import job_metadata
+from . import untrace
 from .events import KinetoEvents, read_events
 from .graph import DEPENDENCY_KINDS, KinetoGraph, build
 from .roofline import KinetoRoofline
@@ -59,6 +61,7 @@ class KinetoConversion:
     compaction: CompactResult | None = None  # with ``compact``
     overlap: str | None = None  # what was done to kernels that overlapped on several streams
     world_size: int | None = None  # the job's ranks, from distributedInfo (written in the metadata)
+    overhead: tracing.Removed | None = None  # the profiler's time taken out (None: kept)
 
 
 def trace_rank(events: KinetoEvents) -> int | None:
@@ -85,13 +88,16 @@ def convert_kineto(
     accelerator: bool = False,
     compact: bool = False,
     serial_streams: bool = False,
+    tracing_overhead: str | float = tracing.AUTO,
 ) -> KinetoConversion:
     """Convert one ProfilerStep (``step``, else the last complete one) of a Kineto trace into an
     ASTRA-sim-ready ``.et``. ``rank`` overrides ``distributedInfo``'s; ``roofline``: the GPU compute
     nodes' ``num_ops``/``tensor_size`` from their launching ops (``accelerator``: those without are
     written as CPU ops); ``compact``: the output compacted (``docs/compact.md``). Nothing is written
     on error. ``serial_streams``: kernels that overlapped on several streams keep their traced
-    durations (default: written to end when they ended, one after another, ``overlap.py``)."""
+    durations (default: written to end when they ended, one after another, ``overlap.py``);
+    ``tracing_overhead``: the profiler's time taken out of the host timeline (``overhead.py``:
+    ``auto``, ``none`` or microseconds per recorded op)."""
     started = time.perf_counter()
     source = os.fspath(input_path)
     check_input(source)
@@ -101,6 +107,8 @@ def convert_kineto(
     graph = build(
         events, step, own_rank, drop, roofline=roofline, accelerator=accelerator, share_overlap=not serial_streams
     )
+    model = tracing.choose(tracing_overhead, untrace.tracing(events), source)
+    removed = untrace.apply(graph, model) if model is not None else None
     pid = graph_pid(events)
     job = job_metadata(events.distributed_info or {}, own_rank)
     compaction = write_compacted(graph, target, own_rank, pid, job) if compact else None
@@ -124,6 +132,7 @@ def convert_kineto(
         compaction,
         graph.overlap.describe() if graph.overlap is not None else None,
         job.get(WORLD_SIZE),
+        removed,
     )
 
 

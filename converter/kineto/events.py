@@ -143,6 +143,7 @@ class KinetoEvents:
     distributed_info: dict[str, Any] | None = None
     device_name: str | None = None
     events: int = 0
+    record_shapes: bool = False  # the trace's top-level ``record_shapes`` flag
     #: names, pids, tids and args (by their JSON) shared between the kept events
     shared: dict[Any, Any] = field(default_factory=dict, repr=False)
 
@@ -158,6 +159,8 @@ def read_events(path: str | os.PathLike[str]) -> KinetoEvents:
         elif key == "deviceProperties" and isinstance(value, list) and value and isinstance(value[0], dict):
             name = value[0].get("name")
             trace.device_name = name if isinstance(name, str) else None
+        elif key == "record_shapes":
+            trace.record_shapes = value in (1, True)
         elif key in ("nodes", "schema") and not seen:
             raise TraceFormatError(
                 trace.path, "a Chakra host or merged trace, not a Kineto trace: convert it as a host trace"

@@ -118,6 +118,8 @@ class KinetoGraph:
     roofline: KinetoRoofline | None = None
     overlap: overlap.OverlapSummary | None = None  # kernels that overlapped on several streams
     streams: dict[int, Any] = field(default_factory=dict)  # GPU node id -> its (pid, stream)
+    #: host-timeline node id -> True for a runtime call, False for a recorded op (``overhead.py``)
+    recorded: dict[int, bool] = field(default_factory=dict)
 
 
 def step_number(event: Event) -> int | None:
@@ -259,6 +261,7 @@ class _Builder:
         self.gpu_end = step.end
         self.gpu_ops = 0
         self.comm_nodes = 0
+        self.recorded: dict[int, bool] = {}
 
     def rt(self, t: float) -> int:
         return round(t - self.step.ts)
@@ -308,6 +311,7 @@ class _Builder:
             waited = self.waited(event) if sync else []
             blocking = sync and (waited or launched)
             node = self.host_node(event.name, self.cursor if blocking else end)
+            self.recorded[node.id] = event.kind == RUNTIME
             if event.kind == HOST and event.name.startswith(comm.GLOO_PREFIX):
                 self.host_collective(event, node, stack[::-1])
             waited += [self.gpu_node(gpu, node, event, stack[::-1]) for gpu in launched]
@@ -497,6 +501,7 @@ def build(
         incomplete=missing,
         overlap=overlapped,
         streams={span.node.id: span.stream for span in builder.spans},
+        recorded=builder.recorded,
     )
     if missing:
         graph.warnings.append(

@@ -26,6 +26,7 @@ from ..io.output import OutputTarget, check_output, output_directory
 from ..io.outputset import OutputSet
 from ..io.read import same_file
 from ..kineto import convert_kineto
+from ..overhead import Removed
 from ..workers import run_all
 from . import alltoallv, commgroups
 from .commgroups import CommGroups
@@ -46,6 +47,7 @@ class RankOutcome:
     message: str  # the error, or the warnings joined
     nodes: int = 0
     seconds: float = 0.0
+    overhead: Removed | None = None  # the profiler's time taken out of the rank's host timeline
 
 
 @dataclass(frozen=True)
@@ -297,6 +299,7 @@ def _convert_rank(task: _Task) -> RankOutcome:
         "; ".join(warnings),
         _nodes(conversion),
         link.seconds + conversion.seconds,
+        conversion.overhead,
     )
 
 
@@ -318,6 +321,7 @@ def _convert_kineto(task: _Task) -> RankOutcome:
             roofline=options.roofline,
             accelerator=options.roofline and options.target == "accelerator",
             compact=options.compact,
+            tracing_overhead=options.tracing_overhead,
         )
     except ConverterError as exc:
         return RankOutcome(task.rank, None, task.device, None, False, str(exc))
@@ -332,6 +336,7 @@ def _convert_kineto(task: _Task) -> RankOutcome:
         "; ".join(result.warnings),
         result.nodes if result.compaction is None else result.compaction.nodes_written,
         result.seconds,
+        result.overhead,
     )
 
 
@@ -346,5 +351,13 @@ def _convert_host(task: _Task) -> RankOutcome:
     except Exception as exc:  # a bug must not take the other ranks down; it is reported as such
         return RankOutcome(task.rank, task.host, None, None, False, f"internal error: {exc!r}")
     return RankOutcome(
-        task.rank, task.host, None, task.output, True, "; ".join(result.warnings), _nodes(result), result.seconds
+        task.rank,
+        task.host,
+        None,
+        task.output,
+        True,
+        "; ".join(result.warnings),
+        _nodes(result),
+        result.seconds,
+        result.overhead,
     )

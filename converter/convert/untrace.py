@@ -1,0 +1,48 @@
+"""The profiler's time taken out of a host trace's CPU ops (``converter/overhead.py``), with
+``--astra-sim``: the reference's output keeps every traced duration.
+
+The written CPU ops, in id order (the order the observer recorded them: an op's id is given at
+its entry), are the host timeline: each charges its cost, and pays what it can of what is owed
+out of its duration (its exclusive time, as the reference writes it), down to 1 us
+(``MIN_OP_US``). GPU kernels,
+communication nodes and the ``gloo:`` work a collective node stands for keep theirs.
+
+The figure is the user's or the default model's, never a step-time calibration: this timeline
+is not the step's (it holds the ops' exclusive times, not the time between the step's top-level
+ops, and no dependency of the host on the GPU), so the step's traced-minus-untraced difference
+does not say how much of it to remove (``docs/overhead.md`` shows how far that lands).
+"""
+
+from __future__ import annotations
+
+from .. import overhead
+from ..et import encode
+from ..schema.chakra import NodeType
+from .graph import TraceGraph
+from .writer import TailSpill
+
+#: A host trace holds the observer's record of every op, with its inputs' shapes.
+HOST_TRACING = overhead.Tracing(observer=True, record_shapes=True)
+_COMP = int(NodeType.COMP_NODE)
+#: What an op keeps of its traced duration (where it had that much): no op takes less untraced
+#: (``tests/data/traces/gpu_h200/overhead.json``: ``aten::view``, 1.2 us a call untraced), and a
+#: node left at zero would stop ``--compact`` merging across it (ASTRA-sim gives it a cycle).
+MIN_OP_US = 1
+
+
+def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhead.Removed:
+    """Take ``model``'s cost out of ``graph``'s CPU ops (their durations read from ``spill``);
+    the new durations go to ``graph.duration_overrides``."""
+    types, is_gpu, skipped, replaced = graph.types, graph.is_gpu, graph.zero_duration, graph.tail_overrides
+    rows = [
+        row
+        for row in graph.rows_by_id()
+        if not is_gpu[row] and types[row] == _COMP and row not in skipped and row not in replaced
+    ]
+    traced = [encode.duration_of(tail) for tail in spill.read_each(rows)]
+    durations, removed = overhead.untrace([(d, overhead.OP) for d in traced], model, MIN_OP_US)
+    overrides = graph.duration_overrides
+    for row, before, after in zip(rows, traced, durations, strict=True):
+        if after != before:
+            overrides[row] = after
+    return removed

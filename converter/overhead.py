@@ -1,0 +1,270 @@
+"""The profiler's own time, taken out of a trace's host timeline (``--tracing-overhead``).
+
+A traced step is slower than the step the job runs: every op the profiler records runs its entry
+and exit callbacks (the ExecutionTraceObserver's, ``record_shapes``', Kineto's CPU activity) on
+the thread that runs the op, so each recorded op's time, and the time between ops, holds the
+profiler's work. ``simulate --replay`` reproduces the *traced* step unless that time is removed.
+
+The correction is a cost per recorded host op (``per_op_us``) and per runtime call (Kineto's
+``cuda_runtime``/``cuda_driver`` events, ``per_call_us``). It is taken out of the host timeline
+in order, as a running debt (``untrace``): each recorded op adds its cost, and each CPU node from
+there on (the op's own time, the gaps and the parent's time after it) pays what it can, down to
+zero (a host trace's ops down to 1 us, ``convert/untrace.py``); a wait for the GPU forgives the
+debt.
+GPU kernels, memcpys and memsets keep their traced durations (CUPTI's timing), and so do the
+waits for the GPU and communication: where the GPU waited for the host, the shorter host path
+brings the launches, and so the kernels, earlier through the dependencies.
+
+Where the figure comes from (``choose``), first found first:
+
+1. ``--tracing-overhead US``: the user's own figure, microseconds per recorded op;
+2. for a Kineto trace, a calibration ``chakra-profile`` measured in the same run, beside it
+   (``{name}_rank{N}_overhead.json``, ``calibration_path``): the traced step's time and the median
+   untraced step's; the per-op cost that removes their difference is found on the timeline;
+3. the default model for the tracing the trace records (``DEFAULT_MODELS``): fitted to this
+   project's H200 captures (``docs/overhead.md`` says how, and its error).
+
+``--tracing-overhead none`` keeps the traced replay.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import TraceContentError
+
+#: ``--tracing-overhead``'s word for the default (a calibration beside the trace, else the model)
+AUTO = "auto"
+#: ``--tracing-overhead``'s word for the traced replay (nothing removed)
+NONE = "none"
+#: A calibration file's suffix beside the trace's ``{name}_rank{N}_{host,device}.json[.gz]``
+CALIBRATION_SUFFIX = "_overhead.json"
+CALIBRATION_SCHEMA = "chakra-profile-overhead.1"
+_HINT = "fix or remove it, or set `tracing_overhead` to none or a figure in microseconds"
+_TRACE_NAME = re.compile(r"^(?P<stem>.+_rank\d+)_(host|device)\.json(\.gz)?$")
+#: The default models' figures (``DEFAULT_MODELS``), microseconds per recorded op
+HOST_PER_OP_US = 23.0
+KINETO_PER_OP_US = 2.3
+
+
+@dataclass(frozen=True)
+class Tracing:
+    """The tracing a trace records: the host execution trace (the observer) and shapes."""
+
+    observer: bool
+    record_shapes: bool
+
+    def describe(self) -> str:
+        return ("host trace + Kineto" if self.observer else "Kineto alone") + (
+            ", record_shapes" if self.record_shapes else ""
+        )
+
+
+@dataclass(frozen=True)
+class Model:
+    """Microseconds of profiler time per recorded host op and per recorded runtime call; or, from
+    a calibration, the host time to take out of the step (``target_us``: the traced step less the
+    untraced one), the per-op cost that removes it found on the timeline (``untrace``)."""
+
+    per_op_us: float
+    per_call_us: float
+    source: str  # where the figure comes from, for the one-line message
+    target_us: float | None = None
+
+    def cost(self, runtime: bool) -> float:
+        return self.per_call_us if runtime else self.per_op_us
+
+
+#: The default per-op model for each tracing (``docs/overhead.md``): torch 2.11 on an H200 host,
+#: fitted to the committed captures' untraced steps. Host trace + Kineto: the observer and
+#: ``record_shapes`` (per op of the host trace); Kineto alone: per recorded event (``cpu_op``,
+#: ``user_annotation`` and runtime call alike).
+DEFAULT_MODELS: dict[Tracing, tuple[float, float]] = {
+    Tracing(observer=True, record_shapes=True): (HOST_PER_OP_US, 0.0),
+    Tracing(observer=True, record_shapes=False): (HOST_PER_OP_US, 0.0),
+    Tracing(observer=False, record_shapes=True): (KINETO_PER_OP_US, KINETO_PER_OP_US),
+    Tracing(observer=False, record_shapes=False): (KINETO_PER_OP_US, KINETO_PER_OP_US),
+}
+
+
+def parse(text: str) -> str | float:
+    """``--tracing-overhead``: ``auto``, ``none`` or microseconds per recorded op (>= 0)."""
+    word = text.strip().lower()
+    if word in (AUTO, NONE):
+        return word
+    try:
+        value = float(word.removesuffix("us"))
+    except ValueError:
+        raise ValueError(f"{text!r}: give auto, none, or microseconds per recorded op (e.g. 12.5)") from None
+    if not 0 <= value < 1e6:
+        raise ValueError(f"{text!r}: microseconds per recorded op are 0 or more")
+    return value
+
+
+def calibration_path(trace: str | os.PathLike[str]) -> Path | None:
+    """``{name}_rank{N}_overhead.json`` beside ``{name}_rank{N}_{host,device}.json[.gz]``, if the
+    trace is named so (``chakra-profile``'s names)."""
+    path = Path(trace)
+    match = _TRACE_NAME.match(path.name)
+    return path.with_name(match["stem"] + CALIBRATION_SUFFIX) if match else None
+
+
+def calibration(rank: int, step_times_s: list[float], phases: list[str], **facts: Any) -> dict[str, Any] | None:
+    """What ``chakra-profile`` stores beside a rank's traces: the traced step's time and the median
+    of its untraced ones (the first step, which pays for lazy initialisation, left out), measured
+    in the same run; None without both."""
+    untraced = [t for i, (t, p) in enumerate(zip(step_times_s, phases, strict=True)) if i and p in ("wait", "untraced")]
+    traced = [t for t, p in zip(step_times_s, phases, strict=True) if p == "active"]
+    if not untraced or not traced:
+        return None
+    return {
+        "schema": CALIBRATION_SCHEMA,
+        "rank": rank,
+        "traced_step_us": round(statistics.median(traced) * 1e6, 1),
+        "untraced_step_us": round(statistics.median(untraced) * 1e6, 1),
+        "untraced_steps": len(untraced),
+        **facts,
+    }
+
+
+def read_calibration(path: Path) -> Model | None:
+    """The calibration stored at ``path``, if it is there; one that is there but unreadable is
+    refused (``TraceContentError``)."""
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceContentError(str(path), f"not a readable tracing-overhead calibration ({exc})", hint=_HINT) from None
+    if not isinstance(data, dict) or data.get("schema") != CALIBRATION_SCHEMA:
+        raise TraceContentError(
+            str(path), f"not a tracing-overhead calibration (schema {CALIBRATION_SCHEMA})", hint=_HINT
+        )
+    traced: Any = data.get("traced_step_us")
+    untraced: Any = data.get("untraced_step_us")
+    if not all(type(v) in (int, float) and 0 < v < 1e12 for v in (traced, untraced)):
+        raise TraceContentError(str(path), "traced_step_us/untraced_step_us are not microseconds", hint=_HINT)
+    target = max(0.0, float(traced) - float(untraced))
+    return Model(0.0, 0.0, f"calibrated in the same run, {path.name}", target)
+
+
+def choose(setting: str | float, tracing: Tracing, trace: str | os.PathLike[str] | None) -> Model | None:
+    """The model ``setting`` (``--tracing-overhead``) picks for a trace; None keeps it traced.
+    ``trace``: where to look for a calibration beside it (None: none is used)."""
+    if setting == NONE:
+        return None
+    if isinstance(setting, float):
+        return Model(setting, setting, "--tracing-overhead")
+    found = calibration_path(trace) if trace is not None else None
+    if found is not None:
+        calibrated = read_calibration(found)
+        if calibrated is not None:
+            return calibrated
+    op, call = DEFAULT_MODELS[tracing]
+    return Model(op, call, f"default model for {tracing.describe()}")
+
+
+@dataclass
+class Removed:
+    """What the correction took out."""
+
+    model: Model
+    ops: int = 0  # recorded host ops
+    calls: int = 0  # recorded runtime calls
+    removed_us: float = 0.0  # host time taken out
+    host_us: float = 0.0  # host time before
+
+    def line(self) -> str:
+        """The one line the conversion says."""
+        m = self.model
+        counted = f"{self.ops:,} recorded ops" + (f" and {self.calls:,} runtime calls" if self.calls else "")
+        if not self.calls or m.per_call_us == m.per_op_us:
+            per = f"{m.per_op_us:.3g} us each"
+        else:
+            per = f"{m.per_op_us:.3g} us per op, {m.per_call_us:.3g} us per runtime call"
+        return (
+            f"tracing overhead: removed {self.removed_us / 1000:,.1f} ms of {self.host_us / 1000:,.1f} ms host time "
+            f"({counted} x {per}; {m.source}); --tracing-overhead none keeps the traced durations"
+        )
+
+
+#: What a node of the host timeline is to the correction (``untrace``)
+OP, CALL, GAP, WAIT = 0, 1, 2, 3
+
+
+class Debt:
+    """The running debt over a host timeline, walked in order: ``charge`` at each recorded op (its
+    cost), ``pay`` at each CPU node from there on (the op's own, the gaps and its parent's time
+    after it), which gives up what it can of its duration, down to zero."""
+
+    def __init__(self, model: Model) -> None:
+        self.removed = Removed(model)
+        self.owed = 0.0
+
+    def charge(self, runtime: bool) -> None:
+        model = self.removed.model
+        if runtime:
+            self.removed.calls += 1
+        else:
+            self.removed.ops += 1
+        self.owed += model.cost(runtime)
+
+    def forgive(self) -> None:
+        """The host waited for the GPU here: what is still owed was no time on the critical path."""
+        self.owed = 0.0
+
+    def pay(self, duration: int, floor: int = 0) -> int:
+        """The node's new duration (whole microseconds, as written), ``floor`` at least (where it
+        had that much)."""
+        self.removed.host_us += duration
+        paid = max(0, min(duration - floor, int(self.owed)))
+        self.owed -= paid
+        self.removed.removed_us += paid
+        return duration - paid
+
+
+def untrace(timeline: Sequence[tuple[int, int]], model: Model, op_floor: int = 0) -> tuple[list[int], Removed]:
+    """The host timeline's new durations, and what was removed: ``timeline`` is (duration in us,
+    ``OP``/``CALL``/``GAP``/``WAIT``) in order; a ``WAIT`` keeps its duration and forgives the
+    debt; an ``OP`` keeps ``op_floor`` of its duration. A calibrated model (its ``target_us``)
+    gets the per-op cost that removes that much (found by bisection: the removal grows with the
+    cost), or as near as the timeline allows."""
+    ops = sum(1 for _, kind in timeline if kind == OP)
+    if model.target_us is None:
+        return _walk(timeline, model, op_floor)
+    target = model.target_us
+    low, high = 0.0, target / max(ops, 1)
+    while _walk(timeline, _per_op(model, high), op_floor)[1].removed_us < target and high < 1e6:
+        high *= 2
+    for _ in range(40):
+        middle = (low + high) / 2
+        if _walk(timeline, _per_op(model, middle), op_floor)[1].removed_us < target:
+            low = middle
+        else:
+            high = middle
+    return _walk(timeline, _per_op(model, high), op_floor)
+
+
+def _per_op(model: Model, cost: float) -> Model:
+    return replace(model, per_op_us=cost, per_call_us=cost)
+
+
+def _walk(timeline: Sequence[tuple[int, int]], model: Model, op_floor: int) -> tuple[list[int], Removed]:
+    debt = Debt(model)
+    out = []
+    for duration, kind in timeline:
+        if kind == WAIT:
+            debt.forgive()
+            out.append(duration)
+            continue
+        if kind != GAP:
+            debt.charge(kind == CALL)
+        out.append(debt.pay(duration, op_floor if kind == OP else 0))
+    return out, debt.removed
