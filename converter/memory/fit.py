@@ -128,7 +128,8 @@ def job_fit(prefix: str, accelerator: str | None, gpu_memory: int | None, ranks:
             return None
         raise TraceFormatError(
             sidecar_path(prefix, 0),
-            "missing: `gpu_memory` checks the job's memory, which convert and convert-all write with `memory` (docs/memory.md)",
+            "missing: `gpu_memory` checks the job's memory, which convert and convert-all write with "
+            "`memory` (docs/memory.md)",
         )
     captured = len(discover.job_rank_files(prefix))
     layout_path = layoutscale.find(prefix)
