@@ -267,14 +267,23 @@ _METADATA_ATTRS = (
 WORLD_SIZE = "world_size"
 
 
-def global_metadata(metadata: dict[str, Any]) -> bytes:
+#: GlobalMetadata notes a rewrite keeps (``scale`` re-encodes the record): a Kineto conversion's
+#: what-if and kernels left as CPU ops (``kineto/write.py``).
+NOTE_ATTRS = ("whatif", "gpu_as_cpu")
+
+
+def global_metadata(metadata: dict[str, Any], notes: dict[str, str] | None = None) -> bytes:
     """The GlobalMetadata record the reference writes: schema, pid, time, start_ts, finish_ts (then
-    ``world_size`` where ``metadata`` holds it)."""
+    ``world_size`` where ``metadata`` holds it); ``notes``: string attributes after them (a
+    Kineto conversion's what-if and kernels left as CPU ops, read by ``simulate``)."""
     message = b"".join(
         encode(wire.attr_name(name), metadata[name], name, _TAG_METADATA_ATTR) for name, encode in _METADATA_ATTRS
     )
     if metadata.get(WORLD_SIZE) is not None:
         message += wire.uint64_attr(wire.attr_name(WORLD_SIZE), metadata[WORLD_SIZE], WORLD_SIZE, _TAG_METADATA_ATTR)
+    kept = {name: metadata[name] for name in NOTE_ATTRS if isinstance(metadata.get(name), str)}
+    for name, value in {**kept, **(notes or {})}.items():
+        message += wire.string_attr(wire.attr_name(name), value, name, _TAG_METADATA_ATTR)
     return wire.delimited_message(message)
 
 

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 
 from ..arguments import MAX_RANKS
 from ..compact.rewrite import CompactResult
+from ..devices.profile import DeviceProfile
 from ..errors import TraceContentError
 from ..io.output import check_output
 from ..io.read import check_input
 from .events import KinetoEvents, read_events
 from .graph import DEPENDENCY_KINDS, KinetoGraph, build
 from .roofline import KinetoRoofline
+from .whatif import WhatIf, WhatIfSummary
 from .write import write, write_compacted
 
 __all__ = [
@@ -56,6 +58,7 @@ class KinetoConversion:
     roofline: KinetoRoofline | None = None
     compaction: CompactResult | None = None  # with ``compact``
     overlap: str | None = None  # what was done to kernels that overlapped on several streams
+    whatif: WhatIfSummary | None = None  # with ``device_profile``
 
 
 def trace_rank(events: KinetoEvents) -> int | None:
@@ -82,22 +85,36 @@ def convert_kineto(
     accelerator: bool = False,
     compact: bool = False,
     serial_streams: bool = False,
+    device_profile: DeviceProfile | None = None,
+    source_profile: DeviceProfile | None = None,
 ) -> KinetoConversion:
     """Convert one ProfilerStep (``step``, else the last complete one) of a Kineto trace into an
     ASTRA-sim-ready ``.et``. ``rank`` overrides ``distributedInfo``'s; ``roofline``: the GPU compute
     nodes' ``num_ops``/``tensor_size`` from their launching ops (``accelerator``: those without are
     written as CPU ops); ``compact``: the output compacted (``docs/compact.md``). Nothing is written
     on error. ``serial_streams``: kernels that overlapped on several streams keep their traced
-    durations (default: written to end when they ended, one after another, ``overlap.py``)."""
+    durations (default: written to end when they ended, one after another, ``overlap.py``);
+    ``device_profile``: every kernel and host node re-timed for that device (``whatif.py``;
+    ``source_profile``: the capture's GPU's, kernels scaled by the two)."""
     started = time.perf_counter()
     source = os.fspath(input_path)
     check_input(source)
     target = check_output(output_path, source)
     events = read_events(source)
     own_rank = rank if rank is not None else trace_rank(events)
+    whatif = None if device_profile is None else WhatIf(device_profile, source_profile)
     graph = build(
-        events, step, own_rank, drop, roofline=roofline, accelerator=accelerator, share_overlap=not serial_streams
+        events,
+        step,
+        own_rank,
+        drop,
+        roofline=roofline,
+        accelerator=accelerator,
+        share_overlap=not serial_streams,
+        whatif=whatif,
     )
+    if graph.whatif is not None:
+        graph.warnings.extend(other_device(events.device_name, graph.whatif))
     pid = graph_pid(events)
     compaction = write_compacted(graph, target, own_rank, pid) if compact else None
     if compaction is None:
@@ -119,7 +136,26 @@ def convert_kineto(
         graph.roofline,
         compaction,
         graph.overlap.describe() if graph.overlap is not None else None,
+        graph.whatif,
     )
+
+
+def other_device(captured: str | None, whatif: WhatIfSummary) -> list[str]:
+    """A what-if for another GPU than the capture's, without the capture's profile: the kernels the
+    profile has no point for keep the capture's GPU's times (said, with the fix)."""
+    if captured is None or whatif.source is not None or _same_device(captured, whatif.device):
+        return []
+    kept = whatif.totals("traced")
+    return [
+        f"`device_profile`: the trace was captured on {captured}, the profile is {whatif.device}'s: kernels are "
+        f"timed from it by shape, but {kept.kernels:,} kernel(s) it has no point for keep {captured}'s times; "
+        f"give `source_profile` ({captured}'s profile) to scale every kernel by the two"
+    ]
+
+
+def _same_device(a: str, b: str) -> bool:
+    x, y = a.lower().replace("nvidia ", "").strip(), b.lower().replace("nvidia ", "").strip()
+    return x == y or x.startswith(y) or y.startswith(x)
 
 
 def graph_pid(events: KinetoEvents) -> int:

@@ -11,6 +11,7 @@ no cycle and no dangling id; there is no METADATA node. The GlobalMetadata recor
 
 from __future__ import annotations
 
+import json
 import os
 from typing import IO
 
@@ -21,9 +22,24 @@ from ..schema.chakra import NodeType
 from .graph import KinetoGraph, Node
 
 SCHEMA = "kineto-replay.1"
+WHATIF_SCHEMA = "kineto-whatif.1"  # re-timed from a device profile: the step is a what-if, not a replay
+NOTE_WHATIF, NOTE_GPU_AS_CPU = encode.NOTE_ATTRS  # GlobalMetadata notes (JSON strings)
 _IS_CPU_OP = wire.attr_name("is_cpu_op")
 _CPU = wire.bool_attr(_IS_CPU_OP, True)
 _GPU = wire.bool_attr(_IS_CPU_OP, False)
+
+
+def notes(graph: KinetoGraph) -> dict[str, str]:
+    """What ``simulate`` says about the step (``simulate/notes.py``): the what-if's device and
+    profile; the kernels written as CPU ops (no roofline values) and their traced time."""
+    found: dict[str, str] = {}
+    if graph.whatif is not None:
+        w = graph.whatif
+        found[NOTE_WHATIF] = json.dumps({"device": w.device, "profile": w.profile, "source": w.source})
+    roofline = graph.roofline
+    if roofline is not None and roofline.accelerator and roofline.none:
+        found[NOTE_GPU_AS_CPU] = json.dumps({"kernels": roofline.none, "us": roofline.replayed_us})
+    return found
 
 
 def node_bytes(node: Node, rank: int | None) -> bytes:
@@ -59,7 +75,14 @@ def _write(out: IO[bytes], graph: KinetoGraph, rank: int | None, pid: int) -> No
     start = max(0, round(graph.step_start))
     out.write(
         encode.global_metadata(
-            {"schema": SCHEMA, "pid": pid, "time": "", "start_ts": start, "finish_ts": start + round(graph.measured_us)}
+            {
+                "schema": SCHEMA if graph.whatif is None else WHATIF_SCHEMA,
+                "pid": pid,
+                "time": "",
+                "start_ts": start,
+                "finish_ts": start + round(graph.measured_us),
+            },
+            notes(graph),
         )
     )
     for node in graph.nodes:
