@@ -42,6 +42,8 @@ from .compare import compare as _compare
 from .compare.plot import comparison_png
 from .convert.pipeline import HOST_TIMES, TARGETS, ConversionResult, ConvertOptions, RemovedEdge, convert_file
 from .convert.roofline import RooflineSummary
+from .devices.profile import DeviceProfile
+from .devices.profile import resolve as resolve_profile
 from .errors import ConverterError, OptionError, SimulatorError
 from .et.decode import read_et
 from .io.output import check_output
@@ -206,6 +208,8 @@ def convert_kineto(
     compact: bool = False,
     serial_streams: bool = False,
     tracing_overhead: str | float = "auto",
+    device_profile: PathArg | DeviceProfile | None = None,
+    source_profile: PathArg | DeviceProfile | None = None,
 ) -> KinetoConversion:
     """Convert one ProfilerStep of a Kineto trace (alone, no host trace) into an ASTRA-sim-ready
     ``.et`` (``docs/kineto.md``): ``step`` (default: the last complete one), ``rank`` (default:
@@ -217,9 +221,22 @@ def convert_kineto(
     another) instead of being written to end when they ended (``docs/kineto.md``);
     ``tracing_overhead``: the profiler's time taken out of the host timeline
     (``docs/overhead.md``): ``"auto"`` (a calibration beside the trace, else the default model),
-    ``"none"`` (the traced durations) or microseconds per recorded op."""
+    ``"none"`` (the traced durations) or microseconds per recorded op; none where a device profile
+    re-times the host); ``device_profile`` (a profile file, the name of a shipped one such as ``"h200"``, or a
+    ``DeviceProfile``): the what-if, every kernel and host node re-timed for that device
+    (``docs/device-profiles.md``; ``source_profile``: the capture's GPU's profile, each kernel's
+    traced time scaled by the two)."""
     if _args.flag("accelerator", accelerator) and not _args.flag("roofline", roofline):
         raise OptionError("`accelerator` needs `roofline` (a GPU node without num_ops stops ASTRA-sim's roofline)")
+    target = _profile("device_profile", device_profile)
+    source = _profile("source_profile", source_profile)
+    if source is not None and target is None:
+        raise OptionError("`source_profile` scales kernels to the `device_profile`'s device: give `device_profile` too")
+    if target is not None and accelerator:
+        raise OptionError(
+            "`device_profile` times each kernel itself; with `accelerator` ASTRA-sim's roofline would time them "
+            "again from the datasheet: drop `accelerator` (simulate the what-if without an accelerator)"
+        )
     return _convert_kineto(
         _args.path("input_path", input_path),
         _args.path("output_path", output_path),
@@ -231,7 +248,17 @@ def convert_kineto(
         compact=_args.flag("compact", compact),
         serial_streams=_args.flag("serial_streams", serial_streams),
         tracing_overhead=_args.tracing_overhead("tracing_overhead", tracing_overhead),
+        device_profile=target,
+        source_profile=source,
     )
+
+
+def _profile(name: str, value: PathArg | DeviceProfile | None) -> DeviceProfile | None:
+    """A device profile argument: None, a ``DeviceProfile``, a file or a shipped profile's name."""
+    if value is None or isinstance(value, DeviceProfile):
+        return value
+    path = _args.path(name, value)
+    return resolve_profile(os.fspath(path))
 
 
 def convert_pair(

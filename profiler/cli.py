@@ -53,7 +53,9 @@ def build_parser(prog: str = "chakra-profile") -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Pretrain GPT-2, BERT or Mixtral on SQuAD text (data, tensor, pipeline and expert parallel) "
         "and capture Chakra host+device traces.",
-        epilog="example: chakra-profile --model gpt2 --size tiny --nproc 4 --tp 2 --dp fsdp --steps 4 --convert",
+        epilog="example: chakra-profile --model gpt2 --size tiny --nproc 4 --tp 2 --dp fsdp --steps 4 --convert; "
+        "a device profile (what this GPU reaches per op class, for convert --device-profile): "
+        "chakra-profile device-profile --out FILE",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     p.add_argument(
@@ -317,6 +319,10 @@ def launch_command(argv: Sequence[str], nproc: int) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``chakra-profile``; returns the process exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["device-profile"]:  # the device micro-benchmark (profiler/device.py)
+        from chakra_convert_fast.profiler import device
+
+        return device.main(argv[1:])
     args = parse_args(argv)
     if args.compact and (not args.convert or args.converter != "fast"):
         print("chakra-profile: error: --compact needs --convert with the fast converter", file=sys.stderr)

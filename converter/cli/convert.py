@@ -74,6 +74,18 @@ def _add_convert(commands: Any) -> None:
         "them one after another, each for its traced duration); default: written to end when they ended "
         "(docs/kineto.md)",
     )
+    kineto.add_argument(
+        "--device-profile",
+        metavar="FILE",
+        help="the what-if: re-time every kernel and host op for the device FILE profiles (or a shipped "
+        "profile's name: h200); simulate the output without --accelerator (docs/device-profiles.md)",
+    )
+    kineto.add_argument(
+        "--source-profile",
+        metavar="FILE",
+        help="with --device-profile: the profile of the GPU the trace was captured on; each kernel's "
+        "traced time is scaled by the two (kernels without shapes too, by class)",
+    )
     parser.add_argument("--keep-merged", metavar="PATH", help="with --host/--device: also write the merged JSON")
     parser.add_argument(
         "--memory",
@@ -125,6 +137,11 @@ def _run_convert(args: argparse.Namespace, reporter: Reporter) -> int:
         return _run_kineto(args, reporter)
     if args.drop_dependency or args.serial_streams:
         args.usage_error(f"{'--drop-dependency' if args.drop_dependency else '--serial-streams'} is for a Kineto trace")
+    if args.device_profile or args.source_profile:
+        args.usage_error(
+            "--device-profile re-times a Kineto trace alone for now: convert the pair's Kineto trace "
+            "(convert --kineto DEVICE OUTPUT --device-profile FILE)"
+        )
     if (args.step is not None or args.all_steps) and not pair:
         args.usage_error("--step is for a Kineto trace or a host + device pair, --all-steps for a pair")
     if args.step is not None and args.step < 0:
@@ -221,6 +238,8 @@ def _run_kineto(args: argparse.Namespace, reporter: Reporter) -> int:
         compact=args.compact,
         serial_streams=args.serial_streams,
         tracing_overhead=args.tracing_overhead,
+        device_profile=args.device_profile,
+        source_profile=args.source_profile,
     )
     reporter.kineto(result)
     _write_memory(reporter, output, memory)

@@ -286,6 +286,27 @@ class Reporter:
             self.info(result.overlap + " (--serial-streams: as traced)")
         if result.overhead is not None:
             self.info(result.overhead.line())
+        if result.whatif is not None:
+            w = result.whatif
+            total = w.totals()
+            source = f", scaled from {w.source}" if w.source else ""
+            host = (
+                "kept its traced time"
+                if w.host_whatif_us is None
+                else f"{w.host_events:,} ops and launches: {w.host_traced_us / 1e3:,.3f} ms traced -> "
+                f"{w.host_whatif_us / 1e3:,.3f} ms"
+            )
+            self.info(
+                f"--device-profile {w.profile}{source}: {total.kernels:,} kernel(s), traced "
+                f"{total.traced_us / 1e3:,.3f} ms -> {total.whatif_us / 1e3:,.3f} ms; host {host}; per class:"
+            )
+            for line in w.class_lines():
+                self.info(line)
+            self.info(
+                f"what-if for {w.device}: simulate PREFIX (no --accelerator: the durations are the what-if); "
+                "compare with the untraced step, not the traced one"
+            )
+            return
         self.info(
             f"measured step {result.measured_us / 1000:,.3f} ms (the CPU span "
             f"{result.cpu_span_us / 1000:,.3f} ms to the end of its GPU work); replay it: "

@@ -313,6 +313,9 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
         print(result.memory["line"])
     for warning in result.warnings:
         reporter.warning(warning)
+    if args.json != "-":
+        for note in result.notes:
+            reporter.warning(note)
     if args.timeline:
         reporter.info(
             f"wrote {args.timeline}: {result.timeline_events:,} nodes on {len(result.ranks)} rank(s) "
@@ -377,6 +380,8 @@ def _run_sweep(args: argparse.Namespace, reporter: Reporter, topologies: list[st
     for value, fit in fits.items():  # the points that would not run: their ranks do not fit
         if fit is not None and fit.too_big:
             print(f"{key}={value}: {fit.line()}")
+    for note in sweep.notes:
+        reporter.warning(note)
     also = "" if args.json in (None, "-") else f" (and the JSON to {args.json})"
     reporter.info(f"wrote {sweep.table_path}, {sweep.plot_path} and {sweep.json_path}{also}")
     return 0
@@ -527,19 +532,21 @@ def replay_lines(result: api.SimulationResult) -> list[str]:
     """Simulated against measured, where the files record the measured step (Kineto conversions)."""
     if not result.measured_ns:
         return []
-    lines = [f"{'rank':>6} {'measured (ms)':>14} {'simulated (ms)':>15} {'error':>8}"]
+    word = "error" if result.roofline is None else "difference"  # a what-if is not a replay: no error
+    lines = [f"{'rank':>6} {'measured (ms)':>14} {'simulated (ms)':>15} {word:>10}"]
     for r in result.ranks:
         measured = result.measured_ns.get(r.rank)
         if measured:
             lines.append(
                 f"{r.rank:>6} {measured / 1e6:>14,.3f} {r.step_ns / 1e6:>15,.3f} "
-                f"{(r.step_ns - measured) / measured:>+8.2%}"
+                f"{(r.step_ns - measured) / measured:>+10.2%}"
             )
     measured_job = max(result.measured_ns.values())
     if measured_job:
         lines.append(
             f"measured step: {measured_job / 1e6:,.3f} ms (the slowest rank's ProfilerStep to the end of "
-            f"its GPU work); simulated {result.step_ns / 1e6:,.3f} ms; error "
+            f"its GPU work); simulated {result.step_ns / 1e6:,.3f} ms; {word} "
             f"{(result.step_ns - measured_job) / measured_job:+.2%}"
+            + ("" if result.roofline is None else " (a what-if against the traced step, tracing included)")
         )
     return lines

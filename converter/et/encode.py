@@ -285,16 +285,26 @@ PROCESS_GROUPS = "process_groups"
 _JOB_ATTRS = ((WORLD_SIZE, wire.uint64_attr), (RANK, wire.uint64_attr), (PROCESS_GROUPS, wire.string_attr))
 
 
-def global_metadata(metadata: dict[str, Any]) -> bytes:
+#: GlobalMetadata notes a rewrite keeps (``scale`` re-encodes the record): a Kineto conversion's
+#: what-if and kernels left as CPU ops (``kineto/write.py``).
+NOTE_ATTRS = ("whatif", "gpu_as_cpu")
+
+
+def global_metadata(metadata: dict[str, Any], notes: dict[str, str] | None = None) -> bytes:
     """The GlobalMetadata record the reference writes: schema, pid, time, start_ts, finish_ts (then
     ``world_size``, ``rank`` and ``process_groups``, each where ``metadata`` holds it: what the
-    trace records of its job, written outside the reference's bytes only)."""
+    trace records of its job, written outside the reference's bytes only); ``notes``: string
+    attributes after them (a Kineto conversion's what-if and kernels left as CPU ops, read by
+    ``simulate``)."""
     message = b"".join(
         encode(wire.attr_name(name), metadata[name], name, _TAG_METADATA_ATTR) for name, encode in _METADATA_ATTRS
     )
     for name, encode in _JOB_ATTRS:
         if metadata.get(name) is not None:
             message += encode(wire.attr_name(name), metadata[name], name, _TAG_METADATA_ATTR)
+    kept = {name: metadata[name] for name in NOTE_ATTRS if isinstance(metadata.get(name), str)}
+    for name, value in {**kept, **(notes or {})}.items():
+        message += wire.string_attr(wire.attr_name(name), value, name, _TAG_METADATA_ATTR)
     return wire.delimited_message(message)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .. import overhead as tracing
 from ..arguments import MAX_RANKS
 from ..compact.rewrite import CompactResult
+from ..devices.profile import DeviceProfile
 from ..errors import TraceContentError
 from ..et.encode import WORLD_SIZE
 from ..io.output import check_output
@@ -25,6 +26,7 @@ from . import untrace
 from .events import KinetoEvents, read_events
 from .graph import DEPENDENCY_KINDS, KinetoGraph, build
 from .roofline import KinetoRoofline
+from .whatif import WhatIf, WhatIfSummary
 from .write import write, write_compacted
 
 __all__ = [
@@ -62,6 +64,7 @@ class KinetoConversion:
     overlap: str | None = None  # what was done to kernels that overlapped on several streams
     world_size: int | None = None  # the job's ranks, from distributedInfo (written in the metadata)
     overhead: tracing.Removed | None = None  # the profiler's time taken out (None: kept)
+    whatif: WhatIfSummary | None = None  # with ``device_profile``
 
 
 def trace_rank(events: KinetoEvents) -> int | None:
@@ -89,6 +92,8 @@ def convert_kineto(
     compact: bool = False,
     serial_streams: bool = False,
     tracing_overhead: str | float = tracing.AUTO,
+    device_profile: DeviceProfile | None = None,
+    source_profile: DeviceProfile | None = None,
 ) -> KinetoConversion:
     """Convert one ProfilerStep (``step``, else the last complete one) of a Kineto trace into an
     ASTRA-sim-ready ``.et``. ``rank`` overrides ``distributedInfo``'s; ``roofline``: the GPU compute
@@ -97,17 +102,31 @@ def convert_kineto(
     on error. ``serial_streams``: kernels that overlapped on several streams keep their traced
     durations (default: written to end when they ended, one after another, ``overlap.py``);
     ``tracing_overhead``: the profiler's time taken out of the host timeline (``overhead.py``:
-    ``auto``, ``none`` or microseconds per recorded op)."""
+    ``auto``, ``none`` or microseconds per recorded op; none where a device profile re-times the
+    host). ``device_profile``: every kernel and host node re-timed for that device (``whatif.py``;
+    ``source_profile``: the capture's GPU's, kernels scaled by the two)."""
     started = time.perf_counter()
     source = os.fspath(input_path)
     check_input(source)
     target = check_output(output_path, source)
     events = read_events(source)
     own_rank = rank if rank is not None else trace_rank(events)
+    whatif = None if device_profile is None else WhatIf(device_profile, source_profile)
     graph = build(
-        events, step, own_rank, drop, roofline=roofline, accelerator=accelerator, share_overlap=not serial_streams
+        events,
+        step,
+        own_rank,
+        drop,
+        roofline=roofline,
+        accelerator=accelerator,
+        share_overlap=not serial_streams,
+        whatif=whatif,
     )
-    model = tracing.choose(tracing_overhead, untrace.tracing(events), source)
+    if graph.whatif is not None:
+        graph.warnings.extend(other_device(events.device_name, graph.whatif))
+    # a what-if that re-times the host from its profile's costs leaves no profiler time to take out
+    retimed_host = graph.whatif is not None and graph.whatif.host_whatif_us is not None
+    model = None if retimed_host else tracing.choose(tracing_overhead, untrace.tracing(events), source)
     removed = untrace.apply(graph, model) if model is not None else None
     pid = graph_pid(events)
     job = job_metadata(events.distributed_info or {}, own_rank)
@@ -133,7 +152,26 @@ def convert_kineto(
         graph.overlap.describe() if graph.overlap is not None else None,
         job.get(WORLD_SIZE),
         removed,
+        graph.whatif,
     )
+
+
+def other_device(captured: str | None, whatif: WhatIfSummary) -> list[str]:
+    """A what-if for another GPU than the capture's, without the capture's profile: the kernels the
+    profile has no point for keep the capture's GPU's times (said, with the fix)."""
+    if captured is None or whatif.source is not None or _same_device(captured, whatif.device):
+        return []
+    kept = whatif.totals("traced")
+    return [
+        f"`device_profile`: the trace was captured on {captured}, the profile is {whatif.device}'s: kernels are "
+        f"timed from it by shape, but {kept.kernels:,} kernel(s) it has no point for keep {captured}'s times; "
+        f"give `source_profile` ({captured}'s profile) to scale every kernel by the two"
+    ]
+
+
+def _same_device(a: str, b: str) -> bool:
+    x, y = a.lower().replace("nvidia ", "").strip(), b.lower().replace("nvidia ", "").strip()
+    return x == y or x.startswith(y) or y.startswith(x)
 
 
 def graph_pid(events: KinetoEvents) -> int:

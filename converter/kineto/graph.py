@@ -48,6 +48,7 @@ from . import comm, overlap
 from .events import HOST, RUNTIME, STEP, Event, KinetoEvents, short_value
 from .roofline import Costs, KinetoRoofline
 from .sortedkeys import SortedKeys
+from .whatif import WhatIf, WhatIfSummary
 
 #: Runtime calls that return only when GPU work is done.
 SYNC_CALLS = frozenset(
@@ -120,6 +121,7 @@ class KinetoGraph:
     streams: dict[int, Any] = field(default_factory=dict)  # GPU node id -> its (pid, stream)
     #: host-timeline node id -> True for a runtime call, False for a recorded op (``overhead.py``)
     recorded: dict[int, bool] = field(default_factory=dict)
+    whatif: WhatIfSummary | None = None  # with a device profile (whatif.py)
 
 
 def step_number(event: Event) -> int | None:
@@ -231,8 +233,10 @@ class _Builder:
         drop: frozenset[str],
         costs: Costs | None = None,
         comm_streams: frozenset[Any] = frozenset(),
+        whatif: WhatIf | None = None,
     ) -> None:
         self.costs = costs
+        self.whatif = whatif
         self.comm_streams = comm_streams  # (pid, stream) of the communication streams
         self.spans: list[overlap.Span] = []  # the step's GPU ops as traced
         self.trace = trace
@@ -312,6 +316,8 @@ class _Builder:
             blocking = sync and (waited or launched)
             node = self.host_node(event.name, self.cursor if blocking else end)
             self.recorded[node.id] = event.kind == RUNTIME
+            if self.whatif is not None:
+                self.whatif.host(node, event.kind)
             if event.kind == HOST and event.name.startswith(comm.GLOO_PREFIX):
                 self.host_collective(event, node, stack[::-1])
             waited += [self.gpu_node(gpu, node, event, stack[::-1]) for gpu in launched]
@@ -394,6 +400,8 @@ class _Builder:
         self.spans.append(overlap.Span(node, start - self.step.ts, gpu.end - self.step.ts, key))
         if self.costs is not None and node.comm is None:
             self.costs.kernel(node, gpu, around)
+        if self.whatif is not None and node.comm is None:
+            self.whatif.kernel(node, gpu, around)
         self._push(key, gpu.end, node)
         self.gpu_end = max(self.gpu_end, gpu.end)
         node.end = gpu.end
@@ -472,19 +480,21 @@ def build(
     roofline: bool = False,
     accelerator: bool = False,
     share_overlap: bool = True,
+    whatif: WhatIf | None = None,
 ) -> KinetoGraph:
     """The graph of one step of ``trace`` (the last complete one by default); with ``roofline``,
     the GPU compute nodes' ``num_ops``/``tensor_size`` from their launching ops (``roofline.py``;
     ``accelerator``: those left without are CPU ops); ``share_overlap`` (default): kernels that
     overlapped on several streams written to end when they ended, one after another
-    (``overlap.py``), else as traced (ASTRA-sim then runs them one after another)."""
+    (``overlap.py``), else as traced (ASTRA-sim then runs them one after another); with
+    ``whatif``, every kernel and host node re-timed from a device profile (``whatif.py``)."""
     unknown = drop - set(DEPENDENCY_KINDS)
     if unknown:
         raise ValueError(f"unknown dependency kinds {sorted(unknown)}; known: {', '.join(DEPENDENCY_KINDS)}")
     by_launch, repeated = gpu_by_launch(trace)
     chosen, missing = pick_step(trace, step, by_launch)
     costs = Costs(accelerator) if roofline else None
-    builder = _Builder(trace, chosen, rank, drop, costs, _comm_streams(trace))
+    builder = _Builder(trace, chosen, rank, drop, costs, _comm_streams(trace), whatif)
     builder.build(by_launch)
     # the rewrite adds GPU -> GPU dependencies: not in the ablation that leaves those out
     overlapped = _serialise(builder) if share_overlap and "stream" not in drop else None
@@ -518,6 +528,9 @@ def build(
     if costs is not None:
         graph.roofline = costs.assign()
         graph.warnings.extend(graph.roofline.warnings())
+    if whatif is not None:
+        graph.whatif = whatif.finish(builder.nodes)
+        graph.warnings.extend(graph.whatif.warnings)
     if builder.odd_groups:
         names = ", ".join(repr(name[:40]) for name, _ in builder.odd_groups.most_common(3))
         more = ", ..." if len(builder.odd_groups) > 3 else ""

@@ -43,6 +43,7 @@ class KinetoRoofline:
     bytes: int = 0
     from_profiler: int = 0  # of the costed, FLOPs from the profiler's own ``flops``
     none: int = 0  # given none
+    replayed_us: int = 0  # with accelerator: the traced time of those, written as CPU ops
     reasons: dict[str, int] = field(default_factory=dict)  # why, with counts
 
     def warnings(self) -> list[str]:
@@ -146,6 +147,7 @@ class Costs:
             summary.reasons[reason] = summary.reasons.get(reason, 0) + 1
             if summary.accelerator:
                 node.cpu = True  # replayed for its traced duration
+                summary.replayed_us += node.dur
         return summary
 
     def _put(self, node: Any, flops: int, moved: int) -> None:

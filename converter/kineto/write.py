@@ -12,6 +12,7 @@ with what the trace's ``distributedInfo`` says of its job: ``world_size``, ``ran
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import IO, Any
@@ -23,9 +24,24 @@ from ..schema.chakra import NodeType
 from .graph import KinetoGraph, Node
 
 SCHEMA = "kineto-replay.1"
+WHATIF_SCHEMA = "kineto-whatif.1"  # re-timed from a device profile: the step is a what-if, not a replay
+NOTE_WHATIF, NOTE_GPU_AS_CPU = encode.NOTE_ATTRS  # GlobalMetadata notes (JSON strings)
 _IS_CPU_OP = wire.attr_name("is_cpu_op")
 _CPU = wire.bool_attr(_IS_CPU_OP, True)
 _GPU = wire.bool_attr(_IS_CPU_OP, False)
+
+
+def notes(graph: KinetoGraph) -> dict[str, str]:
+    """What ``simulate`` says about the step (``simulate/notes.py``): the what-if's device and
+    profile; the kernels written as CPU ops (no roofline values) and their traced time."""
+    found: dict[str, str] = {}
+    if graph.whatif is not None:
+        w = graph.whatif
+        found[NOTE_WHATIF] = json.dumps({"device": w.device, "profile": w.profile, "source": w.source})
+    roofline = graph.roofline
+    if roofline is not None and roofline.accelerator and roofline.none:
+        found[NOTE_GPU_AS_CPU] = json.dumps({"kernels": roofline.none, "us": roofline.replayed_us})
+    return found
 
 
 def node_bytes(node: Node, rank: int | None) -> bytes:
@@ -69,12 +85,12 @@ def write_compacted(
 def _write(out: IO[bytes], graph: KinetoGraph, rank: int | None, pid: int, job: Mapping[str, Any] | None) -> None:
     start = max(0, round(graph.step_start))
     metadata = {
-        "schema": SCHEMA,
+        "schema": SCHEMA if graph.whatif is None else WHATIF_SCHEMA,
         "pid": pid,
         "time": "",
         "start_ts": start,
         "finish_ts": start + round(graph.measured_us),
     }
-    out.write(encode.global_metadata({**metadata, **(job or {})}))
+    out.write(encode.global_metadata({**metadata, **(job or {})}, notes(graph)))
     for node in graph.nodes:
         out.write(node_bytes(node, rank))

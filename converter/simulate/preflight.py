@@ -14,6 +14,8 @@ what-if that changes nothing. Before a run:
 * a roofline (``--accelerator``, ``--peak-tflops``, ``--mem-bandwidth``) times non-CPU compute
   nodes only (a node without ``is_cpu_op`` is a CPU op to ASTRA-sim's feeder): on a job whose
   checked ranks have none it would change nothing, so it is refused;
+* a roofline on a device-profile what-if (``kineto-whatif`` files) is refused: its kernels'
+  durations are the what-if, with no ``num_ops`` for a roofline;
 * a job of one rank names ``scale`` (ASTRA-sim's network needs two NPUs or more).
 """
 
@@ -28,6 +30,7 @@ from ..ranks import commgroups
 from ..schema.chakra import NodeType
 from .configs import Accelerator
 from .job import Job
+from .notes import WHATIF_SCHEMA_PREFIX
 
 #: Reading a file dominates (about 0.1 ms a node in read_et): a DDP capture's 2-8 ranks are checked
 #: whole; a larger job (usually scaled, its ranks copies of the captured ones) by a sample.
@@ -85,6 +88,12 @@ def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "`a
     fatal = [p for p in problems if p.fatal]
     if fatal:
         raise JobCheckError(_message(job, fatal))
+    if roofline is not None and any(str(t.metadata.get("schema", "")).startswith(WHATIF_SCHEMA_PREFIX) for t in traces):
+        raise JobCheckError(
+            f"{roofline_option}: {job.prefix} is a device-profile what-if (convert with `device_profile`): "
+            "its kernels' durations are the what-if and carry no num_ops for a roofline; simulate it without "
+            "the roofline"
+        )
     if roofline is not None and not any(_accelerator_nodes(t) for t in traces):
         checked = "its" if len(picks) == job.ranks else f"{len(picks)} of its"
         raise JobCheckError(

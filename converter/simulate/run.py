@@ -37,6 +37,7 @@ from .configs import Accelerator, Network, logging_config
 from .job import Job, find_job
 from .logs import KIND, LogReader
 from .measured import measured_steps
+from .notes import step_notes
 from .reduced import Plan
 from .setup import Setup, make_setup, read_network
 from .timeline import TimelineWriter
@@ -105,6 +106,9 @@ class SimulationResult:
     measured_ns: dict[int, int] = field(default_factory=dict)
     #: whether each rank's memory fits the accelerator (``memory/fit.py``), where asked and known
     memory: dict[str, Any] | None = None
+    #: what the step cannot tell by itself (``notes.py``): kernels left as CPU ops, empty collectives,
+    #: a host-bound step, a what-if's device
+    notes: list[str] = field(default_factory=list)
 
     @property
     def modelled_ranks(self) -> int:
@@ -155,6 +159,7 @@ class SimulationResult:
             "configs": None if self.setup is None else self.setup.as_json(),
             "replay": self.replay,
             "measured_step_ns": max(self.measured_ns.values()) if self.measured_ns else None,
+            "notes": self.notes,
             "per_rank": [{**r.__dict__, "transfer_ns": r.transfer_ns} for r in self.ranks],
             **({"memory": self.memory} if self.memory is not None else {}),
         }
@@ -244,6 +249,8 @@ def simulate(
         )
         for r in reader.ranks
     ]
+    slowest = max(ranks, key=lambda r: (r.step_ns, -r.rank)) if ranks else None
+    notes = step_notes(job, slowest.rank, slowest.step_ns, roofline is not None) if slowest is not None else []
     return SimulationResult(
         job.prefix,
         ranks,
@@ -258,6 +265,7 @@ def simulate(
         warnings,
         setup,
         measured_ns=measured_steps(job),
+        notes=notes,
     )
 
 

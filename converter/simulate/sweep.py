@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ConverterError, OptionError
@@ -34,6 +34,7 @@ from ..ranks.scale import check_ranks
 from ..workers import run_all
 from . import configs, preflight
 from .job import Job, find_job
+from .notes import same_steps
 from .outputs import Outputs, inputs_of
 from .plot import pyplot, sweep_png
 from .reduced import Plan
@@ -91,6 +92,7 @@ class SweepResult:
     plot_path: str
     json_path: str
     key: str = "ranks"
+    notes: list[str] = field(default_factory=list)  # accelerators that gave the same step (notes.same_steps)
 
     def table(self) -> str:
         first = KEYS[self.key]
@@ -116,6 +118,7 @@ class SweepResult:
             "backend": self.backend,
             "key": self.key,
             "points": [{**p.__dict__, "comm_share": p.comm_share} for p in self.points],
+            "notes": self.notes,
         }
 
 
@@ -275,7 +278,16 @@ def sweep(
             for point in outcome.points:
                 on_point(point)
     done = [p for index in range(len(tasks)) for p in outcomes[index]]
-    result = SweepResult(prefix, job.ranks, options.backend, done, paths["md"], paths["png"], paths["json"], key)
+    same = (
+        [
+            n
+            for t in dict.fromkeys(p.topology for p in done)
+            for n in same_steps([(p.value, p.step_ns) for p in done if p.topology == t])
+        ]
+        if key == "accelerator"
+        else []
+    )
+    result = SweepResult(prefix, job.ranks, options.backend, done, paths["md"], paths["png"], paths["json"], key, same)
     with outputs:  # every output, or none
         _write(result, outputs, topologies, options, json_output)
         outputs.commit()

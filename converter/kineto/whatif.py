@@ -1,0 +1,256 @@
+"""``--device-profile``: a Kineto trace's step re-timed for a device from its profile (the what-if).
+
+Each GPU kernel takes the time the target's profile (``devices/profile.py``) gives its launching
+op at its recorded shape, split between that op's kernels in proportion to their traced times (as
+the roofline splits FLOPs); where the profile has no point of the op's class and dtype, the
+datasheet roofline (the profile's ``peak_tflops`` and ``mem_bandwidth_gbps``); where neither
+applies (no launching op with shapes), the traced time. With a *source* profile (the GPU the trace
+was captured on), each kernel's traced time is scaled instead, by the target's over the source's
+time at its shape, or, without shapes, by the ratio of the two profiles' median throughput for the
+launching op's class, or for the whole device: a trace without shapes still gets an answer, and
+the summary says how many kernels took each road.
+
+The host: a traced step's host time is mostly the tracer's (``bench/results/gpu.md``); the
+profile's ``host`` costs replace it: each host op ``op_us``, each runtime call ``launch_us``, the
+gaps and the step's own span nothing (their untraced cost is folded into the two). Durations are
+whole microseconds in a ``.et``: each chain (the host timeline, each GPU stream) is rounded on its
+running sum, so thousands of 2 us ops do not drift.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..devices.profile import DeviceProfile, OpKey, memcpy_key, op_key
+from ..errors import OptionError
+from ..schema.opcost import op_class
+from .events import HOST, RUNTIME, Event
+from .roofline import kineto_types, launching_op
+
+PROFILE, ROOFLINE, TRACED = "profile", "roofline", "traced"
+BY_SHAPE, BY_CLASS, BY_DEVICE = "scaled by shape", "scaled by class", "scaled by device"
+NO_OP = "no launching op"
+
+
+@dataclass
+class ModelTotals:
+    kernels: int = 0
+    traced_us: float = 0.0
+    whatif_us: float = 0.0
+
+
+@dataclass
+class WhatIfSummary:
+    """What the what-if did: per class of launching op and model, kernels and time; the host."""
+
+    device: str
+    profile: str
+    source: str | None = None  # the capture's GPU's profile, when kernels were scaled
+    classes: dict[str, dict[str, ModelTotals]] = field(default_factory=dict)
+    host_events: int = 0
+    host_traced_us: float = 0.0
+    host_whatif_us: float | None = None  # None: host kept its traced time (the profile has no host costs)
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, cls: str, model: str, kernels: int, traced: float, whatif: float) -> None:
+        entry = self.classes.setdefault(cls, {}).setdefault(model, ModelTotals())
+        entry.kernels += kernels
+        entry.traced_us += traced
+        entry.whatif_us += whatif
+
+    def totals(self, model: str | None = None) -> ModelTotals:
+        out = ModelTotals()
+        for models in self.classes.values():
+            for name, t in models.items():
+                if model is None or name == model:
+                    out.kernels += t.kernels
+                    out.traced_us += t.traced_us
+                    out.whatif_us += t.whatif_us
+        return out
+
+    def class_lines(self) -> list[str]:
+        """One line per class: kernels, traced and what-if time, and the model(s) used."""
+        lines = []
+        order = sorted(self.classes, key=lambda c: -sum(t.traced_us for t in self.classes[c].values()))
+        for cls in order:
+            models = self.classes[cls]
+            traced = sum(t.traced_us for t in models.values())
+            whatif = sum(t.whatif_us for t in models.values())
+            kernels = sum(t.kernels for t in models.values())
+            used = ", ".join(f"{m} {t.kernels}" for m, t in sorted(models.items(), key=lambda m: -m[1].kernels))
+            lines.append(
+                f"  {cls:<14} {kernels:>6,} kernel(s): traced {traced / 1e3:9.3f} ms -> {whatif / 1e3:9.3f} ms ({used})"
+            )
+        return lines
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "profile": self.profile,
+            "source": self.source,
+            "host_events": self.host_events,
+            "host_traced_us": round(self.host_traced_us, 3),
+            "host_whatif_us": None if self.host_whatif_us is None else round(self.host_whatif_us, 3),
+            "classes": {
+                cls: {
+                    m: {"kernels": t.kernels, "traced_us": round(t.traced_us, 3), "whatif_us": round(t.whatif_us, 3)}
+                    for m, t in models.items()
+                }
+                for cls, models in self.classes.items()
+            },
+        }
+
+
+class WhatIf:
+    """Collects, while the graph is built, each kernel's launching op and each host node's kind;
+    ``finish`` re-times them."""
+
+    def __init__(self, target: DeviceProfile, source: DeviceProfile | None = None) -> None:
+        self.target = target
+        self.source = source
+        self.summary = WhatIfSummary(target.device, target.name, source.name if source else None)
+        self.by_op: dict[int, tuple[Event, list[tuple[Any, float]]]] = {}
+        #: memcpy/memset (by their bytes, where recorded) and kernels without a launching op: node, time, key, class
+        self.loose: list[tuple[Any, float, OpKey | None, str]] = []
+        self.host_kinds: dict[int, int] = {}
+        self._device_ratio: float | None = None
+
+    # -- collecting -------------------------------------------------------------------------------
+    def kernel(self, node: Any, gpu: Event, around: list[Event]) -> None:
+        if gpu.name.lower().startswith(("memcpy", "memset")):
+            moved = gpu.args.bytes
+            key = memcpy_key(moved) if type(moved) is int and moved >= 0 else None
+            self.loose.append((node, float(node.dur), key, "memcpy"))
+            return
+        op = launching_op(around)
+        if op is None:
+            self.loose.append((node, float(node.dur), None, NO_OP))
+        else:
+            self.by_op.setdefault(op.index, (op, []))[1].append((node, float(node.dur)))
+
+    def host(self, node: Any, kind: int | None) -> None:
+        if kind is not None:
+            self.host_kinds[id(node)] = kind
+
+    # -- re-timing --------------------------------------------------------------------------------
+    def finish(self, nodes: list[Any]) -> WhatIfSummary:
+        if not self.by_op and not self.loose:
+            raise OptionError(
+                "`device_profile`: the step has no GPU kernel (a CPU capture?): the what-if re-times kernels "
+                "and would only change the host; a CPU capture's what-if for a GPU is `roofline` with `accelerator` "
+                "(docs/roofline.md)"
+            )
+        exact: dict[int, float] = {}  # id(node) -> its what-if time (node ids may be renumbered), us (before rounding)
+        for op, kernels in self.by_op.values():
+            key = key_of(op)
+            cls = key.op_class if isinstance(key, OpKey) else op_class(op.name).value
+            traced = sum(d for _, d in kernels)
+            whatif, model = self._time(key if isinstance(key, OpKey) else None, cls, traced)
+            self.summary.add(cls, model, len(kernels), traced, whatif)
+            weights = [d for _, d in kernels] if traced > 0 else [1.0] * len(kernels)
+            total = sum(weights)
+            for (node, _), w in zip(kernels, weights, strict=True):
+                exact[id(node)] = whatif * w / total
+        for node, traced, copy, cls in self.loose:
+            whatif, model = self._time(copy, cls, traced)
+            self.summary.add(cls, model, 1, traced, whatif)
+            exact[id(node)] = whatif
+        self._host(nodes, exact)
+        _round_chains(nodes, exact)
+        self._warn()
+        return self.summary
+
+    def _time(self, key: OpKey | None, cls: str, traced: float) -> tuple[float, str]:
+        target, source = self.target, self.source
+        if source is None:
+            if key is not None:
+                found = target.predict(key)
+                if found is not None:
+                    return found, PROFILE
+                found = target.roofline_us(key)
+                if found is not None:
+                    return found, ROOFLINE
+            return traced, TRACED
+        if key is not None:
+            a, b = source.predict(key), target.predict(key)
+            if a and b:
+                return traced * b / a, BY_SHAPE
+        ra, rb = source.class_rate(cls), target.class_rate(cls)
+        if ra and rb:
+            return traced * ra / rb, BY_CLASS
+        return traced * self.device_ratio(), BY_DEVICE
+
+    def device_ratio(self) -> float:
+        """Source over target median throughput, the median over the classes both profile."""
+        if self._device_ratio is None:
+            assert self.source is not None
+            ratios = []
+            for cls in set(self.source.ops) & set(self.target.ops):
+                ra, rb = self.source.class_rate(cls), self.target.class_rate(cls)
+                if ra and rb:
+                    ratios.append(ra / rb)
+            self._device_ratio = statistics.median(ratios) if ratios else 1.0
+        return self._device_ratio
+
+    def _host(self, nodes: list[Any], exact: dict[int, float]) -> None:
+        summary, target = self.summary, self.target
+        host = [n for n in nodes if n.cpu and id(n) not in exact]
+        summary.host_events = sum(1 for n in host if self.host_kinds.get(id(n)) in (HOST, RUNTIME))
+        summary.host_traced_us = float(sum(n.dur for n in host))
+        if target.host_op_us is None or target.host_launch_us is None:
+            return
+        costs = {HOST: target.host_op_us, RUNTIME: target.host_launch_us}
+        for n in host:
+            exact[id(n)] = costs.get(self.host_kinds.get(id(n), -1), 0.0)
+        summary.host_whatif_us = sum(exact[id(n)] for n in host)
+
+    def _warn(self) -> None:
+        s = self.summary
+        kept = s.totals(TRACED)
+        if kept.kernels and self.source is None:
+            s.warnings.append(
+                f"`device_profile`: {kept.kernels:,} kernel(s) ({kept.traced_us / 1e3:,.3f} ms) keep their traced "
+                f"times: no launching op with recorded shapes, and {s.profile} has no point or roofline for them "
+                "(right for a what-if of the GPU the trace was captured on; for another GPU give `source_profile`)"
+            )
+        scaled = {m: s.totals(m) for m in (BY_CLASS, BY_DEVICE)}
+        if any(t.kernels for t in scaled.values()):
+            ways = {
+                BY_CLASS: "the two profiles' median throughput for the launching op's class",
+                BY_DEVICE: f"x{self.device_ratio():.3g}, the median of the classes' ratios",
+            }
+            how = "; ".join(f"{t.kernels:,} {m} ({ways[m]})" for m, t in scaled.items() if t.kernels)
+            s.warnings.append(
+                f"`device_profile`: kernel(s) without shapes were scaled from {s.source} to {s.device} "
+                f"without their shapes: {how}; record shapes (record_shapes=True) for a what-if by shape"
+            )
+        if s.host_whatif_us is None:
+            s.warnings.append(
+                f"`device_profile`: {s.profile} has no host costs: the host keeps its traced time "
+                f"({s.host_traced_us / 1e3:,.3f} ms, tracing overhead included)"
+            )
+
+
+def key_of(op: Event) -> OpKey | str:
+    """The profile's key of a launching op from its recorded shapes, or why there is none."""
+    dims, types = op.args.input_dims, op.args.input_type
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return "launching op without recorded shapes"
+    return op_key(op.name, dims, kineto_types(types))
+
+
+def _round_chains(nodes: list[Any], exact: dict[int, float]) -> None:
+    """Whole microseconds, each chain rounded on its running sum (the host timeline one chain, the
+    GPU nodes one): the sums stay within half a microsecond of the exact ones."""
+    sums: dict[bool, float] = defaultdict(float)
+    for node in nodes:
+        time = exact.get(id(node))
+        if time is None:
+            continue
+        chain = bool(node.cpu)
+        before = sums[chain]
+        sums[chain] = before + max(0.0, time)
+        node.dur = max(0, round(sums[chain]) - round(before))
