@@ -1,0 +1,203 @@
+"""The documentation's examples run as written.
+
+Every fenced ``sh`` or ``python`` block of README.md and of the pages under docs/ is an example,
+run from a folder of its own that sees the repository's ``fixtures/`` and ``tests/`` as the
+repository's root does (the pages' commands name them so). The blocks of one page share that
+folder and run in order, so a later block uses what an earlier one wrote. An HTML comment on the
+line before a block says what it needs, and the test reads it:
+
+* ``<!-- example: astra-sim -->``: runs ASTRA-sim (the ``simulator`` fixture: skipped with the
+  reason where ``ASTRA_SIM_HOME`` is unset);
+* ``<!-- example: torch -->``: imports or captures with torch (marked ``torch`` and ``slow``);
+* ``<!-- example: slow -->``: takes more than a few seconds;
+* ``<!-- example: not run: REASON -->``: never run, and the test reports the reason (installs,
+  hours-long captures, a user's own files); a reason must be given.
+
+Indented code blocks are not examples: they show layouts and outputs. The pages that have been
+moved to fenced examples (``_FENCED_ONLY``) may hold no indented command at all, so none slips
+back untested.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: docs/index.md is README.md with the site's links (test_home_page_is_the_readme): run once.
+_PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "index.md")]
+_LANGUAGES = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python"}
+_ANNOTATION = re.compile(r"^<!-- example: (?P<what>.+?) -->$")
+_FENCE = re.compile(r"^```(?P<lang>[\w-]*)\s*$")
+#: Pages whose commands are all fenced examples: an indented command there is an untested one.
+_FENCED_ONLY = ("README.md", "docs/quickstart-kineto.md", "docs/api.md")
+_TIMEOUT = 300
+
+
+@dataclass(frozen=True)
+class Example:
+    page: str
+    line: int
+    language: str
+    code: str
+    needs: frozenset[str]
+    not_run: str | None
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def examples(path: Path, page: str | None = None) -> list[Example]:
+    """The fenced ``sh``/``python`` blocks of a Markdown page, each with its annotation."""
+    page = page or path.relative_to(ROOT).as_posix()
+    lines = path.read_text().splitlines()
+    found: list[Example] = []
+    index = 0
+    while index < len(lines):
+        fence = _FENCE.match(lines[index])
+        if fence is None:
+            index += 1
+            continue
+        end = index + 1
+        while end < len(lines) and lines[end].strip() != "```":
+            end += 1
+        language = _LANGUAGES.get(fence["lang"])
+        if language is not None:
+            note = _ANNOTATION.match(lines[index - 1].strip()) if index else None
+            needs: set[str] = set()
+            not_run = None
+            if note is not None:
+                what = note["what"]
+                if what.startswith("not run"):
+                    not_run = what.partition(":")[2].strip()
+                    if not not_run:
+                        raise ValueError(f"{page}:{index}: 'not run' needs a reason")
+                else:
+                    needs = {word.strip() for word in what.split(",")}
+                    unknown = needs - {"astra-sim", "torch", "slow"}
+                    if unknown:
+                        raise ValueError(f"{page}:{index}: unknown annotation {sorted(unknown)}")
+            code = "\n".join(lines[index + 1 : end]) + "\n"
+            found.append(Example(page, index + 1, language, code, frozenset(needs), not_run))
+        index = end + 1
+    return found
+
+
+_ALL = [example for path in _PAGES for example in examples(path)]
+
+
+def _marks(example: Example) -> list[pytest.MarkDecorator]:
+    marks = []
+    if "astra-sim" in example.needs:
+        marks += [pytest.mark.astra_sim, pytest.mark.slow]
+    if "torch" in example.needs:
+        marks += [pytest.mark.torch, pytest.mark.slow]
+    if "slow" in example.needs:
+        marks.append(pytest.mark.slow)
+    if example.not_run is not None:
+        marks.append(pytest.mark.skip(reason=f"not run ({example.page}): {example.not_run}"))
+    return marks
+
+
+@dataclass
+class _Page:
+    folder: Path
+    ran: set[int] = field(default_factory=set)
+
+
+_FOLDERS: dict[str, _Page] = {}
+
+
+def _folder(page: str, factory: pytest.TempPathFactory) -> _Page:
+    if page not in _FOLDERS:
+        folder = factory.mktemp(re.sub(r"\W", "_", page))
+        for name in ("fixtures", "tests"):
+            (folder / name).symlink_to(ROOT / name)
+        _FOLDERS[page] = _Page(folder)
+    return _FOLDERS[page]
+
+
+def _run(example: Example, folder: Path) -> None:
+    env = dict(os.environ)
+    # the environment's commands (chakra-convert-fast) first, as an installed project has them
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    if example.language == "python":
+        command = [sys.executable, "-c", example.code]
+    else:
+        command = ["bash", "-euo", "pipefail", "-c", example.code]
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=_TIMEOUT, check=False)
+    assert done.returncode == 0, (
+        f"{example.id} exited {done.returncode}\n--- code\n{example.code}"
+        f"--- stdout\n{done.stdout[-3000:]}--- stderr\n{done.stderr[-3000:]}"
+    )
+
+
+@pytest.mark.parametrize("example", [pytest.param(e, id=e.id, marks=_marks(e)) for e in _ALL])
+def test_example_runs(
+    example: Example, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> None:
+    if "astra-sim" in example.needs:
+        request.getfixturevalue("simulator")  # skipped, with the reason, without ASTRA_SIM_HOME
+    page = _folder(example.page, tmp_path_factory)
+    # the page's earlier examples first (they write what this one reads), once per page; those
+    # that need what this one does not (ASTRA-sim, torch) it cannot depend on, so they are left
+    for earlier in (e for e in _ALL if e.page == example.page and e.line < example.line):
+        needed = earlier.needs - {"slow"} <= example.needs
+        if earlier.not_run is None and needed and earlier.line not in page.ran:
+            _run(earlier, page.folder)
+            page.ran.add(earlier.line)
+    if example.line not in page.ran:
+        _run(example, page.folder)
+        page.ran.add(example.line)
+
+
+def test_every_page_has_its_examples_found() -> None:
+    """The pages moved to fenced examples have some, and no indented command left."""
+    pages = {e.page for e in _ALL}
+    indented = re.compile(r"^ {4}(?:\$ )?(?:chakra-convert-fast|chakra-profile|pip|python|bash)\b")
+    for page in _FENCED_ONLY:
+        assert page in pages, f"{page} has no fenced example"
+        stray = [
+            f"{page}:{number}"
+            for number, line in enumerate((ROOT / page).read_text().splitlines(), 1)
+            if indented.match(line)
+        ]
+        assert not stray, f"indented commands (make them fenced examples): {stray}"
+
+
+def test_home_page_is_the_readme() -> None:
+    """docs/index.md says what README.md says: the README with its links made the site's."""
+    readme = (ROOT / "README.md").read_text()
+    site = re.sub(r"\]\(docs/", "](", readme).replace("](CHANGELOG.md)", "](changelog.md)")
+    site = site.replace("[CHANGELOG.md](changelog.md)", "[the changelog](changelog.md)")
+    assert (ROOT / "docs" / "index.md").read_text() == site, (
+        "docs/index.md differs from README.md: write README.md's text into it, links made relative "
+        "to docs/ (](docs/X.md) -> ](X.md), CHANGELOG.md -> changelog.md)"
+    )
+
+
+def test_annotations_are_read(tmp_path: Path) -> None:
+    """A 'not run' needs a reason, and an unknown need is refused, not ignored."""
+    page = tmp_path / "page.md"
+    page.write_text("<!-- example: not run -->\n```sh\ntrue\n```\n")
+    with pytest.raises(ValueError, match="needs a reason"):
+        examples(page, "page.md")
+    page.write_text("<!-- example: gpu -->\n```sh\ntrue\n```\n")
+    with pytest.raises(ValueError, match="unknown annotation"):
+        examples(page, "page.md")
+    page.write_text("text\n<!-- example: astra-sim, slow -->\n```python\nprint(1)\n```\n\n```text\nout\n```\n")
+    (found,) = examples(page, "page.md")
+    assert (found.needs, found.language, found.line, found.code) == (
+        frozenset({"astra-sim", "slow"}),
+        "python",
+        3,
+        "print(1)\n",
+    )
