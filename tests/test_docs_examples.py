@@ -20,12 +20,14 @@ back untested.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -201,3 +203,33 @@ def test_annotations_are_read(tmp_path: Path) -> None:
         3,
         "print(1)\n",
     )
+
+
+def _hooks() -> Any:
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_result_tables_are_copied_where_github_shows_them(page: Path) -> None:
+    """Each measured table a page shows is in the page too (the site build alone would fill a bare
+    marker, and GitHub would show nothing), and is the table of bench/results, not an old one."""
+    text = page.read_text()
+    assert _hooks().with_copies(text) == text, (
+        f"docs/{page.name}: a results table is missing or stale; `python docs/hooks.py` copies them"
+    )
+
+
+def test_result_copies_are_made_and_refreshed() -> None:
+    hooks = _hooks()
+    table = hooks.results("benchmark.md", "1").strip()
+    bare = "before\n<!-- results: benchmark.md#1 -->\nafter\n"
+    made = hooks.with_copies(bare)
+    assert made == f"before\n<!-- results: benchmark.md#1 -->\n\n{table}\n\n<!-- end results -->\nafter\n"
+    stale = made.replace(table, "| old |\n|---|")
+    assert hooks.with_copies(stale) == made and hooks.with_copies(made) == made
+    # the site shows the table once, without the copy
+    assert hooks.on_page_markdown(made).count(table.splitlines()[0]) == 1
