@@ -43,8 +43,8 @@ _FENCE = re.compile(r"^```(?P<lang>[\w-]*)\s*$")
 _NOT_YET_FENCED = frozenset(
     f"docs/{name}.md"
     for name in (
-        "astra-sim", "compact", "converting", "getting-started", "gpu", "kineto", "layouts", "linking",
-        "own-tracer", "performance", "profile", "reduced", "roofline", "scale", "text", "tools",
+        "astra-sim", "converting", "getting-started", "gpu", "kineto", "layouts", "linking",
+        "own-tracer", "performance", "profile", "reduced", "roofline",
     )
 )  # fmt: skip
 _INDENTED_COMMAND = re.compile(r"^ {4}(?:\$ )?(?:chakra-convert-fast|chakra-profile|pip|python|bash)\b")
