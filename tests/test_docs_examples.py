@@ -43,7 +43,7 @@ _FENCE = re.compile(r"^```(?P<lang>[\w-]*)\s*$")
 _NOT_YET_FENCED = frozenset(
     f"docs/{name}.md"
     for name in (
-        "astra-sim", "converting", "getting-started", "gpu", "kineto", "layouts", "linking",
+        "astra-sim", "converting", "getting-started", "gpu", "layouts",
         "own-tracer", "performance", "profile", "reduced", "roofline",
     )
 )  # fmt: skip
