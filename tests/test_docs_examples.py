@@ -43,11 +43,11 @@ _FENCE = re.compile(r"^```(?P<lang>[\w-]*)\s*$")
 _NOT_YET_FENCED = frozenset(
     f"docs/{name}.md"
     for name in (
-        "astra-sim", "converting", "getting-started", "gpu", "layouts",
-        "own-tracer", "performance", "profile", "reduced", "roofline",
+        "converting", "getting-started", "gpu", "layouts",
+        "own-tracer", "performance", "profile",
     )
 )  # fmt: skip
-_INDENTED_COMMAND = re.compile(r"^ {4}(?:\$ )?(?:chakra-convert-fast|chakra-profile|pip|python|bash)\b")
+_INDENTED_COMMAND = re.compile(r"^ {4}(?:\$ )?(?:chakra-convert-fast|chakra-profile|pip|python|bash)(?: |$)")
 _TIMEOUT = 300
 
 
