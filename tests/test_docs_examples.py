@@ -43,8 +43,7 @@ _FENCE = re.compile(r"^```(?P<lang>[\w-]*)\s*$")
 _NOT_YET_FENCED = frozenset(
     f"docs/{name}.md"
     for name in (
-        "converting", "getting-started", "gpu", "layouts",
-        "own-tracer", "performance", "profile",
+        "getting-started", "own-tracer",
     )
 )  # fmt: skip
 _INDENTED_COMMAND = re.compile(r"^ {4}(?:\$ )?(?:chakra-convert-fast|chakra-profile|pip|python|bash)(?: |$)")
