@@ -169,16 +169,32 @@ def test_example_runs(
         page.ran.add(example.line)
 
 
+def _is_command(lines: list[str], index: int) -> bool:
+    """Whether an opening fence's first line (``lines[index]``) is a command, not an output."""
+    if index >= len(lines) or index < 2 or not _opens(lines, index - 1):
+        return False
+    return _INDENTED_COMMAND.match("    " + lines[index]) is not None
+
+
+def _opens(lines: list[str], index: int) -> bool:
+    """Whether the fence line ``lines[index]`` opens a block (an even number of fences before it)."""
+    return sum(1 for line in lines[:index] if line.startswith("```")) % 2 == 0
+
+
 def test_commands_are_fenced_examples() -> None:
     """No page but those of _NOT_YET_FENCED holds an indented (untested) command, and those do."""
     for path in _PAGES:
         page = path.relative_to(ROOT).as_posix()
-        stray = [n for n, line in enumerate(path.read_text().splitlines(), 1) if _INDENTED_COMMAND.match(line)]
+        lines = path.read_text().splitlines()
+        stray = [n for n, line in enumerate(lines, 1) if _INDENTED_COMMAND.match(line)]
+        # a fence that names no language is not run either: commands in it are as untested
+        stray += [n + 1 for n, line in enumerate(lines) if line == "```" and _is_command(lines, n + 1)]
         if page in _NOT_YET_FENCED:
             assert stray, f"{page} has no indented command left: take it out of _NOT_YET_FENCED"
         else:
             assert not stray, (
-                f"{page}: indented commands at lines {stray}: make each a fenced ```sh example (this test "
+                f"{page}: commands at lines {stray} (indented, or in a fence naming no language): make each "
+                "a fenced ```sh example (this test "
                 "runs it), with <!-- example: astra-sim --> (or torch, slow) on the line before where it "
                 "needs that, or <!-- example: not run: REASON --> where it cannot run here"
             )
