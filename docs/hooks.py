@@ -10,6 +10,8 @@ out: the whole file), so a measured table is written once, by the script that me
 page holds a copy of it too, between that line and ``<!-- end results -->``, so that GitHub shows
 the table as well; the site always shows the table of ``bench/results``, and ``python docs/hooks.py``
 rewrites the pages' copies from it (``tests/test_docs_examples.py`` fails while a copy is stale).
+The home page, ``docs/index.md``, is README.md with the site's links: ``python docs/hooks.py`` writes
+it too.
 """
 
 from __future__ import annotations
@@ -67,6 +69,12 @@ def with_copies(text: str) -> str:
         return f"{head}\n\n{results(m.group('name'), m.group('table')).strip()}\n\n{_END}"
 
     return _RESULTS.sub(block, text)
+
+
+def home_page(readme: str) -> str:
+    """docs/index.md: the README, its links made the site's (``docs/X.md`` -> ``X.md``)."""
+    site = re.sub(r"\]\(docs/", "](", readme).replace("](CHANGELOG.md)", "](changelog.md)")
+    return site.replace("[CHANGELOG.md](changelog.md)", "[the changelog](changelog.md)")
 
 
 def _parsers(prog: str) -> list[tuple[str, argparse.ArgumentParser]]:
@@ -161,7 +169,12 @@ def on_files(files: Files, config: Any, **_: Any) -> Files:
 
 
 if __name__ == "__main__":
-    # python docs/hooks.py: every page's copies of its result tables rewritten from bench/results
+    # python docs/hooks.py: the home page written from the README, and every page's copies of its
+    # result tables rewritten from bench/results
+    home = ROOT / "docs" / "index.md"
+    if home.read_text() != (text := home_page((ROOT / "README.md").read_text())):
+        home.write_text(text)
+        print("docs/index.md: written from README.md")
     for page in sorted((ROOT / "docs").glob("*.md")):
         old = page.read_text()
         new = with_copies(old)
