@@ -15,6 +15,9 @@ line before a block says what it needs, and the test reads it:
 * ``<!-- example: not run: REASON -->``: never run, and the test reports the reason (installs,
   hours-long captures, a user's own files); a reason must be given.
 
+The fast lane runs the examples of README.md, the Kineto quick start and the API page; the guides'
+examples are marked ``slow`` (``_FAST_PAGES``).
+
 Indented code blocks are not run: they show layouts, outputs and synopses. A page may hold no
 indented command (a line starting ``chakra-convert-fast``, ``chakra-profile``, ``pip``, ``python``,
 ``bash``), so that none slips by untested, except the pages of ``_NOT_YET_FENCED``, whose commands
@@ -100,8 +103,13 @@ def examples(path: Path, page: str | None = None) -> list[Example]:
 _ALL = [example for path in _PAGES for example in examples(path)]
 
 
+#: The pages a new user starts from: their examples run in the fast lane; the guides' are ``slow``
+#: (together they take half a minute of subprocesses, more than the fast lane spends on a module).
+_FAST_PAGES = frozenset({"README.md", "docs/quickstart-kineto.md", "docs/api.md"})
+
+
 def _marks(example: Example) -> list[pytest.MarkDecorator]:
-    marks = []
+    marks = [] if example.page in _FAST_PAGES else [pytest.mark.slow]
     if "astra-sim" in example.needs:
         marks += [pytest.mark.astra_sim, pytest.mark.slow]
     if "torch" in example.needs:
