@@ -5,8 +5,13 @@ and the figures of ``bench/results`` published beside the pages that show them.
 its usage line and a table of its options, read from the same parser the command line uses;
 ``<!-- cli: chakra-convert-fast simulate -->`` the same for one command (the topic pages end with
 their commands' options).
-``<!-- results: NAME.md#N -->`` becomes the N-th table of ``bench/results/NAME.md`` (``#N`` left
-out: the whole file), so a measured table is written once, by the script that measured it.
+``<!-- results: NAME.md#N -->`` is the N-th table of ``bench/results/NAME.md`` (``#N`` left
+out: the whole file), so a measured table is written once, by the script that measured it. The
+page holds a copy of it too, between that line and ``<!-- end results -->``, so that GitHub shows
+the table as well; the site always shows the table of ``bench/results``, and ``python docs/hooks.py``
+rewrites the pages' copies from it (``tests/test_docs_examples.py`` fails while a copy is stale).
+The home page, ``docs/index.md``, is README.md with the site's links: ``python docs/hooks.py`` writes
+it too.
 """
 
 from __future__ import annotations
@@ -14,13 +19,20 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mkdocs.structure.files import File, Files
+if TYPE_CHECKING:
+    from mkdocs.structure.files import Files
 
 ROOT = Path(__file__).resolve().parent.parent
 _MARKER = re.compile(r"<!-- cli: (?P<prog>[\w-]+)(?: (?P<command>[\w-]+))? -->")
-_RESULTS = re.compile(r"<!-- results: (?P<name>[\w.-]+\.md)(?:#(?P<table>\d+))? -->")
+_END = "<!-- end results -->"
+#: the marker, and the page's copy of the table after it where there is one (up to its end line)
+_RESULTS = re.compile(
+    r"<!-- results: (?P<name>[\w.-]+\.md)(?:#(?P<table>\d+))? -->"
+    r"(?P<copy>\n(?:(?!<!-- results: )(?!<!-- end results -->).)*?\n<!-- end results -->)?",
+    re.DOTALL,
+)
 
 
 def tables(text: str) -> list[str]:
@@ -46,6 +58,23 @@ def results(name: str, table: str | None) -> str:
     if not 1 <= int(table) <= len(found):
         raise ValueError(f"{path} has {len(found)} table(s), not a table {table}")
     return found[int(table) - 1]
+
+
+def with_copies(text: str) -> str:
+    """A page's text with each results marker followed by a fresh copy of its table (the form
+    GitHub shows), ended by ``<!-- end results -->``."""
+
+    def block(m: re.Match[str]) -> str:
+        head = m.group(0).split("\n", 1)[0]
+        return f"{head}\n\n{results(m.group('name'), m.group('table')).strip()}\n\n{_END}"
+
+    return _RESULTS.sub(block, text)
+
+
+def home_page(readme: str) -> str:
+    """docs/index.md: the README, its links made the site's (``docs/X.md`` -> ``X.md``)."""
+    site = re.sub(r"\]\(docs/", "](", readme).replace("](CHANGELOG.md)", "](changelog.md)")
+    return site.replace("[CHANGELOG.md](changelog.md)", "[the changelog](changelog.md)")
 
 
 def _parsers(prog: str) -> list[tuple[str, argparse.ArgumentParser]]:
@@ -122,16 +151,33 @@ def reference(prog: str, command: str | None = None, level: int = 2) -> str:
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
     markdown = markdown.replace("<!-- changelog -->", (ROOT / "CHANGELOG.md").read_text())
-    markdown = _RESULTS.sub(lambda m: results(m.group("name"), m.group("table")), markdown)
+    markdown = _RESULTS.sub(lambda m: "\n" + results(m.group("name"), m.group("table")).strip() + "\n", markdown)
     return _MARKER.sub(
         lambda m: reference(m.group("prog"), m.group("command"), 2 if m.group("command") is None else 3), markdown
     )
 
 
 def on_files(files: Files, config: Any, **_: Any) -> Files:
+    from mkdocs.structure.files import File
+
     results = ROOT / "bench" / "results"
     for figure in sorted(results.glob("*.png")):
         files.append(
             File(f"results/{figure.name}", str(results.parent), config["site_dir"], config["use_directory_urls"])
         )
     return files
+
+
+if __name__ == "__main__":
+    # python docs/hooks.py: the home page written from the README, and every page's copies of its
+    # result tables rewritten from bench/results
+    home = ROOT / "docs" / "index.md"
+    if home.read_text() != (text := home_page((ROOT / "README.md").read_text())):
+        home.write_text(text)
+        print("docs/index.md: written from README.md")
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        old = page.read_text()
+        new = with_copies(old)
+        if new != old:
+            page.write_text(new)
+            print(f"{page.relative_to(ROOT)}: result tables copied from bench/results")
