@@ -264,4 +264,5 @@ def _run_reference_form(args: argparse.Namespace, reporter: Reporter) -> int:
     args.kineto, args.step, args.drop_dependency, args.all_steps = False, None, [], False
     args.memory = False
     args.serial_streams = False
+    args.device_profile = args.source_profile = None
     return _run_convert(args, reporter)
