@@ -25,6 +25,10 @@ REAL_TRACES = [
     *(f"gloo_ops_np4/rank{rank}_host.json.gz" for rank in range(4)),
     *(f"gloo_groups_np4/rank{rank}_host.json.gz" for rank in range(4)),
     "own_tracer_gpt2_ddp2/rank0_host.json.gz",
+    # FSDP2 on gloo: chakra-profile with --profile-memory, and a user's own script (their PROVENANCE)
+    *(f"cpu_gpt2_fsdp2_memory/gpt2_fsdp2_rank{rank}_host.json.gz" for rank in range(2)),
+    *(f"own_fsdp2_np2/rank{rank}_host.json.gz" for rank in range(2)),
+    *(f"own_fsdp2_np4/rank{rank}_host.json.gz" for rank in range(4)),
     # an NVIDIA H200, torch 2.11, NCCL (tests/data/traces/gpu_h200/PROVENANCE.md)
     *(f"gpu_h200/{n}/{n}_rank0_host.json.gz" for n in ("gpt2_base_bf16_b32", "gpt2_base_bf16_b8")),
     *(f"gpu_h200/{n}/{n}_rank0_host.json.gz" for n in ("bert_base_bf16_b32", "bert_base_bf16_b8")),
