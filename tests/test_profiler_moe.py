@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,20 +24,12 @@ from chakra_convert_fast.converter.schema.chakra import CollectiveCommType, Node
 from chakra_convert_fast.profiler.cli import parse_args
 
 from .captures import MIXTRAL_EP2, Done, Run
+from .clirun import run_cli
 from .traces import load_trace
 
 N_LAYER, EXPERTS, TOP_K = 2, 4, 2  # the tiny Mixtral preset
 TOKENS = 2 * 32  # --batch-size 2 x --seq-len 32 (tests/captures.py)
 ALL_TO_ALL = int(CollectiveCommType.ALL_TO_ALL)
-
-
-def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chakra_convert_fast.converter", *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def all_to_alls(done: Done, rank: int) -> list[dict[str, Any]]:
@@ -133,12 +123,12 @@ def test_ep_job_converts_checks_and_simulates_with_one_size_per_all_to_all(
         api.convert(done.host(rank), out, ConvertOptions(astra_sim=True))
     assert not api.check(alone).ok
 
-    converted = cli("convert-all", job, tmp_path / "et", "--astra-sim")
+    converted = run_cli("convert-all", job, tmp_path / "et", "--astra-sim")
     assert converted.returncode == 0, converted.stderr
     assert "all-to-all with splits" in converted.stdout + converted.stderr
     prefix = tmp_path / "et" / MIXTRAL_EP2.name
     paths = [Path(f"{prefix}.{rank}.et") for rank in range(2)]
-    checked = cli("check", *paths)
+    checked = run_cli("check", *paths)
     assert checked.returncode == 0, checked.stderr
 
     def buffer(node: dict[str, Any]) -> int:  # what the rank sends (its input)
