@@ -4,6 +4,9 @@
 # torch), record the machine, capture GPT-2 and BERT (base shapes) on one GPU over NCCL with
 # chakra-profile, and pack each capture (host + Kineto trace + summary) as OUT/NAME.tar.gz.
 # Conversion and simulation happen afterwards on the CPU machine (bench/gpu/analyze.py).
+# First the GPU's device profile (`chakra-profile device-profile`, issue 35) and the memory
+# captures (issue 36); the captures are packed into bundles of at most 12 MiB as they finish
+# (OUT/bundle_N.tar, each holding NAME.tar.gz files), since a lent machine returns 8 files at most.
 #
 #   # on the CPU machine, once: the wheels the GPU machine lacks, and this project's own
 #   bash bench/gpu/wheels.sh                 # -> .whl/ (git-ignored; carried to the GPU machine)
@@ -50,17 +53,42 @@ capture() {  # NAME ARGS...: one capture, packed whatever its outcome
     shift
     if [ "${LIGHT_ONLY:-0}" = 1 ] && [[ $name != kineto_* ]]; then return; fi
     case $name in ${ONLY:-*}*) ;; *) return ;; esac  # ONLY=gpt2: the captures whose names start so
-    if [ "$SECONDS" -gt "${DEADLINE:-420}" ]; then  # the device call's limit is 600 s: leave room to pack
+    # END: the seconds this script may take in all (the device call's limit is 600 s); a capture
+    # gets what is left, at most LIMIT, and none starts with under 40 s left
+    local left=$((${END:-470} - SECONDS))
+    if [ "$left" -lt 40 ]; then
         echo "== $name: skipped, $SECONDS s spent"
         return
     fi
     echo "== $name: chakra-profile $* ${STEPS[*]}"
     local start=$SECONDS
-    timeout -k 10 "$LIMIT" "$PY" -m chakra_convert_fast.profiler.cli "$@" "${STEPS[@]}" \
+    timeout -k 5 "$((left < LIMIT ? left : LIMIT))" "$PY" -m chakra_convert_fast.profiler.cli "$@" "${STEPS[@]}" \
         --outdir "$WORK/$name" --name "$name"
     echo "== $name: exit $? after $((SECONDS - start)) s"
-    tar -C "$WORK" -czf "$OUT/$name.tar.gz" "$name" && ls -l "$OUT/$name.tar.gz"
+    tar -C "$WORK" -czf "$WORK/$name.tar.gz" "$name" && bundle "$WORK/$name.tar.gz"
 }
+
+BUNDLE=1
+bundle() {  # FILE: appended to OUT/bundle_N.tar, a new bundle once this one passes 12 MiB
+    local tarball="$OUT/bundle_$BUNDLE.tar"
+    if [ -f "$tarball" ] && [ $(($(stat -c %s "$tarball") + $(stat -c %s "$1"))) -gt $((12 << 20)) ]; then
+        BUNDLE=$((BUNDLE + 1))
+        tarball="$OUT/bundle_$BUNDLE.tar"
+    fi
+    tar -C "$(dirname "$1")" -rf "$tarball" "$(basename "$1")" && echo "== $(basename "$1") -> $(basename "$tarball")"
+}
+
+if [ "${SMOKE:-0}" != 1 ] && [ "${DEVICE_PROFILE:-1}" = 1 ]; then
+    # issue 35: what this GPU reaches per op class by shape (a minute or two), before the captures
+    echo "== device profile"
+    start=$SECONDS
+    timeout -k 10 150 "$PY" -m chakra_convert_fast.profiler.cli device-profile --out "$OUT/device_profile.json"
+    echo "== device profile: exit $? after $((SECONDS - start)) s"
+fi
+# issue 36: Kineto's memory events and the step's max_memory_allocated (the GPU memory table:
+# `python -m bench.memory_table` on the unpacked captures; ONLY=mem runs these alone)
+capture mem_gpt2_base_bf16_b8 --model gpt2 --size "$SIZE" --precision bf16 --batch-size 8 --profile-memory
+capture mem_bert_base_bf16_b8 --model bert --size "$SIZE" --precision bf16 --batch-size 8 --profile-memory
 
 # bf16 (autocast): the arithmetic the roofline's BF16 peak models, at a batch that leaves the GPU
 # waiting for the host (8) and one that keeps it busy (32); fp32: the profiler's default
@@ -80,13 +108,13 @@ done
 # the Kineto trace alone with shapes (what a roofline of a Kineto trace reads)
 capture kineto_gpt2_base_bf16_b32_shapes --model gpt2 --size "$SIZE" --precision bf16 --batch-size 32 \
     --no-host-trace --convert
-# issue 36: Kineto's memory events and the step's max_memory_allocated (the GPU memory table:
-# `python -m bench.memory_table` on the unpacked captures; ONLY=mem runs these alone)
-capture mem_gpt2_base_bf16_b8 --model gpt2 --size "$SIZE" --precision bf16 --batch-size 8 --profile-memory
-capture mem_bert_base_bf16_b8 --model bert --size "$SIZE" --precision bf16 --batch-size 8 --profile-memory
-if [ "${OVERHEAD:-1}" = 1 ] && [ "$SECONDS" -lt "${DEADLINE:-420}" ]; then
+# more memory captures, the GPU kept busy
+capture mem_gpt2_base_bf16_b32 --model gpt2 --size "$SIZE" --precision bf16 --batch-size 32 --profile-memory
+capture mem_bert_base_bf16_b32 --model bert --size "$SIZE" --precision bf16 --batch-size 32 --profile-memory
+left=$((${END:-470} - SECONDS))
+if [ "${OVERHEAD:-1}" = 1 ] && [ "$left" -ge 40 ]; then
     echo "== tracing overhead per op"
-    timeout -k 10 120 "$PY" -m bench.gpu.overhead --json "$OUT/overhead.json"
+    timeout -k 5 "$((left < 120 ? left : 120))" "$PY" -m bench.gpu.overhead --json "$OUT/overhead.json"
 fi
 rm -rf "$WORK"
-echo "== done"
+echo "== done after $SECONDS s"
