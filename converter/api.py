@@ -392,6 +392,7 @@ def scale(
     compact: bool = False,
     ranks_as: str = "captured",
     layout: str | None = None,
+    expert_load: str | float | None = None,
 ) -> ScaleResult:
     """Write the captured job ``IN_PREFIX.<k>.et`` (k < K, ``--astra-sim`` output, with its
     communicator group file) as a data-parallel job of ``ranks`` ranks: ``OUT_PREFIX.<r>.et`` is
@@ -404,9 +405,14 @@ def scale(
     ``simulate``; ``rank_imbalance`` says how the captured ranks differ). ``layout``: the job's
     parallel layout where its trace cannot tell (``"fsdp"``, ``"ddp,tp=2"``, ``"fsdp,tp=2,pp=2"``);
     None: its layout file, else what its collectives show (FSDP or DDP), refused when they do not
-    settle it (``docs/jobs-from-traces.md``)."""
+    settle it (``docs/jobs-from-traces.md``). ``expert_load``: an expert-parallel job's routing at
+    the new size (``"captured"``, the default: each expert's share of the captured run's rows;
+    ``"balanced"``; or the busiest rank's rows over the mean, a number >= 1), refused for other
+    jobs (``docs/expert-parallel.md``)."""
     how = _args.choice("ranks_as", ranks_as, RANKS_AS)
     spec = _args.text("layout", layout)
+    numeric = isinstance(expert_load, int | float) and not isinstance(expert_load, bool)
+    load = str(expert_load) if numeric else _args.text("expert_load", expert_load)
     source: str = _args.path("in_prefix", in_prefix)
     args = (
         _args.path("out_prefix", out_prefix),
@@ -415,13 +421,13 @@ def scale(
     progress = _args.function("progress", progress)
     compact = _args.flag("compact", compact)
     if how == "captured":
-        return _scale(source, *args, progress=progress, compact=compact, layout=spec)
+        return _scale(source, *args, progress=progress, compact=compact, layout=spec, expert_load=load)
     captured = [*_discover_ranks(source), *filter(None, [commgroups.find(source)])]
     for rank in range(len(captured)):  # the copy is what is read: the captured files must not be written
         check_output(f"{args[0]}.{rank}.et", *captured)
     check_output(commgroups.path_for(args[0]), *captured)
     with _imbalance.ranks_as(source, how) as evened:
-        result = _scale(evened.prefix, *args, progress=progress, compact=compact, layout=spec)
+        result = _scale(evened.prefix, *args, progress=progress, compact=compact, layout=spec, expert_load=load)
     return dataclasses.replace(result, in_prefix=source)
 
 

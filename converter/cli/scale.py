@@ -24,6 +24,7 @@ def add(commands: Any) -> None:
         "scaled/gpt2.comm_group.json\n"
         f"  {PROG} scale outputs/gpt2_np2 scaled/gpt2 --ranks 1024 --compact   # fewer nodes, same simulated time\n"
         f"  {PROG} scale own/tp2_np4 scaled/tp2 --ranks 8 --layout ddp,tp=2   # what the trace cannot tell\n"
+        f"  {PROG} scale moe/mixtral_tiny_np2 scaled/ep4 --ranks 4 --expert-load balanced   # --ep jobs\n"
         "\nrank r of the new job is captured rank r mod K (K captured ranks), byte for byte; collectives over\n"
         "all ranks keep their bytes (data parallelism); sub-groups are copied per K ranks. The layout comes\n"
         "from the job's layout file, else from its collectives (FSDP is scaled as FSDP); what they cannot\n"
@@ -70,6 +71,14 @@ def add(commands: Any) -> None:
         "and pp=P (e.g. fsdp,tp=2; ranks laid out pp x dp x tp, tensor parallelism innermost); default: "
         "the layout file beside the ranks, else what the collectives show (FSDP or DDP), refused when unsure",
     )
+    parser.add_argument(
+        "--expert-load",
+        metavar="LOAD",
+        help="an expert-parallel job (chakra-profile --ep): how the routing loads the experts at the new "
+        "size: captured (default: each expert's share of the captured run's rows), balanced (every rank "
+        "receives what it sends), or the busiest rank's rows over the mean (a number >= 1, e.g. 1.25); "
+        "see docs/expert-parallel.md",
+    )
     add_output_options(parser)
     parser.set_defaults(run=_run_scale)
     declare(
@@ -90,6 +99,7 @@ def _run_scale(args: argparse.Namespace, reporter: Reporter) -> int:
             compact=args.compact,
             ranks_as=args.ranks_as,
             layout=args.layout,
+            expert_load=args.expert_load,
         )
     said_imbalance(reporter, args.in_prefix, args.ranks_as)
     kinds: dict[tuple[str, str], list[int]] = {}

@@ -53,7 +53,7 @@ from ..memory import whatif as memory_whatif
 from ..memory.profile import sidecar_path as memory_sidecar_path
 from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
-from . import commgroups, discover, layoutscale, recognise
+from . import commgroups, discover, expertscale, layoutscale, recognise
 from .jobsize import et_world_size
 
 
@@ -115,6 +115,7 @@ def scale(
     bytes_ranks: int | None = None,
     resized: Mapping[tuple[str, int, int], int] | None = None,
     layout: str | None = None,
+    expert_load: str | None = None,
 ) -> ScaleResult:
     """Write the captured job ``IN.<k>.et`` as a data-parallel job of ``ranks`` ranks (None: the
     job's own size, as its rank 0 records it, ``jobsize.py``); see the module docstring for the
@@ -124,7 +125,10 @@ def scale(
     and ``resized`` (a layout job): FSDP bytes as at that width, then resized by (mesh dimension,
     comm_type, bytes): a reduced job standing for it (``simulate/meshreduced.py``). ``layout``: the
     job's parallel layout where the trace cannot tell (``recognise.parse_spec``: ``fsdp,tp=2``);
-    without it, a layout file beside the ranks, else what the collectives show (``recognise.py``)."""
+    without it, a layout file beside the ranks, else what the collectives show (``recognise.py``).
+    ``expert_load``: how an expert-parallel job's routing loads its experts at the new size
+    (``expertscale.expert_load``: captured, balanced, or the busiest rank over the mean); refused
+    for a job without expert parallelism."""
     started = time.perf_counter()
     inputs = find_ranks(in_prefix)
     note = None
@@ -140,7 +144,14 @@ def scale(
             )
     captured = len(inputs)
     grouping = _grouping(
-        in_prefix, inputs, ranks, comm_groups, layout_spec=layout, bytes_ranks=bytes_ranks, resized=resized
+        in_prefix,
+        inputs,
+        ranks,
+        comm_groups,
+        layout_spec=layout,
+        bytes_ranks=bytes_ranks,
+        resized=resized,
+        expert_load=expert_load,
     )
     group_file, layout_file, scaler, groups, new_groups = (
         grouping.group_file,
@@ -257,12 +268,17 @@ def _memory_sidecars(
 
 
 def check_ranks(
-    in_prefix: str, ranks: int, comm_groups: str | None = None, option: str = "`ranks`", layout: str | None = None
+    in_prefix: str,
+    ranks: int,
+    comm_groups: str | None = None,
+    option: str = "`ranks`",
+    layout: str | None = None,
+    expert_load: str | None = None,
 ) -> None:
     """Raise the ``ConverterError`` that ``scale`` would for ``ranks`` before it writes a rank (the
     count, the group file, the layout), ``option`` naming the count in messages: a sweep checks
     every count before its first point."""
-    _grouping(in_prefix, find_ranks(in_prefix), ranks, comm_groups, option, layout)
+    _grouping(in_prefix, find_ranks(in_prefix), ranks, comm_groups, option, layout, expert_load=expert_load)
 
 
 @dataclass(frozen=True)
@@ -285,6 +301,7 @@ def _grouping(
     *,
     bytes_ranks: int | None = None,
     resized: Mapping[tuple[str, int, int], int] | None = None,
+    expert_load: str | None = None,
 ) -> _Grouping:
     """The group file, the layout (its file, ``layout_spec``, or what rank 0's collectives show:
     ``recognise.py``), its scaler, the captured groups and the new ones. ``bytes_ranks`` and
@@ -307,9 +324,19 @@ def _grouping(
             return _Grouping(group_file, None, None, groups, _new_groups(groups, captured, ranks), said)
         scaler = layoutscale.LayoutScaler(layout, f"`layout` {layout_spec}", captured, ranks, bytes_ranks, resized)
         return _Grouping(group_file, None, scaler, _Groups(), scaler.groups(), said)
+    load = expertscale.expert_load(expert_load) if expert_load is not None else "captured"
+    moe = expertscale.find_moe(layout_file) if layout_spec is None and layout_file is not None else None
+    if expert_load is not None and moe is None:
+        raise OptionError(
+            f"`expert_load` {expert_load}: {inputs[0]} is not an expert-parallel job "
+            f"({layoutscale.path_for(in_prefix)} with ep, as chakra-profile --ep writes it)"
+        )
     if layout_file is not None and layout is not None:
         if layout.mesh.size == captured:  # else the scaler names the mismatch
             recognise.check_layout_file(layout, layout_file, read_et(inputs[0]), listed)
+        if moe is not None:  # experts over every rank: the all-to-alls that return rows follow them
+            scaler = expertscale.ExpertScaler(layout, moe, layout_file, inputs, ranks, load)
+            return _Grouping(group_file, layout_file, scaler, _Groups(), scaler.groups())
     elif captured == 1 and ranks == et_world_size(inputs[0]):
         pass  # one captured rank of a job, at its own size: every rank's bytes are of that size, whatever the layout
     elif captured > 1 or ranks > 1:  # no layout file: what the collectives show (the group file checked first)

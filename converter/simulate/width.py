@@ -18,6 +18,7 @@ from typing import IO, Any
 from ..errors import ConverterError
 from ..et import wire
 from ..et.decode import attribute_spans, read_et
+from ..ranks import expertscale
 from ..ranks.scale import check_ranks, scale
 from . import configs, fullcost, meshreduced, preflight, reduced
 from .configs import Accelerator, Network
@@ -53,6 +54,14 @@ def plan_for(job: Job, network: Network, ranks: int, backend: str, setup: Setup,
         return reduced.full(ranks, job.ranks, network, "the captured width")
     if exact:
         return reduced.full(ranks, job.ranks, network, "`exact`")
+    if expertscale.is_expert_job(job.prefix):  # no reduced job models the busiest expert rank's all-to-alls
+        return reduced.full(
+            ranks,
+            job.ranks,
+            network,
+            f"an expert-parallel job of {job.ranks} ranks (its layout file's ep): written at {ranks:,} "
+            "ranks by scale (the all-to-alls that return rows sized for the new job's experts)",
+        )
     if ranks % job.ranks and reduced.layout_of(job.prefix) is None:
         chosen = reduced.full(
             ranks,
