@@ -29,6 +29,8 @@ The experts' shares (``expert_load``):
 * ``balanced``: every expert the same share (each rank receives what it sends: the ideal router);
 * a number x >= 1: the busiest rank receives x times the mean.
 
+At the captured size the traced step's own routing is kept (every byte as captured).
+
 Refused, with one line: a rank count the experts do not split over (a real job cannot run it), a
 capture whose all-to-alls record no splits (a Kineto trace alone) or do not pair, routing the layout
 file does not record (with ``captured``).
@@ -247,9 +249,11 @@ class ExpertScaler(LayoutScaler):
                 heaviest = mean
             else:
                 heaviest = float(self.load) * mean
+            second = per_rank[0][p][1]
+            if ranks == captured:  # the job's own size: the traced step's routing is the truth
+                heaviest = max(per_rank[k][p][1].rows for k in range(captured))
             rows = round(heaviest)
             busiest.append(round(rows / mean, 4) if mean else 1.0)
-            second = per_rank[0][p][1]
             sizes[second.position] = rows * second.row_bytes
         return sizes, busiest
 
