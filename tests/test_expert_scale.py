@@ -146,3 +146,34 @@ def test_scaled_ep_jobs_pass_check_and_finish_in_astra_sim(simulator: Path, tmp_
         assert len(result.ranks) == ranks  # one finished line per rank (ASTRA-sim's log)
     result = api.simulate(MOE / "mixtral_tiny_np2", ranks=4)  # simulate --ranks writes it by scale
     assert len(result.ranks) == 4
+
+
+def _without_layout_file(tmp_path: Path, name: str) -> Path:
+    """A user's own capture: the ranks of ``name`` and nothing beside them."""
+    job = tmp_path / "own"
+    job.mkdir(exist_ok=True)
+    for path in MOE.glob(f"{name}.*.et"):
+        shutil.copy(path, job)
+    return job / name
+
+
+def test_an_ep_trace_without_its_layout_file_is_recognised_and_scaled_by_its_ranks_loads(tmp_path: Path) -> None:
+    job = _without_layout_file(tmp_path, "mixtral_tiny_np2")
+    returned = _return_positions(MOE / "mixtral_tiny_np2")
+    result = api.scale(job, tmp_path / "a" / "x", 4)
+    assert result.note is not None and "expert parallelism over every rank (4 dispatch/combine" in result.note
+    assert result.layout is not None and "the experts' count and loads not in the trace" in result.layout
+    captured = collectives(f"{job}.0.et")
+    # each captured rank's load shared evenly by the two ranks its experts go to: the busiest rank's
+    # rows are the captured busiest rank's (a lower bound: the trace cannot tell its experts apart)
+    assert collectives(f"{tmp_path / 'a' / 'x'}.2.et") == captured
+    api.scale(job, tmp_path / "b" / "x", 4, expert_load=1.25)
+    assert {collectives(f"{tmp_path / 'b' / 'x'}.1.et")[i][2] for i in returned} == {640 * ROW_BYTES}
+    four = _without_layout_file(tmp_path, "mixtral_tiny_np4")
+    api.scale(four, tmp_path / "c" / "x", 2)  # fewer ranks: the captured ranks' loads merged, exactly
+    real_sends = json.loads(Path(f"{MOE / 'mixtral_tiny_np4'}.layout.json").read_text())["moe"]["imbalance"]
+    layer0 = next(f for f in real_sends["per_forward"] if (f["layer"], f["forward"]) == (0, 3))["expert_rows"]
+    share = max(layer0[0] + layer0[1], layer0[2] + layer0[3]) / sum(layer0)  # the busiest pair of ranks
+    assert collectives(f"{tmp_path / 'c' / 'x'}.0.et")[returned[0]][2] == round(share * 2 * 512) * ROW_BYTES
+    done = run_cli("scale", job, tmp_path / "d" / "x", "-n", "3")
+    assert_one_error(done, "exchanges among 2 expert-parallel ranks", status=2)

@@ -50,7 +50,7 @@ from ..et.decode import EtTrace, field_spans, read_et
 from ..io import read_side_input
 from ..schema.chakra import IO_FIELDS, NODE_FIELDS, CollectiveCommType, NodeType
 from . import layoutscale
-from .layoutscale import Layout, LayoutScaler, _Planned
+from .layoutscale import Layout, LayoutScaler, Mesh, _Planned
 
 EXPERT_LOADS = ("captured", "balanced")
 _ALL_TO_ALL = int(CollectiveCommType.ALL_TO_ALL)
@@ -87,6 +87,7 @@ class Moe:
     top_k: int
     shares: tuple[tuple[float, ...], ...]
     raw: dict[str, Any]
+    traced: bool = False  # from the trace alone: each rank's load, not its experts' (``from_trace``)
 
 
 def read_moe(raw: dict[str, Any], path: str) -> Moe | None:
@@ -96,6 +97,8 @@ def read_moe(raw: dict[str, Any], path: str) -> Moe | None:
         if ep <= 1:
             return None
         moe = raw.get("moe") or {}
+        if moe.get("from_trace"):
+            return Moe(ep, 0, 0, (), dict(moe), traced=True)
         experts, top_k = int(moe.get("experts") or 0), int(moe.get("top_k") or 0)
         per_layer: dict[int, list[int]] = {}
         for forward in (moe.get("imbalance") or {}).get("per_forward") or ():
@@ -196,7 +199,7 @@ class ExpertScaler(LayoutScaler):
                 f"`ranks` {ranks}: the model's {moe.experts} experts do not split over {ranks} expert-parallel "
                 f"ranks (experts over every rank: give a divisor of {moe.experts} of at least 2)"
             )
-        if load == "captured" and not moe.shares:
+        if load == "captured" and not moe.shares and not moe.traced:
             raise TraceFormatError(
                 path,
                 "records no routing (moe.imbalance.per_forward): give `expert_load` balanced or the busiest "
@@ -228,7 +231,7 @@ class ExpertScaler(LayoutScaler):
                 "c10d::alltoall_base_): the dispatch and combine of the experts cannot be told apart",
             )
         layers = len(self.moe.shares)
-        if self.load == "captured" and n_pairs % (2 * layers):
+        if self.load == "captured" and not self.moe.traced and n_pairs % (2 * layers):
             raise TraceContentError(
                 inputs[0],
                 f"{n_pairs} dispatch/combine pair(s) per rank for {layers} MoE layer(s) in the layout file: "
@@ -240,7 +243,9 @@ class ExpertScaler(LayoutScaler):
         for p in range(n_pairs):
             total = sum(per_rank[r % captured][p][0].rows for r in range(ranks))  # the new job's rows
             mean = total / ranks
-            if self.load == "captured":
+            if self.load == "captured" and self.moe.traced:
+                heaviest = _heaviest_rank([rank[p][0].input_splits for rank in per_rank], ranks, inputs[0]) * total
+            elif self.load == "captured":
                 q = p % (2 * layers)
                 shares = self.moe.shares[q if q < layers else 2 * layers - 1 - q]
                 held = len(shares) // ranks
@@ -274,9 +279,12 @@ class ExpertScaler(LayoutScaler):
     def describe(self) -> str:
         load = self.load if isinstance(self.load, str) else f"busiest rank {self.load:g}x the mean"
         experts = (
-            f"{self.moe.experts} experts, {self.moe.experts // self.new.size} per rank; " if self.moe.experts else ""
+            f"{self.moe.experts} experts, {self.moe.experts // self.new.size} per rank; "
+            if self.moe.experts
+            else "the experts' count and loads not in the trace: each captured rank's load from its splits, "
+            "shared evenly by the ranks its experts go to; "
         )
-        shown = ", ".join(f"{b:.3f}" for b in self.busiest[: 2 * max(1, len(self.moe.shares))])
+        shown = ", ".join(f"{b:.3f}" for b in self.busiest[: 2 * max(2, len(self.moe.shares))])
         return (
             f"expert parallel {self.layout.mesh.size} -> {self.new.size} ({experts}DDP for the rest; routing: "
             f"{load}; the busiest rank receives {shown} x the mean, per dispatch/combine pair)"
@@ -288,7 +296,7 @@ class ExpertScaler(LayoutScaler):
             rank["ep"] = dict(rank["dp"])
         out["ep"] = self.new.size
         scaled = {"expert_load": self.load, "busiest_over_mean": self.busiest}
-        out["moe"] = {**self.moe.raw, "ep": self.new.size, "scaled": scaled}
+        out["moe"] = {**self.moe.raw, "ep": self.new.size, "scaled": scaled, "from_trace": self.moe.traced}
         return out
 
 
@@ -305,3 +313,41 @@ def is_expert_job(prefix: str) -> bool:
     """Whether the job ``PREFIX.<rank>.et`` has a layout file with expert parallelism."""
     path = layoutscale.find(prefix)
     return path is not None and find_moe(path) is not None
+
+
+def _heaviest_rank(sends: list[tuple[int, ...]], ranks: int, path: str) -> float:
+    """The busiest new rank's share of the rows, from one dispatch's input splits on every captured
+    rank (``sends[j][k]``: rows rank j sent rank k's experts): each captured rank's load; with more
+    ranks, its experts (and their load) split evenly among ``ranks / E`` new ranks, with fewer, E / ranks
+    captured ranks' experts on one."""
+    width = len(sends[0])
+    load = [sum(row[k] for row in sends) for k in range(width)]
+    total = sum(load) or 1
+    if ranks % width == 0:
+        return max(load) / total / (ranks // width)
+    if width % ranks == 0:
+        held = width // ranks
+        return max(sum(load[r * held : (r + 1) * held]) for r in range(ranks)) / total
+    raise OptionError(
+        f"`ranks` {ranks}: {path} exchanges among {width} expert-parallel ranks; from the trace alone "
+        f"(each rank's load, not its experts') scale goes to a multiple or a divisor of {width}"
+    )
+
+
+def from_trace(inputs: Sequence[str], names: set[str]) -> tuple[Layout, Moe] | None:
+    """An expert-parallel job over every rank recognised from rank 0's trace alone (no layout file):
+    all-to-alls with splits that pair as dispatch and combine; None where there are none (or they
+    do not pair: another exchange). ``names``: the group names of every rank."""
+    captured = len(inputs)
+    _, splits = _splits(inputs[0])
+    if not splits or captured < 2:
+        return None
+    try:
+        pairs = _pairs(inputs[0], splits)
+    except TraceContentError:
+        return None
+    if any(len(first.input_splits) != captured for first, _ in pairs):
+        return None
+    dims = {name: "dp" for name in sorted(names)}
+    layout = Layout(Mesh(captured, 1, 1), "ddp", tuple(dict(dims) for _ in range(captured)))
+    return layout, Moe(captured, 0, 0, (), {"from_trace": True}, traced=True)

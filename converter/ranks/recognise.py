@@ -64,6 +64,11 @@ def _every(groups: dict[str, list[int]], captured: int) -> set[str]:
     return {"0", *(n for n, m in groups.items() if sorted(set(m)) == list(range(captured)))}
 
 
+def every_rank(groups: dict[str, list[int]], captured: int) -> set[str]:
+    """The names of the job's groups of every rank ("0" among them)."""
+    return _every(groups, captured)
+
+
 def _name(raw: object) -> str:
     name = str(raw if raw is not None else "")
     return "0" if name in ALL_RANKS_GROUPS else name

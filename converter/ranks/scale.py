@@ -303,6 +303,38 @@ def _grouping(
     resized: Mapping[tuple[str, int, int], int] | None = None,
     expert_load: str | None = None,
 ) -> _Grouping:
+    """``_layout_grouping``, with ``expert_load`` refused for a job that is not expert parallel."""
+    found = _layout_grouping(
+        in_prefix,
+        inputs,
+        ranks,
+        comm_groups,
+        option,
+        layout_spec,
+        bytes_ranks=bytes_ranks,
+        resized=resized,
+        expert_load=expert_load,
+    )
+    if expert_load is not None and not isinstance(found.scaler, expertscale.ExpertScaler):
+        raise OptionError(
+            f"`expert_load` {expert_load}: {inputs[0]} is not an expert-parallel job (chakra-profile --ep's "
+            "layout file, or dispatch and combine all-to-alls with splits over every rank)"
+        )
+    return found
+
+
+def _layout_grouping(
+    in_prefix: str,
+    inputs: list[str],
+    ranks: int,
+    comm_groups: str | None,
+    option: str = "`ranks`",
+    layout_spec: str | None = None,
+    *,
+    bytes_ranks: int | None = None,
+    resized: Mapping[tuple[str, int, int], int] | None = None,
+    expert_load: str | None = None,
+) -> _Grouping:
     """The group file, the layout (its file, ``layout_spec``, or what rank 0's collectives show:
     ``recognise.py``), its scaler, the captured groups and the new ones. ``bytes_ranks`` and
     ``resized``: ``layoutscale.LayoutScaler``'s."""
@@ -326,11 +358,6 @@ def _grouping(
         return _Grouping(group_file, None, scaler, _Groups(), scaler.groups(), said)
     load = expertscale.expert_load(expert_load) if expert_load is not None else "captured"
     moe = expertscale.find_moe(layout_file) if layout_spec is None and layout_file is not None else None
-    if expert_load is not None and moe is None:
-        raise OptionError(
-            f"`expert_load` {expert_load}: {inputs[0]} is not an expert-parallel job "
-            f"({layoutscale.path_for(in_prefix)} with ep, as chakra-profile --ep writes it)"
-        )
     if layout_file is not None and layout is not None:
         if layout.mesh.size == captured:  # else the scaler names the mismatch
             recognise.check_layout_file(layout, layout_file, read_et(inputs[0]), listed)
@@ -345,6 +372,14 @@ def _grouping(
         shown = recognise.recognise(read_et(inputs[0]), listed, captured)
         if not shown.scalable:
             raise recognise.refusal(shown, inputs[0])
+        found = expertscale.from_trace(inputs, recognise.every_rank(listed, captured)) if shown.say else None
+        if found is not None:  # dispatch and combine over every rank: expert parallelism
+            scaler = expertscale.ExpertScaler(found[0], found[1], inputs[0], inputs, ranks, load)
+            said = (
+                f"layout from the trace: expert parallelism over every rank ({len(scaler.busiest)} dispatch/combine "
+                "all-to-all pair(s) with splits, DDP for the rest)"
+            )
+            return _Grouping(group_file, None, scaler, _Groups(), scaler.groups(), said)
         if shown.say:
             said = f"layout from the trace: {shown.evidence}"
         if shown.layout is not None and captured == 1:  # one captured rank of an FSDP job, at another size
