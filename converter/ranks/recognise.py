@@ -11,8 +11,10 @@ the job's group file; ``"0"``, or a group listing every rank, is every rank):
 * sends and receives: pipeline parallelism; all-to-all within sub-groups: expert parallelism in
   expert groups; collectives over two families of sub-groups: tensor x data parallelism;
 * all-gathers without reduce-scatters (or the other way), and FSDP beside sub-groups: not sure;
+* all-to-alls with splits over every rank that pair as dispatch and combine: expert parallelism
+  over every rank, which ``scale`` extends (``expertscale.from_trace``);
 * all-reduces (and the like) over every rank, with at most one family of sub-groups: DDP, scaled by
-  ``scale``'s data-parallel rules; all-to-all over every rank too (each rank's bytes kept: its
+  ``scale``'s data-parallel rules; other all-to-alls over every rank too (each rank's bytes kept: its
   tokens or samples per step do not change with the width; ASTRA-sim splits them among the peers),
   which ``scale`` says.
 
