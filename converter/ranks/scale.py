@@ -377,7 +377,8 @@ def _layout_grouping(
             scaler = expertscale.ExpertScaler(found[0], found[1], inputs[0], inputs, ranks, load)
             said = (
                 f"layout from the trace: expert parallelism over every rank ({len(scaler.busiest)} dispatch/combine "
-                "all-to-all pair(s) with splits, DDP for the rest)"
+                "all-to-all pair(s) with splits, DDP for the rest; each rank's load from the splits: a "
+                f"layout file with the experts' routing, {layoutscale.path_for(in_prefix)}, gives more)"
             )
             return _Grouping(group_file, None, scaler, _Groups(), scaler.groups(), said)
         if shown.say:
