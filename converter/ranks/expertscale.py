@@ -192,7 +192,7 @@ class ExpertScaler(LayoutScaler):
         if moe.ep != captured or layout.mesh.size != captured or (layout.mesh.tp, layout.mesh.pp) != (1, 1):
             raise ConverterError(
                 f"{path}: expert parallelism over {moe.ep} of {captured} rank(s) with tp {layout.mesh.tp}, pp "
-                f"{layout.mesh.pp}: scale extends experts sharded over every rank (--ep equal to --nproc) only"
+                f"{layout.mesh.pp}: scale extends experts sharded over every rank (ep equal to the job's ranks) only"
             )
         if ranks < 2 or (moe.experts and moe.experts % ranks):
             raise OptionError(
