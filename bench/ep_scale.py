@@ -7,7 +7,8 @@ The captures are the repository's (``tests/data/traces/moe_ep``, PROVENANCE.md t
 Mixtral (4 experts, top-2) on 2 and 4 CPU ranks, and its shape with 8 experts on 4 and 8. Each
 smaller job is scaled to the bigger one with each expert load (``captured``, ``balanced``), and as
 plain replicas (``--layout ddp``: what ``scale`` did before it knew experts), then compared with
-the real job: every collective's kind and group, the bytes of those that do not depend on the
+the real job (and from the rank files alone, as a user's own capture without the layout file):
+every collective's kind and group, the bytes of those that do not depend on the
 routing (counts, dispatches, the combines' gradients, DDP), and the bytes of the all-to-alls that
 return rows (combine, the dispatch's backward) per MoE layer, with the real job's own
 step-to-step spread of its busiest rank beside them. Every scaled job is checked and run in
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -32,6 +34,7 @@ MODES: tuple[tuple[str, dict[str, str]], ...] = (
     ("captured (default)", {}),
     ("balanced", {"expert_load": "balanced"}),
     ("replicas (`--layout ddp`)", {"layout": "ddp"}),
+    ("from the trace alone (no layout file)", {}),
 )
 
 
@@ -79,7 +82,13 @@ def main() -> None:
         real_step = api.simulate(MOE / real).step_ns / 1e6
         for label, options in MODES:
             out = work / f"{captured}-{label.split()[0]}" / "job"
-            api.scale(MOE / captured, out, ranks, **options)  # type: ignore[arg-type]
+            source = MOE / captured
+            if label.startswith("from the trace"):  # a user's own capture: its ranks and nothing beside them
+                source = work / "own" / captured
+                source.parent.mkdir(exist_ok=True)
+                for path in MOE.glob(f"{captured}.*.et"):
+                    shutil.copy(path, source.parent)
+            api.scale(source, out, ranks, **options)  # type: ignore[arg-type]
             same_kinds = same_bytes = compared = inside = 0
             pairs: list[str] = []
             for r in range(ranks):

@@ -282,7 +282,7 @@ class ExpertScaler(LayoutScaler):
             f"{self.moe.experts} experts, {self.moe.experts // self.new.size} per rank; "
             if self.moe.experts
             else "the experts' count and loads not in the trace: each captured rank's load from its splits, "
-            "shared evenly by the ranks its experts go to; "
+            "shared evenly by the ranks its experts go to (a lower bound on the busiest); "
         )
         shown = ", ".join(f"{b:.3f}" for b in self.busiest[: 2 * max(2, len(self.moe.shares))])
         return (
