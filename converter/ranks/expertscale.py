@@ -31,6 +31,11 @@ The experts' shares (``expert_load``):
 
 At the captured size the traced step's own routing is kept (every byte as captured).
 
+Without a layout file (a user's own capture: ``from_trace``), the experts' count and loads are not
+in the trace; each captured rank's load is (the rows every rank's dispatch sent it), so
+``captured`` shares a rank's load evenly among the new ranks its experts go to (a lower bound on
+the busiest) or merges the loads of the captured ranks whose experts one new rank gathers.
+
 Refused, with one line: a rank count the experts do not split over (a real job cannot run it), a
 capture whose all-to-alls record no splits (a Kineto trace alone) or do not pair, routing the layout
 file does not record (with ``captured``).

@@ -20,6 +20,10 @@ survive). Rules:
   pipelines without the data-parallel group that would join them), a group that does not tile
   N, a group file that does not match the ranks, ranks that look like two jobs.
 
+An expert-parallel job (a layout file with ``ep``, or dispatch and combine all-to-alls with splits
+over every rank) is written by ``expertscale.py``: the same rules, with the all-to-alls that return
+rows sized for the new job's busiest expert rank.
+
 Where the captured ranks have memory sidecars (``PREFIX.<k>.memory.json``, docs/memory.md), the
 new job gets its own (``memory/whatif.py``: FSDP shards at the new degree, the rest kept).
 
