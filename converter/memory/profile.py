@@ -136,6 +136,12 @@ def from_kineto(rank: int, kineto: KinetoMemory, host: HostTensors | None) -> Ra
             "are not in Kineto's memory events, so this peak is a lower bound; convert with the "
             "host trace for them"
         )
+    elif host is None and base["other"] > 0:
+        notes.append(
+            f"no host trace: the {base['other'] / (1 << 20):,.1f} MiB live before the traced window are counted "
+            "(the allocator's own total) but not named: they are filed as other, parameters and optimizer state "
+            "among them; convert with the host trace to split them"
+        )
     device = "cuda" if kineto.device_type == 1 else "cpu"
     return RankMemory(rank, source, device, start + peak_run, held, base, _sampled(points), "ms", notes)
 
