@@ -71,7 +71,7 @@ def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "`a
     """Raise a ``JobCheckError`` naming the first thing ASTRA-sim would abort or stall on, and its
     fix; or a roofline on a job without accelerator compute nodes."""
     picks = sampled_ranks(job.ranks)
-    traces = [read_et(job.rank_file(r)) for r in picks]
+    traces = [read_et(job.rank_file(r), ("num_ops",) if roofline is not None else ()) for r in picks]
     picked = set(picks)
     for rank in range(job.ranks):
         if rank not in picked:
@@ -102,6 +102,24 @@ def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "`a
             "convert with `roofline` and `target` accelerator (chakra-profile --convert --roofline --target "
             "accelerator), or simulate without it"
         )
+    bare = [(r, _without_num_ops(t), _accelerator_nodes(t)) for r, t in zip(picks, traces, strict=True)]
+    bare = [b for b in bare if b[1]] if roofline is not None else []
+    if bare:
+        rank, missing, nodes = bare[0]
+        raise JobCheckError(
+            f"{roofline_option}: rank {rank} of {job.prefix} has {missing} of {nodes} accelerator compute nodes "
+            "without num_ops, which ASTRA-sim's roofline needs on each (it drops such a node and the rank never "
+            "finishes): convert with `roofline`, or simulate without the roofline"
+        )
+
+
+def _without_num_ops(trace: EtTrace) -> int:
+    found = trace.int_attrs.get("num_ops", {})
+    return sum(
+        1
+        for row, (t, cpu) in enumerate(zip(trace.types, trace.cpu_ops, strict=True))
+        if t == NodeType.COMP_NODE and cpu == CPU_OP_FALSE and row not in found
+    )
 
 
 def _accelerator_nodes(trace: EtTrace) -> int:
