@@ -25,7 +25,7 @@ GIB = 1 << 30
 CAPACITIES: dict[str, tuple[int, str]] = {
     "v100": (32 * GIB, "NVIDIA V100 SXM2 32GB datasheet"),
     "a100": (80 * GIB, "NVIDIA A100 80GB SXM datasheet"),
-    "h100": (80 * GIB, "NVIDIA H100 SXM 80GB datasheet"),
+    "h100": (85_017_493_504, "torch.cuda total_memory of the H100 80GB HBM3 in tests/data/traces/gpu_h100"),
     "h200": (150_109_880_320, "torch.cuda total_memory of the H200 in tests/data/traces/gpu_h200"),
     "mi300x": (192 * GIB, "AMD Instinct MI300X 192GB datasheet"),
 }
