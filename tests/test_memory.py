@@ -165,9 +165,10 @@ def test_convert_all_scale_compact_simulate_keep_memory(tmp_path: Path) -> None:
     assert_one_error(run_cli("memory", str(plain / "gpt2_fsdp2")), "missing", "--memory")
 
 
-def _kineto(tmp_path: Path, device_type: int, before: int) -> Path:
+def _kineto(tmp_path: Path, device_type: int, before: int, freed_first: int = 0) -> Path:
     """A step: a forward op allocates 100 B, the backward pass 50 B (a gradient) and frees the
-    activation, the optimizer a 10 B temporary, ``zero_grad`` frees the gradient."""
+    activation, the optimizer a 10 B temporary, ``zero_grad`` frees the gradient; with
+    ``freed_first``, a block of that many bytes allocated before the window is freed first."""
     spans = [
         ("ProfilerStep#3", 0, 1000),
         ("aten::mm", 10, 10),
@@ -188,7 +189,8 @@ def _kineto(tmp_path: Path, device_type: int, before: int) -> Path:
         for n, t, d in spans
     ]
     total = before
-    for ts, addr, nbytes in ((15, 1, 100), (310, 2, 50), (350, 1, -100), (510, 3, 10), (520, 3, -10), (705, 2, -50)):
+    steps = ((15, 1, 100), (310, 2, 50), (350, 1, -100), (510, 3, 10), (520, 3, -10), (705, 2, -50))
+    for ts, addr, nbytes in ((12, 9, -freed_first), *steps) if freed_first else steps:
         total += nbytes
         events.append(
             {
@@ -223,6 +225,19 @@ def test_categories_and_the_allocator_s_own_total(tmp_path: Path, device_type: i
     assert m.peak_bytes == before + 150  # the peak: after the gradient, before the activation is freed
     assert m.at_peak["activations"] == 100 and m.at_peak["gradients"] == 50 and m.at_peak["other"] == before
     assert len(m.notes) == 1 and ("lower bound" in m.notes[0]) == (device_type == 0)  # CUDA: counted, not named
+
+
+def test_a_block_from_before_the_window_freed_in_it(tmp_path: Path) -> None:
+    """CUDA's "Total Allocated" lets go of a block allocated before the window when the window
+    frees it, and so does the peak (it counted it, as the allocator did); on CPU the total never
+    had it, and neither has the peak."""
+    m = rank_memory(0, None, str(_kineto(tmp_path, 1, 1000, freed_first=300)))
+    assert m.peak_bytes == 1000  # as the window began: after the free, 700 + 150 at most
+    assert [b for _, b in m.timeline][:4] == [1000, 700, 800, 850]
+    m = rank_memory(0, None, str(_kineto(tmp_path, 1, 1000, freed_first=50)))
+    assert m.peak_bytes == 1000 - 50 + 150 and m.at_peak["other"] == 950 and m.at_peak["activations"] == 100
+    cpu = rank_memory(0, None, str(_kineto(tmp_path, 0, 0, freed_first=300)))
+    assert cpu.peak_bytes == 150
 
 
 def test_simulate_says_which_ranks_would_not_fit(simulator: Path, tmp_path: Path) -> None:

@@ -74,9 +74,10 @@ def _sampled(points: list[tuple[float, int]]) -> list[tuple[float, int]]:
 
 
 def from_kineto(rank: int, kineto: KinetoMemory, host: HostTensors | None) -> RankMemory:
-    """The peak over the window: the host's pre-existing bytes plus the running sum of Kineto's
-    allocations (a free of memory allocated before the window is left out, as Kineto's own
-    "Total Allocated" leaves it)."""
+    """The peak over the window: the bytes live as it began plus the running sum of Kineto's
+    allocations and frees. A free of a block allocated before the window: on CUDA it comes off
+    the baseline, as it comes off the allocator's "Total Allocated" (so the running sum is that
+    count, to the byte); on CPU it is left out, as Kineto's "Total Allocated" never had it."""
     events = kineto.events
     freed_at: dict[int, tuple[float, str]] = {}  # event index -> time and phase of its free
     open_allocs: dict[int, int] = {}
@@ -105,9 +106,11 @@ def from_kineto(rank: int, kineto: KinetoMemory, host: HostTensors | None) -> Ra
 
     base = _window_baseline(events, host)
     start = sum(base.values())
+    counted = bool(events) and events[0].total > events[0].nbytes  # the allocator's total counts the baseline
     live: dict[int, tuple[int, str]] = {}  # addr -> (bytes, category)
     by_cat = dict.fromkeys(CATEGORIES, 0)
     total = peak_run = 0
+    gone = gone_at_peak = 0  # bytes of blocks allocated before the window and freed in it
     at_peak = dict(by_cat)
     t0 = events[0].ts if events else 0.0
     points: list[tuple[float, int]] = [(0.0, start)]
@@ -121,12 +124,18 @@ def from_kineto(rank: int, kineto: KinetoMemory, host: HostTensors | None) -> Ra
             nbytes, cat = live.pop(e.addr)
             by_cat[cat] -= nbytes
             total -= nbytes
+        elif e.nbytes < 0 and counted:
+            gone -= e.nbytes  # counted in the baseline: a CUDA allocator's total lets go of it too
         else:
             continue
-        points.append(((e.ts - t0) / 1e3, start + total))
-        if total > peak_run:
-            peak_run, at_peak = total, dict(by_cat)
+        points.append(((e.ts - t0) / 1e3, start - gone + total))
+        if total - gone > peak_run:
+            peak_run, at_peak, gone_at_peak = total - gone, dict(by_cat), gone
     held = {c: base.get(c, 0) + at_peak.get(c, 0) for c in CATEGORIES}
+    for c in ("other", "activations", "communication", "gradients", "optimizer", "parameters"):
+        freed = min(held[c], gone_at_peak)  # what the window freed of the baseline, the least lasting first
+        held[c] -= freed
+        gone_at_peak -= freed
     notes = []
     source = "kineto"
     if host is None and not (events and events[0].total > events[0].nbytes):
