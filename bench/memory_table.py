@@ -1,18 +1,27 @@
 """``memory`` against the truth each capture records, and scaled jobs against real ones.
 
-    python -m bench.memory_table CAPTURES [--out bench/results/memory.md]
+    python -m bench.memory_table CAPTURES [CAPTURES ...] [--out bench/results/memory.md]
+    python -m bench.memory_table tests/data/traces/gpu_memory/h100 tests/data/traces/gpu_memory/h200 \
+        --out bench/results/memory.md      # the GPU table, from the committed captures
 
-``CAPTURES`` holds one folder per capture, ``NAME/NAME_rank<r>_{host,device}.json``,
-``NAME/NAME.<r>.et``, ``NAME_summary.json`` and ``NAME.layout.json`` (``chakra-profile --size
-tiny --steps 4 --profile-memory --convert``). The truth of a CPU capture (docs/memory.md) is the
-summary's ``truth_bytes``: the window's peak Kineto "Total Allocated" plus the parameters',
+Each ``CAPTURES`` holds one folder per capture, ``NAME/NAME_rank<r>_{host,device}.json[.gz]`` and
+``NAME_summary.json``; a CPU capture also ``NAME/NAME.<r>.et`` and ``NAME.layout.json``
+(``chakra-profile --size tiny --steps 4 --profile-memory --convert``). A capture is a GPU one where
+its summary says ``"device": "cuda"``. The truth (docs/memory.md): on a GPU
+``torch.cuda.max_memory_allocated`` over the traced step (the summary's ``cuda_max_allocated``); on
+CPU the summary's ``truth_bytes``, the window's peak Kineto "Total Allocated" plus the parameters',
 gradients' and optimizer state's bytes live when the traced step began.
 
-Tables: (1) per capture and rank, the truth, ``memory`` from Kineto's events over the host
+Tables: (1) per CPU capture and rank, the truth, ``memory`` from Kineto's events over the host
 trace's pre-existing tensors (the ``kineto`` source), and from the host trace's tensors alone
-(``host``); (2) each captured job of ``PAIRS`` scaled with ``scale`` (its memory sidecars written
-first) to the ranks of the real job with twice its data-parallel degree, rank by rank against the
-real capture's truth and its own ``memory``.
+(``host``); (2) each captured CPU job of ``PAIRS`` scaled with ``scale`` (its memory sidecars
+written first) to the ranks of the real job with twice its data-parallel degree, rank by rank
+against the real capture's truth and its own ``memory``; (3) per GPU capture, the same two sources
+against ``max_memory_allocated`` (the host source where the capture keeps its host trace).
+
+With ``--out``, the tables made replace the sections of the same heading in that file and the
+others are kept: the GPU table can be remade from the committed captures alone while the CPU
+tables (captures that are not committed) stay as they were.
 """
 
 from __future__ import annotations
@@ -47,13 +56,21 @@ def err(estimate: int, truth: int | None) -> str:
     return "" if not truth else f"{100 * (estimate - truth) / truth:+.1f}%"
 
 
+def host_trace(folder: Path, rank: int) -> Path | None:
+    return next(iter(sorted(folder.glob(f"*_rank{rank}_host.json*"))), None)
+
+
+def is_gpu(folder: Path) -> bool:
+    return bool(json.loads(next(folder.glob("*_summary.json")).read_text()).get("device") == "cuda")
+
+
 def accuracy(folder: Path) -> list[dict[str, Any]]:
     rows = []
     truth = truths(folder)
     bucket = buckets(folder)
     kineto = from_folder(str(folder))
     for m in kineto:
-        host = from_host(m.rank, read_host(str(next(folder.glob(f"*_rank{m.rank}_host.json")))))
+        host = from_host(m.rank, read_host(str(host_trace(folder, m.rank))))
         rows.append(
             {
                 "capture": folder.name,
@@ -63,6 +80,33 @@ def accuracy(folder: Path) -> list[dict[str, Any]]:
                 "kineto": m.peak_bytes,
                 "host": host.peak_bytes,
                 "at_peak": m.at_peak,
+            }
+        )
+    return rows
+
+
+def gpu_accuracy(folder: Path) -> list[dict[str, Any]]:
+    """Each rank of a GPU capture: ``memory`` (Kineto's events; the allocator's own total counts
+    what was live before the window) and the host trace's tensors alone, against
+    ``max_memory_allocated``."""
+    summary = json.loads(next(folder.glob("*_summary.json")).read_text())
+    rows = []
+    for m in from_folder(str(folder)):
+        truth = summary["ranks"][m.rank]["memory"]
+        trace = host_trace(folder, m.rank)
+        host = from_host(m.rank, read_host(str(trace))) if trace is not None else None
+        rows.append(
+            {
+                "gpu": summary.get("gpu", "?"),
+                "capture": folder.name,
+                "rank": m.rank,
+                "truth": int(truth["cuda_max_allocated"]),
+                "reserved": int(truth["cuda_max_reserved"]),
+                "source": m.source,
+                "kineto": m.peak_bytes,
+                "host": None if host is None else host.peak_bytes,
+                "at_peak": m.at_peak,
+                "host_at_peak": None if host is None else host.at_peak,
             }
         )
     return rows
@@ -107,34 +151,54 @@ def mib(n: int | None) -> str:
     return "" if n is None else f"{n / _MIB:,.2f}"
 
 
-def render(rows: list[dict[str, Any]], scaled_rows: list[dict[str, Any]]) -> str:
+TITLE = "# Memory: `memory` against each rank's truth, and scaled jobs against real ones"
+PREAMBLE = (
+    "Generated by `python -m bench.memory_table CAPTURES... --out bench/results/memory.md` (see the script's "
+    "docstring and docs/memory.md); each section is remade from the captures given and the others are kept. "
+    "MiB = 2^20 bytes. kineto: `memory` from Kineto's memory events (over the host trace's pre-existing "
+    "tensors on CPU; on a GPU the caching allocator's own total counts what was live before the window); "
+    "host: the host trace's tensors alone (each storage from the op that made it to its last use)."
+)
+CPU_RANKS = "## CPU captures: each rank against its truth"
+CPU_SCALED = "## CPU captures: scaled to twice the data-parallel degree, against the real capture"
+GPU_RANKS = "## GPU captures: each against torch.cuda.max_memory_allocated"
+#: Written by hand (how the captures were made, what the numbers say), kept as they are.
+GPU_NOTES = "## GPU captures: reading the table"
+CPU_NOTES = "## CPU captures: how they were made, and reading the tables"
+ORDER = (GPU_RANKS, GPU_NOTES, CPU_RANKS, CPU_SCALED, CPU_NOTES)
+
+
+def held(at_peak: dict[str, int] | None) -> str:
+    if at_peak is None:
+        return ""
+    return ", ".join(f"{k} {v / _MIB:,.1f}" for k, v in at_peak.items() if v >= _MIB // 10)
+
+
+def render_cpu(rows: list[dict[str, Any]]) -> str:
     out = [
-        "# Memory: `memory` against each rank's truth, and scaled jobs against real ones",
+        CPU_RANKS,
         "",
-        "Generated by `python -m bench.memory_table CAPTURES --out bench/results/memory.md` (see the script's "
-        'docstring and docs/memory.md). MiB = 2^20 bytes. truth: the window\'s peak Kineto "Total Allocated" '
-        "plus the parameters, gradients and optimizer state live when the traced step began (chakra-profile "
-        "records both). kineto: Kineto's memory events over the host trace's pre-existing tensors; host: the "
-        "host trace's tensors alone. DDP buckets: the gradient buckets DDP allocates when it wraps the model, live "
-        "throughout the step, which `memory` counts (communication) and the truth does not (the summary records "
-        "their bytes, `ddp_bucket_bytes`).",
-        "",
-        "## Each rank against its truth",
+        'truth: the window\'s peak Kineto "Total Allocated" plus the parameters, gradients and optimizer state '
+        "live when the traced step began (chakra-profile records both). DDP buckets: the gradient buckets DDP "
+        "allocates when it wraps the model, live throughout the step, which `memory` counts (communication) and "
+        "the truth does not (the summary records their bytes, `ddp_bucket_bytes`).",
         "",
         "| capture | rank | truth (MiB) | kineto (MiB) | error | error against truth + DDP buckets | host (MiB) "
         "| error | at the peak (kineto, MiB) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
-        held = ", ".join(f"{k} {v / _MIB:,.1f}" for k, v in r["at_peak"].items() if v >= _MIB // 10)
         out.append(
             f"| {r['capture']} | {r['rank']} | {mib(r['truth'])} | {mib(r['kineto'])} | {err(r['kineto'], r['truth'])} "
             f"| {err(r['kineto'], r['truth'] + r['buckets']) if r['buckets'] and r['truth'] else ''} "
-            f"| {mib(r['host'])} | {err(r['host'], r['truth'])} | {held} |"
+            f"| {mib(r['host'])} | {err(r['host'], r['truth'])} | {held(r['at_peak'])} |"
         )
-    out += [
-        "",
-        "## Scaled to twice the data-parallel degree, against the real capture",
+    return "\n".join(out) + "\n"
+
+
+def render_scaled(scaled_rows: list[dict[str, Any]]) -> str:
+    out = [
+        CPU_SCALED,
         "",
         "| job | rank | predicted (MiB) | real truth (MiB) | error | real `memory` (MiB) | error |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -148,19 +212,83 @@ def render(rows: list[dict[str, Any]], scaled_rows: list[dict[str, Any]]) -> str
     return "\n".join(out) + "\n"
 
 
+def pct(estimate: int | None, truth: int) -> str:
+    return "" if estimate is None else f"{100 * (estimate - truth) / truth:+.3f}%"
+
+
+def render_gpu(rows: list[dict[str, Any]]) -> str:
+    out = [
+        GPU_RANKS,
+        "",
+        "truth: `torch.cuda.max_memory_allocated` over the traced step (reset as it began; the summary's "
+        "`cuda_max_allocated`), on one GPU, `chakra-profile --size base --precision bf16 --profile-memory` "
+        "(tests/data/traces/gpu_memory/PROVENANCE.md). reserved: `max_memory_reserved`, what the caching "
+        "allocator held. host: only where the capture keeps its host execution trace (batch 8).",
+        "",
+        "| GPU | capture | truth (MiB) | reserved (MiB) | kineto (MiB) | error | host (MiB) | error "
+        "| at the peak (kineto, MiB) | at the peak (host, MiB) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        name = r["capture"] + (f" rank {r['rank']}" if r["rank"] else "")
+        out.append(
+            f"| {r['gpu']} | {name} | {mib(r['truth'])} | {mib(r['reserved'])} | {mib(r['kineto'])} "
+            f"| {pct(r['kineto'], r['truth'])} | {mib(r['host'])} | {pct(r['host'], r['truth'])} "
+            f"| {held(r['at_peak'])} | {held(r['host_at_peak'])} |"
+        )
+    kin = [abs(r["kineto"] - r["truth"]) for r in rows]
+    share = max(k / r["truth"] for k, r in zip(kin, rows, strict=True))
+    host = [(r["host"] - r["truth"]) / r["truth"] for r in rows if r["host"] is not None]
+    out += ["", f"kineto: {len(kin)} captures, the largest difference {max(kin):,} B ({100 * share:.3f}%)."]
+    if host:
+        out[-1] += f" host: {len(host)} captures, {100 * min(host):+.2f}% to {100 * max(host):+.2f}%."
+    return "\n".join(out) + "\n"
+
+
+def sections(text: str) -> dict[str, str]:
+    """The ``## `` sections of a generated file, by heading (the title and preamble left out)."""
+    found: dict[str, str] = {}
+    heading = None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            heading = line.rstrip("\n")
+            found[heading] = ""
+        if heading is not None:
+            found[heading] += line
+    return {h: body.rstrip("\n") + "\n" for h, body in found.items()}
+
+
+def render(made: dict[str, str], kept: dict[str, str] | None = None) -> str:
+    """The file: the sections made, the others of ``kept`` as they were (known ones in ``ORDER``)."""
+    merged = {**(kept or {}), **made}
+    names = [h for h in ORDER if h in merged] + [h for h in merged if h not in ORDER]
+    return "\n".join([TITLE, "", PREAMBLE, "", *(merged[h] for h in names)]).rstrip("\n") + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("captures", type=Path)
+    parser.add_argument("captures", type=Path, nargs="+")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    folders = sorted(p for p in args.captures.iterdir() if p.is_dir() and any(p.glob("*_summary.json")))
-    rows = [row for folder in folders for row in accuracy(folder)]
-    scaled_rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for captured, real in PAIRS:
-            if (args.captures / captured).is_dir() and (args.captures / real).is_dir():
-                scaled_rows += scaled(args.captures / captured, args.captures / real, Path(tmp))
-    text = render(rows, scaled_rows)
+    folders = [
+        p for root in args.captures for p in sorted(root.iterdir()) if p.is_dir() and any(p.glob("*_summary.json"))
+    ]
+    gpu = [f for f in folders if is_gpu(f)]
+    cpu = [f for f in folders if not is_gpu(f)]
+    made: dict[str, str] = {}
+    if gpu:
+        made[GPU_RANKS] = render_gpu([row for folder in gpu for row in gpu_accuracy(folder)])
+    if cpu:
+        made[CPU_RANKS] = render_cpu([row for folder in cpu for row in accuracy(folder)])
+        scaled_rows = []
+        by_name = {f.name: f for f in cpu}
+        with tempfile.TemporaryDirectory() as tmp:
+            for captured, real in PAIRS:
+                if captured in by_name and real in by_name:
+                    scaled_rows += scaled(by_name[captured], by_name[real], Path(tmp))
+        made[CPU_SCALED] = render_scaled(scaled_rows)
+    kept = sections(args.out.read_text()) if args.out is not None and args.out.is_file() else None
+    text = render(made, kept)
     if args.out:
         args.out.write_text(text)
     print(text, end="")

@@ -3,8 +3,9 @@
 Capacities are the memory each device reports to CUDA/ROCm (``torch.cuda.get_device_properties``
 ``total_memory``), where one was measured, else its datasheet size; ``--gpu-memory BYTES`` gives
 any other. A rank fits when its peak allocated bytes are at most the capacity: the allocator's
-caching (reserved above allocated), the CUDA context and fragmentation take more, which
-``headroom`` (a fraction kept free, default none) stands for.
+caching (reserved above allocated: 3.5-15% more on the committed GPU captures,
+bench/results/memory.md), the CUDA context and fragmentation take more, which this check does not
+add (give a smaller ``--gpu-memory`` to keep room for them).
 """
 
 from __future__ import annotations
