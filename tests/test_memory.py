@@ -72,7 +72,8 @@ def test_the_host_trace_alone_is_an_estimate() -> None:
     host = from_host(0, read_host(str(FSDP2 / "gpt2_fsdp2_rank0_host.json.gz")))
     truth = _truths("gpt2_fsdp2_summary.json")[0]
     assert host.source == "host" and host.notes
-    assert _within(host.peak_bytes, truth, 0.25)  # bench/results/memory.md: +14% here
+    # bench/results/memory.md: +0.1% here (+14% while each storage id was read as one storage)
+    assert _within(host.peak_bytes, truth, 0.02)
 
 
 def test_kineto_events_carry_phases() -> None:
