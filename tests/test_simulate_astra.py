@@ -97,8 +97,10 @@ def test_a_node_the_roofline_cannot_time_is_named(simulator: Path, tmp_path: Pat
     done = run_cli(
         "simulate", prefix, "--accelerator", "H100", "--timeline", tmp_path / "t.json", "--json", tmp_path / "r.json"
     )
-    assert_one_error(done, "rank 1 did not finish", "rank 1 node 3 'Optimizer.step'", "Attribute num_ops not found")
+    assert_one_error(done, "rank 1 node 3 'Optimizer.step'", "without num_ops", "--roofline")  # before the run
     assert not (tmp_path / "t.json").exists() and not (tmp_path / "r.json").exists()
+    done = run_cli("simulate", prefix, "--accelerator", "H100", "--no-check")  # ASTRA-sim's own words, unchecked
+    assert_one_error(done, "rank 1 did not finish", "rank 1 node 3 'Optimizer.step'", "Attribute num_ops not found")
 
 
 def test_a_group_the_files_name_but_the_group_file_lacks(simulator: Path, tmp_path: Path) -> None:

@@ -102,24 +102,26 @@ def check_job(job: Job, roofline: Accelerator | None, roofline_option: str = "`a
             "convert with `roofline` and `target` accelerator (chakra-profile --convert --roofline --target "
             "accelerator), or simulate without it"
         )
-    bare = [(r, _without_num_ops(t), _accelerator_nodes(t)) for r, t in zip(picks, traces, strict=True)]
-    bare = [b for b in bare if b[1]] if roofline is not None else []
+    bare = [(r, t, _without_num_ops(t)) for r, t in zip(picks, traces, strict=True)] if roofline is not None else []
+    bare = [b for b in bare if b[2]]
     if bare:
-        rank, missing, nodes = bare[0]
+        rank, trace, rows = bare[0]
         raise JobCheckError(
-            f"{roofline_option}: rank {rank} of {job.prefix} has {missing} of {nodes} accelerator compute nodes "
-            "without num_ops, which ASTRA-sim's roofline needs on each (it drops such a node and the rank never "
-            "finishes): convert with `roofline`, or simulate without the roofline"
+            f"{roofline_option}: rank {rank} node {trace.ids[rows[0]]} {trace.names[rows[0]]!r} is an accelerator "
+            f"compute node without num_ops ({len(rows)} of the rank's {_accelerator_nodes(trace)}), which ASTRA-sim's "
+            "roofline needs on each (it drops such a node and the rank never finishes): convert with `roofline`, or "
+            "simulate without the roofline"
         )
 
 
-def _without_num_ops(trace: EtTrace) -> int:
+def _without_num_ops(trace: EtTrace) -> list[int]:
+    """Rows of the accelerator compute nodes that carry no ``num_ops``."""
     found = trace.int_attrs.get("num_ops", {})
-    return sum(
-        1
+    return [
+        row
         for row, (t, cpu) in enumerate(zip(trace.types, trace.cpu_ops, strict=True))
         if t == NodeType.COMP_NODE and cpu == CPU_OP_FALSE and row not in found
-    )
+    ]
 
 
 def _accelerator_nodes(trace: EtTrace) -> int:
