@@ -2,7 +2,7 @@
 
     python -m bench.memory_table CAPTURES [CAPTURES ...] [--out bench/results/memory.md]
     python -m bench.memory_table tests/data/traces/gpu_memory/h100 tests/data/traces/gpu_memory/h200 \
-        --out bench/results/memory.md      # the GPU table, from the committed captures
+        tests/data/traces/gpu_h100 --out bench/results/memory.md   # the GPU table, from the committed captures
 
 Each ``CAPTURES`` holds one folder per capture, ``NAME/NAME_rank<r>_{host,device}.json[.gz]`` and
 ``NAME_summary.json``; a CPU capture also ``NAME/NAME.<r>.et`` and ``NAME.layout.json``
@@ -36,7 +36,8 @@ from typing import Any
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.memory.host import read_host
 from chakra_convert_fast.converter.memory.job import from_folder, from_sidecars, write_job_sidecars
-from chakra_convert_fast.converter.memory.profile import from_host
+from chakra_convert_fast.converter.memory.kineto import read_memory
+from chakra_convert_fast.converter.memory.profile import from_host, from_kineto
 
 _MIB = 1 << 20
 
@@ -86,26 +87,31 @@ def accuracy(folder: Path) -> list[dict[str, Any]]:
 
 
 def gpu_accuracy(folder: Path) -> list[dict[str, Any]]:
-    """Each rank of a GPU capture: ``memory`` (Kineto's events; the allocator's own total counts
-    what was live before the window) and the host trace's tensors alone, against
-    ``max_memory_allocated``."""
+    """Each rank of a GPU capture: ``memory`` from Kineto's events (where the capture has them: the
+    allocator's own total counts what was live before the window) and from the host trace's
+    tensors alone (where it keeps the host trace), against ``max_memory_allocated``. A capture
+    with neither, or without the truth, gives no row."""
     summary = json.loads(next(folder.glob("*_summary.json")).read_text())
     rows = []
-    for m in from_folder(str(folder)):
-        truth = summary["ranks"][m.rank]["memory"]
-        trace = host_trace(folder, m.rank)
-        host = from_host(m.rank, read_host(str(trace))) if trace is not None else None
+    for r, rank in enumerate(summary["ranks"]):
+        truth = rank.get("memory") or {}
+        trace = host_trace(folder, r)
+        device = next(iter(sorted(folder.glob(f"*_rank{r}_device.json*"))), None)
+        events = read_memory(str(device)) if device is not None and summary.get("profile_memory") else None
+        if "cuda_max_allocated" not in truth or (trace is None and not (events and events.events)):
+            continue
+        host = from_host(r, read_host(str(trace))) if trace is not None else None
+        kineto = from_kineto(r, events, read_host(str(trace)) if trace is not None else None) if events else None
         rows.append(
             {
                 "gpu": summary.get("gpu", "?"),
-                "capture": folder.name,
-                "rank": m.rank,
+                "capture": f"{folder.name}{'' if summary.get('profile_memory') else ' (no memory events)'}",
+                "rank": r,
                 "truth": int(truth["cuda_max_allocated"]),
                 "reserved": int(truth["cuda_max_reserved"]),
-                "source": m.source,
-                "kineto": m.peak_bytes,
+                "kineto": None if kineto is None else kineto.peak_bytes,
                 "host": None if host is None else host.peak_bytes,
-                "at_peak": m.at_peak,
+                "at_peak": None if kineto is None else kineto.at_peak,
                 "host_at_peak": None if host is None else host.at_peak,
             }
         )
@@ -221,9 +227,12 @@ def render_gpu(rows: list[dict[str, Any]]) -> str:
         GPU_RANKS,
         "",
         "truth: `torch.cuda.max_memory_allocated` over the traced step (reset as it began; the summary's "
-        "`cuda_max_allocated`), on one GPU, `chakra-profile --size base --precision bf16 --profile-memory` "
-        "(tests/data/traces/gpu_memory/PROVENANCE.md). reserved: `max_memory_reserved`, what the caching "
-        "allocator held. host: only where the capture keeps its host execution trace (batch 8).",
+        "`cuda_max_allocated`), on one GPU, `chakra-profile --size base --precision bf16` "
+        "(tests/data/traces/gpu_memory/PROVENANCE.md, with `--profile-memory`; tests/data/traces/gpu_h100/"
+        "PROVENANCE.md). reserved: `max_memory_reserved`, what the caching "
+        "allocator held. kineto: where the capture has Kineto's memory events (`--profile-memory`); host: "
+        "where it keeps its host execution trace (the memory captures at batch 8; the H100 set of "
+        "tests/data/traces/gpu_h100, host + Kineto without memory events, records the same truth).",
         "",
         "| GPU | capture | truth (MiB) | reserved (MiB) | kineto (MiB) | error | host (MiB) | error "
         "| at the peak (kineto, MiB) | at the peak (host, MiB) |",
@@ -236,12 +245,15 @@ def render_gpu(rows: list[dict[str, Any]]) -> str:
             f"| {pct(r['kineto'], r['truth'])} | {mib(r['host'])} | {pct(r['host'], r['truth'])} "
             f"| {held(r['at_peak'])} | {held(r['host_at_peak'])} |"
         )
-    kin = [abs(r["kineto"] - r["truth"]) for r in rows]
-    share = max(k / r["truth"] for k, r in zip(kin, rows, strict=True))
+    kin = [(abs(r["kineto"] - r["truth"]), r["truth"]) for r in rows if r["kineto"] is not None]
     host = [(r["host"] - r["truth"]) / r["truth"] for r in rows if r["host"] is not None]
-    out += ["", f"kineto: {len(kin)} captures, the largest difference {max(kin):,} B ({100 * share:.3f}%)."]
+    out += ["", ""]
+    if kin:
+        off, truth = max(kin, key=lambda k: k[0] / k[1])
+        out[-1] += f"kineto: {len(kin)} captures, the largest difference {off:,} B ({100 * off / truth:.3f}%). "
     if host:
-        out[-1] += f" host: {len(host)} captures, {100 * min(host):+.2f}% to {100 * max(host):+.2f}%."
+        out[-1] += f"host: {len(host)} captures, {100 * min(host):+.2f}% to {100 * max(host):+.2f}%."
+    out[-1] = out[-1].rstrip()
     return "\n".join(out) + "\n"
 
 
