@@ -1,7 +1,20 @@
-"""A user's own FSDP2 capture (not ``chakra-profile``): a tiny model trained with ``fully_shard``
-over gloo on CPU ranks, every rank traced with ``torch.profiler`` and an ``ExecutionTraceObserver``.
+"""A user's own capture (not ``chakra-profile``): a tiny model trained with FSDP2 (``fully_shard``),
+DDP, tensor parallelism or TP x FSDP2 over gloo on CPU ranks, every rank traced with
+``torch.profiler`` and an ``ExecutionTraceObserver``.
 
-    OMP_NUM_THREADS=1 python tests/capture_own_fsdp.py OUTDIR NPROC
+    OMP_NUM_THREADS=1 python tests/capture_own_fsdp.py OUTDIR NPROC [fsdp|ddp|tp|2d]
+
+The layouts (default ``fsdp``), each the way its tutorial writes it:
+
+- ``fsdp``: ``fully_shard`` on each block, then on the root, over a 1-D CPU mesh of every rank;
+- ``ddp``: ``DistributedDataParallel`` over every rank;
+- ``tp``: a 2-D mesh ``("dp", "tp")`` with tp = 2, each block's ``up`` ``ColwiseParallel`` and
+  ``down`` ``RowwiseParallel`` (``parallelize_module`` on ``mesh["tp"]``), the model then
+  replicated over ``mesh["dp"]`` with ``DistributedDataParallel`` (dp = NPROC / 2; on 2 ranks there
+  is no data parallelism, so nothing to scale by);
+- ``2d``: the same tensor parallelism, then ``fully_shard`` over ``mesh["dp"]`` (TP x FSDP2).
+
+The tensor-parallel ranks of one dp index see the same batch (seeded by the dp index).
 
 What a user's script does: ``init_process_group("gloo")``, ``fully_shard`` on each block and then
 on the root over a CPU device mesh, AdamW, random inputs; ``profile(activities=[CPU],
@@ -49,21 +62,45 @@ class Tiny(nn.Module):
         return self.head(x)
 
 
-def worker(rank: int, world: int, outdir: str) -> None:
+def parallelize(model: Tiny, world: int, layout: str, rank: int) -> tuple[nn.Module, int]:
+    """``model`` laid out as ``layout`` says, and the seed of this rank's batches."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
+    if layout == "ddp":
+        return nn.parallel.DistributedDataParallel(model), rank
+    if layout == "fsdp":
+        mesh = init_device_mesh("cpu", (world,))
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model, rank
+    mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+    for block in model.blocks:
+        parallelize_module(block, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    seed = mesh["dp"].get_local_rank()
+    if layout == "tp":
+        if world == 2:
+            return model, seed
+        from torch.distributed.tensor.parallel.ddp import _pre_dp_module_transform
+
+        _pre_dp_module_transform(model)  # DTensor parameters as local tensors, what DDP can replicate
+        return nn.parallel.DistributedDataParallel(model, process_group=mesh["dp"].get_group()), seed
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model, seed
+
+
+def worker(rank: int, world: int, outdir: str, layout: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29547"))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
-    model = Tiny()
-    mesh = init_device_mesh("cpu", (world,))
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    model, seed = parallelize(Tiny(), world, layout, rank)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    generator = torch.Generator().manual_seed(rank)
+    generator = torch.Generator().manual_seed(seed)
 
     et = ExecutionTraceObserver()
     et.register_callback(f"{outdir}/rank{rank}_host.json")
@@ -88,5 +125,8 @@ def worker(rank: int, world: int, outdir: str) -> None:
 
 if __name__ == "__main__":
     out, nproc = sys.argv[1], int(sys.argv[2])
+    layout = sys.argv[3] if len(sys.argv) > 3 else "fsdp"
+    if layout not in ("fsdp", "ddp", "tp", "2d") or (layout in ("tp", "2d") and nproc % 2):
+        sys.exit(f"layout {layout!r} on {nproc} ranks: choose fsdp, ddp, tp or 2d (tp and 2d: an even NPROC)")
     os.makedirs(out, exist_ok=True)
-    spawn(worker, args=(nproc, out), nprocs=nproc, join=True)
+    spawn(worker, args=(nproc, out, layout), nprocs=nproc, join=True)

@@ -18,10 +18,18 @@ the job's group file; ``"0"``, or a group listing every rank, is every rank):
   tokens or samples per step do not change with the width; ASTRA-sim splits them among the peers),
   which ``scale`` says.
 
+* collectives on no named group (``"0"``) beside groups of rank 0 that no collective names (the
+  group file lists them, from the Kineto traces' ``distributedInfo``): gloo's c10d collectives
+  (DDP's, FSDP2's) record no group, DTensor's tensor-parallel ones name theirs, so those may be on
+  another mesh dimension (a one-rank group: a dimension of size 1, the other spanning every
+  rank): a 2-D layout, refused.
+
 Everything but DDP and FSDP is refused without ``--layout`` (``parse_spec``: ``ddp`` or ``fsdp``,
 then ``tp=T`` and ``pp=P``), whose mesh is mapped onto the group file (``layout_from_spec``) and
-scaled as it says, the recognised layout named beside it. gloo records no process group: its
-collectives are all "every rank", so a gloo TP job looks like DDP unless ``--layout`` says more.
+scaled as it says, the recognised layout named beside it. Where no mesh dimension spans every
+rank, the collectives on no named group are put on the data-parallel one (gloo's DDP and FSDP2
+collectives; ``scale`` says so): a user's own gloo TP x DDP and TP x FSDP2 jobs then scale as the
+real ones (``bench/own_layouts.py``).
 """
 
 from __future__ import annotations
@@ -102,6 +110,9 @@ def recognise(trace: EtTrace, groups: dict[str, list[int]], captured: int) -> Re
     expert = [g for g in a2a if g not in every]
     if expert:
         return Recognised("ep", f"all-to-all on sub-group(s) {', '.join(expert)}: expert parallelism in expert groups")
+    silent = _silent(groups, kinds, every) if "0" in kinds else []
+    if silent:
+        return Recognised("2-d", _silent_evidence(groups, silent, captured))
     sharded = sorted(g for g, k in kinds.items() if {_GATHER, _SCATTER} <= k)
     sub = sorted(g for g in kinds if g not in every)
     if sharded:
@@ -150,6 +161,35 @@ def recognise(trace: EtTrace, groups: dict[str, list[int]], captured: int) -> Re
             say=True,
         )
     return Recognised("ddp", "all-reduces over every rank: DDP")
+
+
+def _silent(groups: dict[str, list[int]], kinds: dict[str, set[int]], every: set[str]) -> list[str]:
+    """Rank 0's groups of fewer than every rank that no collective of rank 0 names."""
+    return sorted((g for g in groups if g not in every and g not in kinds and 0 in groups[g]), key=_order)
+
+
+def _silent_evidence(groups: dict[str, list[int]], silent: list[str], captured: int) -> str:
+    listed = ", ".join(f"{g} {groups[g]}" for g in silent[:4]) + (" ..." if len(silent) > 4 else "")
+    single = all(len(set(groups[g])) == 1 for g in silent)
+    why = (
+        "a device-mesh dimension of size 1: the collectives over every rank may be another dimension's, "
+        "e.g. tensor parallelism over every rank"
+        if single
+        else "a device mesh of more than one dimension: those collectives may be on them"
+    )
+    return (
+        f"collectives on no named group (gloo's c10d ones, DDP's and FSDP's, record none) beside rank 0's "
+        f"group(s) {listed} of the job's {captured} ranks that no collective names ({why})"
+    )
+
+
+def unnamed_as_dp(layout: Layout) -> bool:
+    """Whether ``layout_from_spec`` put the collectives that name no group (``"0"``) on the
+    data-parallel dimension: no dimension spans every rank (gloo's DDP and FSDP collectives record
+    no group; DTensor's tensor-parallel ones name theirs)."""
+    mesh = layout.mesh
+    spans = any(n == mesh.size for n in (mesh.dp, mesh.tp, mesh.pp))
+    return not spans and mesh.dp > 1 and layout.dims[0].get("0") == "dp"
 
 
 def _replicates(trace: EtTrace, sharded: list[str], others: list[str], groups: dict[str, list[int]]) -> bool:
@@ -234,6 +274,8 @@ def layout_from_spec(spec: str, captured: int, groups: dict[str, list[int]], gro
                     )
                 if found is not None:
                     names.setdefault(found, dim)
+        if mesh.dp > 1 and not any(n == captured for n in (mesh.dp, tp, pp)):
+            names.setdefault("0", "dp")  # what names no group (gloo's c10d collectives): data-parallel
         dims.append(names)
     return Layout(mesh, mode, tuple(dims))
 

@@ -354,6 +354,8 @@ def _layout_grouping(
         layout = recognise.layout_from_spec(layout_spec, captured, listed, group_file)
         shown = recognise.recognise(read_et(inputs[0]), listed, captured)
         said = f"layout {layout_spec} (given; the trace shows {shown.kind}: {shown.evidence})"
+        if recognise.unnamed_as_dp(layout):
+            said += "; collectives that name no process group (gloo's c10d ones) taken as data-parallel"
         layout_file = None
         if not layoutscale.needs_layout(layout):
             groups = _read_groups(group_file, captured, ranks, option) if group_file else _Groups()
