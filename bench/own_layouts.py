@@ -5,7 +5,8 @@ file) scaled to a bigger job, next to the real capture of that job, rank by rank
     python -m bench.own_layouts --summarise RAWDIR OUT.json   # a real capture's collectives, per rank
 
 The user's own jobs (``tests/capture_own_fsdp.py``: FSDP2, DDP, tensor parallelism on a 2-D
-``DeviceMesh`` with DDP over its ``dp`` dimension, and TP x FSDP2; gloo, CPU): each captured job
+``DeviceMesh`` with DDP over its ``dp`` dimension, TP x FSDP2, and HSDP (FSDP2 on a (replicate, shard)
+mesh, its host traces alone); gloo, CPU): each captured job
 through ``convert-all --astra-sim``, then ``scale`` to the bigger job, with no layout given first
 (what ``scale`` recognises, or its refusal), then with ``layout`` where it refused. Each rank's
 collectives (kind, the group's ranks, bytes, in order) are compared with the real capture of the
@@ -49,6 +50,14 @@ JOBS = (
     ("own TP (dp 1 x tp 2)", MINE / "tp_np2", 2, MINE / "real" / "tp_np4.json", 4, "ddp,tp=2"),
     ("own TP x DDP (dp 2 x tp 2)", MINE / "tp_np4", 4, MINE / "real" / "tp_np8.json", 8, "ddp,tp=2"),
     ("own TP x FSDP2 (dp 2 x tp 2)", MINE / "2d_np4", 4, MINE / "real" / "2d_np8.json", 8, "fsdp,tp=2"),
+    (
+        "own HSDP (replicate 2 x shard 2), host traces",
+        MINE / "hsdp_np4",
+        4,
+        MINE / "real" / "hsdp_np8.json",
+        8,
+        "hsdp,shard=2",
+    ),
 )
 
 #: One collective: (kind, its group's ranks, bytes)
@@ -66,35 +75,43 @@ def _kineto(raw: Path, rank: int) -> dict[str, Any]:
     raise FileNotFoundError(f"{raw}: no Kineto trace of rank {rank}")
 
 
-def per_rank(prefix: Path, ranks: int, unnamed: list[tuple[int, ...]] | None = None) -> list[list[Collective]]:
+def per_rank(
+    prefix: Path, ranks: int, unnamed: list[dict[str, tuple[int, ...]]] | None = None
+) -> list[list[Collective]]:
     """Each rank's collectives of the job ``PREFIX.<rank>.et``, their groups as ranks (the group
-    file's; ``"0"``: ``unnamed[rank]`` where given, else every rank)."""
+    file's; ``"0"``: ``unnamed[rank]`` by kind where given, else every rank)."""
     group_file = Path(f"{prefix}.comm_group.json")
     listed = json.loads(group_file.read_text()) if group_file.is_file() else {}
     groups = {k: tuple(sorted(v)) for k, v in listed.items()}
     out = []
     for r in range(ranks):
-        everyone = unnamed[r] if unnamed is not None else tuple(range(ranks))
         trace = read_et(f"{prefix}.{r}.et")
-        out.append(
-            [
-                (CollectiveCommType(a["comm_type"]).name, groups.get(a.get("pg_name") or "0", everyone), a["comm_size"])
-                for row, a in sorted(trace.comm.items())
-                if trace.types[row] == NodeType.COMM_COLL_NODE
-            ]
-        )
+        found = []
+        for row, a in sorted(trace.comm.items()):
+            if trace.types[row] != NodeType.COMM_COLL_NODE:
+                continue
+            kind = CollectiveCommType(a["comm_type"]).name
+            by_kind = unnamed[r] if unnamed is not None else {}
+            everyone = by_kind.get(kind, by_kind.get("*", tuple(range(ranks))))
+            found.append((kind, groups.get(a.get("pg_name") or "0", everyone), a["comm_size"]))
+        out.append(found)
     return out
 
 
 def truth(raw: Path, work: Path) -> list[list[Collective]]:
-    """A real gloo capture's collectives per rank, gloo's unnamed ones on the rank's ``mesh_dp``."""
+    """A real gloo capture's collectives per rank, gloo's unnamed ones on the rank's ``mesh_dp``
+    (HSDP: all-gathers and reduce-scatters on its ``mesh_shard``, all-reduces on ``mesh_replicate``)."""
     ranks = len(list(raw.glob("rank*_host.json*")))
     api.convert_all(raw, work, api.ConvertOptions(astra_sim=True), jobs=1)
     unnamed = []
     for r in range(ranks):
         configs = _kineto(raw, r)["distributedInfo"]["pg_config"]
-        dp = [c["ranks"] for c in configs if c.get("pg_desc") == "mesh_dp"]
-        unnamed.append(tuple(sorted(dp[0])) if dp else tuple(range(ranks)))
+        mesh = {c.get("pg_desc"): tuple(sorted(c["ranks"])) for c in configs}
+        if "mesh_shard" in mesh and "mesh_replicate" in mesh:
+            shard, replicas = mesh["mesh_shard"], mesh["mesh_replicate"]
+            unnamed.append({"ALL_GATHER": shard, "REDUCE_SCATTER": shard, "ALL_REDUCE": replicas})
+        else:
+            unnamed.append({"*": mesh.get("mesh_dp", tuple(range(ranks)))})
     return per_rank(work / "trace", ranks, unnamed)
 
 
@@ -129,7 +146,7 @@ def scale_job(prefix: Path, out: Path, ranks: int, layout: str | None) -> tuple[
     return said, layout
 
 
-def _short(text: str, limit: int = 150) -> str:
+def _short(text: str, limit: int = 260) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 

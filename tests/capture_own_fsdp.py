@@ -2,7 +2,7 @@
 DDP, tensor parallelism or TP x FSDP2 over gloo on CPU ranks, every rank traced with
 ``torch.profiler`` and an ``ExecutionTraceObserver``.
 
-    OMP_NUM_THREADS=1 python tests/capture_own_fsdp.py OUTDIR NPROC [fsdp|ddp|tp|2d]
+    OMP_NUM_THREADS=1 python tests/capture_own_fsdp.py OUTDIR NPROC [fsdp|ddp|tp|2d|hsdp]
 
 The layouts (default ``fsdp``), each the way its tutorial writes it:
 
@@ -12,7 +12,10 @@ The layouts (default ``fsdp``), each the way its tutorial writes it:
   ``down`` ``RowwiseParallel`` (``parallelize_module`` on ``mesh["tp"]``), the model then
   replicated over ``mesh["dp"]`` with ``DistributedDataParallel`` (dp = NPROC / 2; on 2 ranks there
   is no data parallelism, so nothing to scale by);
-- ``2d``: the same tensor parallelism, then ``fully_shard`` over ``mesh["dp"]`` (TP x FSDP2).
+- ``2d``: the same tensor parallelism, then ``fully_shard`` over ``mesh["dp"]`` (TP x FSDP2);
+- ``hsdp``: ``fully_shard`` per block and root over a 2-D mesh ``("replicate", "shard")`` with
+  shard = 2 (FSDP2's HSDP: shards gathered and gradients reduce-scattered within a shard group,
+  the gradient shards all-reduced across the replicas).
 
 The tensor-parallel ranks of one dp index see the same batch (seeded by the dp index).
 
@@ -76,6 +79,12 @@ def parallelize(model: Tiny, world: int, layout: str, rank: int) -> tuple[nn.Mod
             fully_shard(block, mesh=mesh)
         fully_shard(model, mesh=mesh)
         return model, rank
+    if layout == "hsdp":  # replicate x shard (shard 2): FSDP2's HSDP
+        mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("replicate", "shard"))
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model, rank
     mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
     for block in model.blocks:
         parallelize_module(block, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
@@ -126,7 +135,9 @@ def worker(rank: int, world: int, outdir: str, layout: str) -> None:
 if __name__ == "__main__":
     out, nproc = sys.argv[1], int(sys.argv[2])
     layout = sys.argv[3] if len(sys.argv) > 3 else "fsdp"
-    if layout not in ("fsdp", "ddp", "tp", "2d") or (layout in ("tp", "2d") and nproc % 2):
-        sys.exit(f"layout {layout!r} on {nproc} ranks: choose fsdp, ddp, tp or 2d (tp and 2d: an even NPROC)")
+    if layout not in ("fsdp", "ddp", "tp", "2d", "hsdp") or (layout != "fsdp" and layout != "ddp" and nproc % 2):
+        sys.exit(
+            f"layout {layout!r} on {nproc} ranks: choose fsdp, ddp, tp, 2d or hsdp (an even NPROC but for fsdp, ddp)"
+        )
     os.makedirs(out, exist_ok=True)
     spawn(worker, args=(nproc, out, layout), nprocs=nproc, join=True)

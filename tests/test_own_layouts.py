@@ -25,7 +25,7 @@ def own(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each captured job through ``convert-all --astra-sim``: name -> its PREFIX."""
     out = tmp_path_factory.mktemp("own_layouts")
     jobs = {}
-    for name in ("ddp_np2", "tp_np2", "tp_np4", "2d_np4"):
+    for name in ("ddp_np2", "tp_np2", "tp_np4", "2d_np4", "hsdp_np4"):
         done = run_cli("convert-all", MINE / name, out / name, "--astra-sim", "-j", "1", "-q")
         assert done.returncode == 0, done.stderr
         jobs[name] = out / name / "trace"
@@ -46,7 +46,11 @@ def test_users_own_ddp_is_recognised_and_scales_like_the_real_job(own: dict[str,
 
 @pytest.mark.parametrize(
     ("name", "layout", "big", "per_rank_count"),
-    [("tp_np4", "ddp,tp=2", "tp_np8", 5), ("2d_np4", "fsdp,tp=2", "2d_np8", 12)],
+    [
+        ("tp_np4", "ddp,tp=2", "tp_np8", 5),
+        ("2d_np4", "fsdp,tp=2", "2d_np8", 12),
+        ("hsdp_np4", "hsdp,shard=2", "hsdp_np8", 11),  # its host traces alone: groups from their init nodes
+    ],
 )
 def test_users_own_2d_jobs_are_refused_then_scale_like_the_real_job_with_layout(
     own: dict[str, Path], tmp_path: Path, name: str, layout: str, big: str, per_rank_count: int
@@ -57,14 +61,17 @@ def test_users_own_2d_jobs_are_refused_then_scale_like_the_real_job_with_layout(
     assert not (tmp_path / "refused.0.et").exists()
     done = run_cli("scale", own[name], tmp_path / "job", "--ranks", "8", "--layout", layout)
     assert done.returncode == 0, done.stderr
-    assert f"layout {layout} (given" in done.stderr and "taken as data-parallel" in done.stderr
+    assert f"layout {layout} (given" in done.stderr
+    assert ("all-reduces on the replicas'" if name == "hsdp_np4" else "taken as data-parallel") in done.stderr
     mine, expected = per_rank(tmp_path / "job", 8), real(big, tmp_path)
     for r in range(8):
         assert mine[r] == expected[r], r
     assert all(len(m) == per_rank_count for m in mine)
-    tp = [c for c in mine[2] if c[1] == (2, 3)]  # tensor-parallel pairs tiled, data parallelism widened
+    tp = [c for c in mine[2] if c[1] == (2, 3)]  # tensor-parallel (or shard) pairs tiled, replicas widened
     dp = [c for c in mine[2] if c[1] == (0, 2, 4, 6)]
     assert tp and dp and len(tp) + len(dp) == per_rank_count
+    if name == "hsdp_np4":  # shards gathered and scattered within the pair, their gradients all-reduced across
+        assert {c[0] for c in tp} == {"ALL_GATHER", "REDUCE_SCATTER"} and {c[0] for c in dp} == {"ALL_REDUCE"}
 
 
 def test_tp_over_every_rank_is_not_silently_ddp(own: dict[str, Path], tmp_path: Path) -> None:
@@ -73,6 +80,24 @@ def test_tp_over_every_rank_is_not_silently_ddp(own: dict[str, Path], tmp_path: 
     assert "a device-mesh dimension of size 1" in refused.stderr
     with pytest.raises(Exception, match="data-parallel degree 1"):
         api.scale(own["tp_np2"], tmp_path / "y", 4, layout="ddp,tp=2")
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [("hsdp", "hsdp,shard=S"), ("hsdp,shard=2,tp=2", "hsdp,shard=S"), ("hsdp,shard=0", "hsdp,shard=S")],
+)
+def test_a_bad_hsdp_spec_is_a_usage_error(own: dict[str, Path], tmp_path: Path, spec: str, expected: str) -> None:
+    assert_one_error(
+        run_cli("scale", own["hsdp_np4"], tmp_path / "x", "--ranks", "8", "--layout", spec), expected, status=2
+    )
+
+
+def test_hsdp_shards_that_do_not_tile_the_job_are_refused(own: dict[str, Path], tmp_path: Path) -> None:
+    done = run_cli("scale", own["hsdp_np4"], tmp_path / "x", "--ranks", "8", "--layout", "hsdp,shard=3")
+    assert_one_error(done, "not a multiple of shard = 3", status=2)
+    done = run_cli("scale", own["hsdp_np4"], tmp_path / "x", "--ranks", "8", "--layout", "hsdp,shard=4")
+    assert_one_error(done)  # one shard group of every rank: no replicas, nothing the unnamed all-reduces fit
+    assert not list(tmp_path.iterdir())
 
 
 def test_committed_summaries_are_the_real_captures_collectives(tmp_path: Path) -> None:

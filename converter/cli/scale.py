@@ -28,8 +28,8 @@ def add(commands: Any) -> None:
         "\nrank r of the new job is captured rank r mod K (K captured ranks), byte for byte; collectives over\n"
         "all ranks keep their bytes (data parallelism); sub-groups are copied per K ranks. The layout comes\n"
         "from the job's layout file, else from its collectives (FSDP is scaled as FSDP); what they cannot\n"
-        "settle (pipeline, tensor x data, HSDP, all-to-all) is refused without --layout. See docs/scale.md\n"
-        "and docs/jobs-from-traces.md.\n",
+        "settle (pipeline, tensor x data, HSDP, all-to-all, gloo's unnamed groups) is refused without\n"
+        "--layout (HSDP: --layout hsdp,shard=S). See docs/scale.md and docs/jobs-from-traces.md.\n",
     )
     parser.add_argument(
         "in_prefix",
@@ -68,7 +68,8 @@ def add(commands: Any) -> None:
         "--layout",
         metavar="SPEC",
         help="the captured job's parallel layout where its trace cannot tell: ddp or fsdp, then tp=T "
-        "and pp=P (e.g. fsdp,tp=2; ranks laid out pp x dp x tp, tensor parallelism innermost); default: "
+        "and pp=P (e.g. fsdp,tp=2; ranks laid out pp x dp x tp, tensor parallelism innermost), or "
+        "hsdp,shard=S (FSDP2 on a (replicate, shard) mesh: replicas added); default: "
         "the layout file beside the ranks, else what the collectives show (FSDP or DDP), refused when unsure",
     )
     parser.add_argument(

@@ -102,6 +102,9 @@ class Layout:
     dp_mode: str
     dims: tuple[dict[str, str], ...]  # per captured rank: pg_name -> mesh dimension
     units: tuple[tuple[tuple[tuple[int, int], ...], ...], ...] = ()  # per rank: FSDP units' (rows, bytes/row)
+    #: a collective on no named group (``"0"`` where no dimension spans every rank: gloo's c10d
+    #: ones record none): comm_type -> its mesh dimension (``--layout hsdp,shard=S``)
+    unnamed: tuple[tuple[int, str], ...] = ()
 
 
 def read_layout(path: str) -> Layout:
@@ -243,6 +246,8 @@ class LayoutScaler:
             name = str(attrs.get("pg_name", ""))
             name = "0" if name in ALL_RANKS_GROUPS else name
             dim = names.get(name, "pp" if node_type in (_SEND, _RECV) else None)  # P2P: its peers say
+            if dim is None and name == "0" and node_type == _COLL:
+                dim = dict(self.layout.unnamed).get(int(attrs.get("comm_type", -1)))
             if dim is None:
                 raise TraceContentError(
                     trace.path,

@@ -47,10 +47,15 @@ DP_MODES = ("ddp", "fsdp")
 _GATHER, _SCATTER = int(CollectiveCommType.ALL_GATHER), int(CollectiveCommType.REDUCE_SCATTER)
 _ALL_TO_ALL, _ALL_REDUCE = int(CollectiveCommType.ALL_TO_ALL), int(CollectiveCommType.ALL_REDUCE)
 _P2P = (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
-_SPEC = re.compile(r"(ddp|fsdp)((?:,(?:tp|pp)=[1-9][0-9]{0,6})*)")
+_SPEC = re.compile(r"(ddp|fsdp)((?:,(?:tp|pp)=[1-9][0-9]{0,6})*)|hsdp,shard=([1-9][0-9]{0,6})")
 HINT = (
-    "give `layout` to scale (ddp or fsdp, then tp=T and pp=P: e.g. fsdp,tp=2; simulate the job it writes), "
-    "or the job's layout file (PREFIX.layout.json)"
+    "give `layout` to scale (ddp or fsdp, then tp=T and pp=P: e.g. fsdp,tp=2; or hsdp,shard=S; simulate the "
+    "job it writes), or the job's layout file (PREFIX.layout.json)"
+)
+EP_HINT = (
+    "scale extends expert parallelism over every rank only (chakra-profile --model mixtral --ep E --nproc E, "
+    "or dispatch and combine all-to-alls over every rank); capture the expert-group job at the size you "
+    "want to simulate, or give `layout` ddp to keep every rank's bytes as captured (said)"
 )
 
 
@@ -234,11 +239,15 @@ def fsdp_layout(captured: int, every: set[str]) -> Layout:
 
 
 def parse_spec(spec: str) -> tuple[str, int, int]:
-    """``ddp`` / ``fsdp``, then ``,tp=T`` and ``,pp=P``: (data-parallel mode, tp, pp)."""
+    """``ddp`` / ``fsdp``, then ``,tp=T`` and ``,pp=P``: (data-parallel mode, tp, pp); or
+    ``hsdp,shard=S``: ("hsdp", S, 1), the shard groups where a tp dimension would be (FSDP2's
+    (replicate, shard) mesh: shard innermost)."""
     text = spec.strip().lower().replace(" ", "")
     match = _SPEC.fullmatch(text)
     if match is None:
-        raise OptionError(f"`layout` {spec!r}: write ddp or fsdp, then tp=T and pp=P (e.g. fsdp,tp=2)")
+        raise OptionError(f"`layout` {spec!r}: write ddp or fsdp, then tp=T and pp=P (e.g. fsdp,tp=2), or hsdp,shard=S")
+    if match.group(3) is not None:
+        return "hsdp", int(match.group(3)), 1
     degrees = {"tp": 1, "pp": 1}
     for part in filter(None, match.group(2).split(",")):
         dim, value = part.split("=")
@@ -251,7 +260,8 @@ def layout_from_spec(spec: str, captured: int, groups: dict[str, list[int]], gro
     group file's ids (a group of every rank is "0", a one-rank group has none)."""
     mode, tp, pp = parse_spec(spec)
     if captured % (tp * pp):
-        raise OptionError(f"`layout` {spec!r}: the {captured} captured ranks are not a multiple of tp x pp = {tp * pp}")
+        what = "shard" if mode == "hsdp" else "tp x pp"
+        raise OptionError(f"`layout` {spec!r}: the {captured} captured ranks are not a multiple of {what} = {tp * pp}")
     mesh = Mesh(captured // (tp * pp), tp, pp)
     by_members = {tuple(sorted(set(m))): name for name, m in sorted(groups.items(), key=lambda i: _order(i[0]))}
     dims = []
@@ -274,9 +284,12 @@ def layout_from_spec(spec: str, captured: int, groups: dict[str, list[int]], gro
                     )
                 if found is not None:
                     names.setdefault(found, dim)
-        if mesh.dp > 1 and not any(n == captured for n in (mesh.dp, tp, pp)):
+        if mode != "hsdp" and mesh.dp > 1 and not any(n == captured for n in (mesh.dp, tp, pp)):
             names.setdefault("0", "dp")  # what names no group (gloo's c10d collectives): data-parallel
         dims.append(names)
+    if mode == "hsdp":  # replicas added, shards kept: every byte as captured, as DDP x TP keeps them
+        unnamed = ((_GATHER, "tp"), (_SCATTER, "tp"), (_ALL_REDUCE, "dp")) if mesh.dp > 1 and tp > 1 else ()
+        return Layout(mesh, "ddp", tuple(dims), unnamed=unnamed)
     return Layout(mesh, mode, tuple(dims))
 
 
@@ -331,4 +344,5 @@ def refusal(found: Recognised, path: str) -> ConverterError:
         "2-d": "a 2-D layout",
         "unsure": "a layout the trace does not settle",
     }[found.kind]
-    return TraceContentError(path, f"{found.evidence}; the trace alone cannot lay out {what}", hint=HINT)
+    hint = EP_HINT if found.kind == "ep" else HINT
+    return TraceContentError(path, f"{found.evidence}; the trace alone cannot lay out {what}", hint=hint)

@@ -356,6 +356,14 @@ def _layout_grouping(
         said = f"layout {layout_spec} (given; the trace shows {shown.kind}: {shown.evidence})"
         if recognise.unnamed_as_dp(layout):
             said += "; collectives that name no process group (gloo's c10d ones) taken as data-parallel"
+        if layout.unnamed:
+            said += (
+                "; HSDP: the shard groups kept (the mesh's innermost dimension, written as tp), replicas added, "
+                "every byte kept; collectives that name no process group (gloo's c10d ones): all-gathers and "
+                "reduce-scatters on the shard group, all-reduces on the replicas'"
+            )
+        elif recognise.parse_spec(layout_spec)[0] == "hsdp":
+            said += "; HSDP: the shard groups kept (the mesh's innermost dimension, written as tp), replicas added"
         layout_file = None
         if not layoutscale.needs_layout(layout):
             groups = _read_groups(group_file, captured, ranks, option) if group_file else _Groups()
