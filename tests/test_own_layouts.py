@@ -10,14 +10,18 @@ names is refused with ``--layout`` to give, and with it scales as the real job.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from chakra.schema.protobuf import et_def_pb2 as pb
 
 from bench.own_layouts import MINE, load, per_rank, truth
 from chakra_convert_fast.converter import api
 
 from .clirun import assert_one_error, run_cli
+from .test_layouts import coll
+from .test_scale import node, write_rank
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +84,32 @@ def test_tp_over_every_rank_is_not_silently_ddp(own: dict[str, Path], tmp_path: 
     assert "a device-mesh dimension of size 1" in refused.stderr
     with pytest.raises(Exception, match="data-parallel degree 1"):
         api.scale(own["tp_np2"], tmp_path / "y", 4, layout="ddp,tp=2")
+
+
+def test_hsdp_whose_collectives_name_their_groups_is_recognised_then_scaled_by_replicas(tmp_path: Path) -> None:
+    # an NCCL-style 2 x 2 HSDP job: shard pairs {0,1} {2,3} (groups 1, 2), replicas {0,2} {1,3} (3, 4)
+    groups = {"1": [0, 1], "2": [2, 3], "3": [0, 2], "4": [1, 3]}
+    for rank in range(4):
+        shard, replicas = str(1 + rank // 2), str(3 + rank % 2)
+        nodes = [
+            node(1),
+            coll(2, pb.ALL_GATHER, 512, shard, (1,)),
+            coll(3, pb.REDUCE_SCATTER, 1024, shard, (2,)),
+            coll(4, pb.ALL_REDUCE, 512, replicas, (3,)),
+        ]
+        write_rank(tmp_path / f"job.{rank}.et", nodes)
+    (tmp_path / "job.comm_group.json").write_text(json.dumps(groups))
+    refused = run_cli("scale", tmp_path / "job", tmp_path / "out" / "x", "--ranks", "8")
+    assert_one_error(refused, "HSDP (sharded within, replicated across)", "hsdp,shard=S")
+    done = run_cli("scale", tmp_path / "job", tmp_path / "out" / "x", "--ranks", "8", "--layout", "hsdp,shard=2")
+    assert done.returncode == 0, done.stderr
+    assert "the trace shows hsdp" in done.stderr and "replicas added" in done.stderr
+    mine = per_rank(tmp_path / "out" / "x", 8)
+    assert mine[5] == [
+        ("ALL_GATHER", (4, 5), 512),
+        ("REDUCE_SCATTER", (4, 5), 1024),
+        ("ALL_REDUCE", (1, 3, 5, 7), 512),
+    ]
 
 
 @pytest.mark.parametrize(
