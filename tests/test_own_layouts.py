@@ -136,10 +136,13 @@ def test_committed_summaries_are_the_real_captures_collectives(tmp_path: Path) -
 
 
 @pytest.mark.astra_sim
-def test_the_scaled_own_2d_job_checks_and_finishes_in_astra_sim(
-    simulator: Path, own: dict[str, Path], tmp_path: Path
+@pytest.mark.parametrize(
+    ("name", "layout"), [("tp_np4", "ddp,tp=2"), ("2d_np4", "fsdp,tp=2"), ("hsdp_np4", "hsdp,shard=2")]
+)
+def test_the_scaled_own_jobs_check_and_finish_in_astra_sim(
+    simulator: Path, own: dict[str, Path], tmp_path: Path, name: str, layout: str
 ) -> None:
-    api.scale(own["2d_np4"], tmp_path / "job", 8, layout="fsdp,tp=2")
+    api.scale(own[name], tmp_path / "job", 8, layout=layout)
     report = api.check([tmp_path / f"job.{r}.et" for r in range(8)], comm_groups=tmp_path / "job.comm_group.json")
     assert report.ok, report
     result = api.simulate(tmp_path / "job")
