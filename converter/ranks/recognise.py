@@ -25,8 +25,9 @@ the job's group file; ``"0"``, or a group listing every rank, is every rank):
   rank): a 2-D layout, refused.
 
 Everything but DDP and FSDP is refused without ``--layout`` (``parse_spec``: ``ddp`` or ``fsdp``,
-then ``tp=T`` and ``pp=P``), whose mesh is mapped onto the group file (``layout_from_spec``) and
-scaled as it says, the recognised layout named beside it. Where no mesh dimension spans every
+then ``tp=T`` and ``pp=P``; or ``hsdp,shard=S``: replicas added, shard groups kept; expert groups
+have no ``--layout`` and their refusal says what to do), whose mesh is mapped onto the group file
+(``layout_from_spec``) and scaled as it says, the recognised layout named beside it. Where no mesh dimension spans every
 rank, the collectives on no named group are put on the data-parallel one (gloo's DDP and FSDP2
 collectives; ``scale`` says so): a user's own gloo TP x DDP and TP x FSDP2 jobs then scale as the
 real ones (``bench/own_layouts.py``).
