@@ -77,6 +77,7 @@ class Model:
     per_call_us: float
     source: str  # where the figure comes from, for the one-line message
     target_us: float | None = None
+    traced_us: float | None = None  # a calibration's traced step (us), of which ``target_us`` is the profiler's
 
     def cost(self, runtime: bool) -> float:
         return self.per_call_us if runtime else self.per_op_us
@@ -152,7 +153,7 @@ def read_calibration(path: Path) -> Model | None:
     if not all(type(v) in (int, float) and 0 < v < 1e12 for v in (traced, untraced)):
         raise TraceContentError(str(path), "traced_step_us/untraced_step_us are not microseconds", hint=_HINT)
     target = max(0.0, float(traced) - float(untraced))
-    return Model(0.0, 0.0, f"calibrated in the same run, {path.name}", target)
+    return Model(0.0, 0.0, f"calibrated in the same run, {path.name}", target, float(traced))
 
 
 def choose(setting: str | float, tracing: Tracing, trace: str | os.PathLike[str] | None) -> Model | None:

@@ -263,7 +263,7 @@ def _run(
         changes = astra.apply(graph, options.rank) if options.astra_sim else None
         untraced = None
         if options.astra_sim:
-            model = tracing.choose(options.tracing_overhead, untrace.HOST_TRACING, None)
+            model = untrace.choose(options.tracing_overhead, graph, reader.path)
             untraced = untrace.apply(graph, spill, model) if model is not None else None
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)

@@ -7,13 +7,20 @@ out of its duration (its exclusive time, as the reference writes it), down to 1 
 (``MIN_OP_US``). GPU kernels,
 communication nodes and the ``gloo:`` work a collective node stands for keep theirs.
 
-The figure is the user's or the default model's, never a step-time calibration: this timeline
-is not the step's (it holds the ops' exclusive times, not the time between the step's top-level
-ops, and no dependency of the host on the GPU), so the step's traced-minus-untraced difference
-does not say how much of it to remove (``docs/overhead.md`` shows how far that lands).
+The figure is the user's or the default model's, and a step-time calibration only for a CPU
+capture (``choose``). With a GPU this timeline is not the step's (it holds the ops' exclusive
+times, not the time between the step's top-level ops, and no dependency of the host on the GPU),
+so the step's traced-minus-untraced difference does not say how much of it to remove
+(``docs/overhead.md`` shows how far that lands). Without a GPU the host *is* the step: every op
+the replay holds ran on the critical path, slowed by the profiler in the share the calibration
+measured, ``(traced - untraced) / traced`` of the rank's step. That share of the host time the
+replay holds is taken out (``share``): not the whole difference, part of which fell between the
+ops, where the replay holds no time at all.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .. import overhead
 from ..et import encode
@@ -30,9 +37,32 @@ _COMP = int(NodeType.COMP_NODE)
 MIN_OP_US = 1
 
 
+def cpu_capture(graph: TraceGraph) -> bool:
+    """A trace of a job that ran on CPUs alone: no GPU op (kernel, memcpy, memset) anywhere."""
+    return not any(graph.is_gpu)
+
+
+def choose(setting: str | float, graph: TraceGraph, trace: str) -> overhead.Model | None:
+    """The model ``setting`` picks for the host path: a CPU capture's calibration beside its host
+    trace (``trace``) first, as for a Kineto trace; else the user's figure or the default model."""
+    return overhead.choose(setting, HOST_TRACING, trace if cpu_capture(graph) else None)
+
+
+def share(model: overhead.Model, host_us: int) -> overhead.Model:
+    """A calibrated model's target on this timeline: of ``host_us`` (the CPU ops' summed traced
+    time), the profiler's share of the traced step (``target_us / traced_us``)."""
+    if model.target_us is None or not model.traced_us:
+        return model
+    part = min(1.0, model.target_us / model.traced_us)
+    return replace(
+        model, target_us=host_us * part, source=f"{model.source}: the profiler's {part:.1%} of the traced step"
+    )
+
+
 def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhead.Removed:
     """Take ``model``'s cost out of ``graph``'s CPU ops (their durations read from ``spill``);
-    the new durations go to ``graph.duration_overrides``."""
+    the new durations go to ``graph.duration_overrides``. A calibrated model (a CPU capture's)
+    takes out its share of their time (``share``)."""
     types, is_gpu, skipped, replaced = graph.types, graph.is_gpu, graph.zero_duration, graph.tail_overrides
     rows = [
         row
@@ -40,6 +70,7 @@ def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhea
         if not is_gpu[row] and types[row] == _COMP and row not in skipped and row not in replaced
     ]
     traced = [encode.duration_of(tail) for tail in spill.read_each(rows)]
+    model = share(model, sum(traced))
     durations, removed = overhead.untrace([(d, overhead.OP) for d in traced], model, MIN_OP_US)
     overrides = graph.duration_overrides
     for row, before, after in zip(rows, traced, durations, strict=True):
