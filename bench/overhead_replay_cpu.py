@@ -3,7 +3,9 @@ out, against the step the job runs untraced in the same run (issue 34; ``docs/ov
 
     ASTRA_SIM_HOME=../shared/astra-sim python -m bench.overhead_replay_cpu [--out bench/results/overhead_replay_cpu.md]
         [--captures DIR]       # keep the captures there (default: a temporary folder)
+    python -m bench.overhead_replay_cpu --from-captures tests/data/traces/cpu_overhead   # replay these
     python -m bench.overhead_replay_cpu --from-json bench/results/overhead_replay_cpu.json   # re-render
+    ... --append: add this run's table to --out under a heading, instead of replacing it
 
 Each configuration is captured with ``chakra-profile --size tiny --nproc 2 --threads 1`` (host trace
 + Kineto with ``record_shapes``, chakra-profile's default; ``--steps 20 --wait 8 --warmup 1 --active
@@ -13,7 +15,8 @@ Each configuration is captured with ``chakra-profile --size tiny --nproc 2 --thr
 untrace.py``), with the traced durations (``none``) and with the default model alone (the traces
 renamed so that no calibration is found beside them: what a CPU trace from another tracer gets).
 Each replay is held against the median untraced step of the whole job (both ranks' steps; their
-interquartile range beside it: the machine's own noise). "Waits in collectives": of the slowest
+interquartile range beside it: the machine's own noise; "load": the machine's 1-minute load
+average right after the capture). "Waits in collectives": of the slowest
 rank's replay, the time its gloo collectives took beyond the least any rank's took (ms): waiting
 for the peer while traced, which ``replay-only`` replays as transfer.
 
@@ -51,6 +54,7 @@ class Capture:
     quartiles_ms: tuple[float, float]
     traced_ms: float
     torch: str
+    load: float | None = None  # the machine's 1-minute load average right after the capture
     replays: dict[str, float] = field(default_factory=dict)  # setting -> simulated ms
     sources: dict[str, str] = field(default_factory=dict)  # setting -> rank 0's correction line
     #: setting -> ms of the slowest rank's collectives' traced time beyond the least any rank took
@@ -128,15 +132,16 @@ def markdown(captures: list[Capture]) -> str:
         "Written by `python -m bench.overhead_replay_cpu`.",
         "",
         "| capture | untraced (IQR) | traced | replay, traced durations | replay, defaults | error "
-        "| replay, default model | error | waits in collectives | what the defaults removed (rank 0) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| replay, default model | error | waits in collectives | load | what the defaults removed (rank 0) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for c in captures:
+        said = c.sources["auto"].removeprefix("tracing overhead: ").split("; --tracing")[0]
         lines.append(
             f"| `{c.name}` | {c.untraced_ms:.1f} ({c.quartiles_ms[0]:.1f}-{c.quartiles_ms[1]:.1f}) "
             f"| {c.traced_ms:.1f} | {c.replays['none']:.1f} ({c.error('none'):+.1f}%) | {c.replays['auto']:.1f} "
             f"| {c.error('auto'):+.1f}% | {c.replays['model']:.1f} | {c.error('model'):+.1f}% | {c.waits['auto']:.1f} "
-            f"| {c.sources['auto'].removeprefix('tracing overhead: ').split('; --tracing')[0]} |"
+            f"| {'' if c.load is None else f'{c.load:.1f}'} | {said} |"
         )
     for setting, label in (("none", "traced durations"), ("auto", "defaults"), ("model", "default model")):
         errors = [c.error(setting) for c in captures]
@@ -154,34 +159,55 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "overhead_replay_cpu.md")
     parser.add_argument("--captures", type=Path, default=None, help="keep the captures here (default: temporary)")
     parser.add_argument(
+        "--from-captures", type=Path, default=None, help="replay the captures in DIR/{model}_{dp} instead of capturing"
+    )
+    parser.add_argument("--append", metavar="HEADING", default=None, help="append this run under ## HEADING")
+    parser.add_argument(
         "--from-json", type=Path, default=None, help="render the replays saved beside --out instead of running them"
     )
     args = parser.parse_args(argv)
     saved = args.out.with_suffix(".json")
+    if args.append is not None:
+        saved = args.out.with_name(f"{args.out.stem}.{args.append.split()[0].lower()}.json")
     if args.from_json is not None:
         runs = json.loads(args.from_json.read_text())
         captures = []
         for run in runs.values():
             run["quartiles_ms"] = tuple(run["quartiles_ms"])
             captures.append(Capture(**run))
-        args.out.write_text(markdown(captures), encoding="utf-8")
+        write(args.out, markdown(captures), args.append)
         return 0
     captures = []
     with tempfile.TemporaryDirectory() as tmp:
         where = args.captures or Path(tmp) / "captures"
         for model, dp in CONFIGS:
-            print(f"capturing {model} {dp} ...", file=sys.stderr, flush=True)
-            folder = capture(model, dp, where)
+            if args.from_captures is not None:
+                folder, busy = args.from_captures / f"{model}_{dp}", None
+                if not folder.is_dir():
+                    continue
+            else:
+                print(f"capturing {model} {dp} ...", file=sys.stderr, flush=True)
+                folder = capture(model, dp, where)
+                busy = os.getloadavg()[0]
             c = load(folder)
+            c.load = busy
             for key in SETTINGS:
                 c.replays[key] = replay(c, folder, key, Path(tmp))
                 print(f"{c.name} {key}: {c.replays[key]:.1f} ms ({c.error(key):+.1f}%)", file=sys.stderr, flush=True)
             captures.append(c)
     runs = {c.name: vars(c) for c in captures}
     saved.write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
-    args.out.write_text(markdown(captures), encoding="utf-8")
+    write(args.out, markdown(captures), args.append)
     print(args.out)
     return 0
+
+
+def write(out: Path, table: str, heading: str | None) -> None:
+    if heading is None:
+        out.write_text(table, encoding="utf-8")
+        return
+    before = out.read_text(encoding="utf-8") if out.exists() else ""
+    out.write_text(f"{before}{chr(10) if before else ''}## {heading}\n\n{table}", encoding="utf-8")
 
 
 if __name__ == "__main__":

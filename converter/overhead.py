@@ -18,9 +18,11 @@ brings the launches, and so the kernels, earlier through the dependencies.
 Where the figure comes from (``choose``), first found first:
 
 1. ``--tracing-overhead US``: the user's own figure, microseconds per recorded op;
-2. for a Kineto trace, a calibration ``chakra-profile`` measured in the same run, beside it
-   (``{name}_rank{N}_overhead.json``, ``calibration_path``): the traced step's time and the median
-   untraced step's; the per-op cost that removes their difference is found on the timeline;
+2. for a Kineto trace, and for a CPU capture's host trace, a calibration ``chakra-profile``
+   measured in the same run, beside it (``{name}_rank{N}_overhead.json``, ``calibration_path``):
+   the traced step's time and the median untraced step's; the per-op cost that removes their
+   difference (a CPU capture's host path: the profiler's share of the traced step,
+   ``convert/untrace.py``) is found on the timeline;
 3. the default model for the tracing the trace records (``DEFAULT_MODELS``): fitted to this
    project's H200 captures (``docs/overhead.md`` says how, and its error).
 

@@ -11,11 +11,14 @@ The figure is the user's or the default model's, and a step-time calibration onl
 capture (``choose``). With a GPU this timeline is not the step's (it holds the ops' exclusive
 times, not the time between the step's top-level ops, and no dependency of the host on the GPU),
 so the step's traced-minus-untraced difference does not say how much of it to remove
-(``docs/overhead.md`` shows how far that lands). Without a GPU the host *is* the step: every op
-the replay holds ran on the critical path, slowed by the profiler in the share the calibration
-measured, ``(traced - untraced) / traced`` of the rank's step. That share of the host time the
-replay holds is taken out (``share``): not the whole difference, part of which fell between the
-ops, where the replay holds no time at all.
+(``docs/overhead.md`` shows how far that lands). Without a GPU the host *is* the step, and the
+calibration says how long the rank's step took traced and untraced. The CPU ops are given the
+rank's untraced step outside its collectives (``keep``): its traced step less its collectives'
+traced time, scaled by untraced / traced. That takes the profiler's time out, and puts the time
+between the ops, which the replay does not hold (Python between the ops, the batch's
+preparation), into them in proportion: taking out only the profiler's share of the ops' own time
+left the replays 2-11% short (``docs/overhead.md``). Each rank then replays its untraced step
+nearly by construction; what the job's replay adds is the ranks' coupling in their collectives.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from .writer import TailSpill
 #: A host trace holds the observer's record of every op, with its inputs' shapes.
 HOST_TRACING = overhead.Tracing(observer=True, record_shapes=True)
 _COMP = int(NodeType.COMP_NODE)
+_COMM = {int(NodeType.COMM_COLL_NODE), int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)}
 #: What an op keeps of its traced duration (where it had that much): no op takes less untraced
 #: (``tests/data/traces/gpu_h200/overhead.json``: ``aten::view``, 1.2 us a call untraced), and a
 #: node left at zero would stop ``--compact`` merging across it (ASTRA-sim gives it a cycle).
@@ -48,21 +52,27 @@ def choose(setting: str | float, graph: TraceGraph, trace: str) -> overhead.Mode
     return overhead.choose(setting, HOST_TRACING, trace if cpu_capture(graph) else None)
 
 
-def share(model: overhead.Model, host_us: int) -> overhead.Model:
-    """A calibrated model's target on this timeline: of ``host_us`` (the CPU ops' summed traced
-    time), the profiler's share of the traced step (``target_us / traced_us``)."""
+def keep(model: overhead.Model, host_us: int, comm_us: int) -> overhead.Model:
+    """A calibrated model's target on a CPU capture's timeline: of ``host_us`` (the CPU ops'
+    summed traced time), what is beyond the rank's untraced step outside its collectives
+    (``comm_us``, their traced time): (traced - comm) x untraced / traced. Nothing where the ops
+    hold less than that (time is only taken out)."""
     if model.target_us is None or not model.traced_us:
         return model
-    part = min(1.0, model.target_us / model.traced_us)
+    traced = model.traced_us
+    untraced = max(0.0, traced - model.target_us)
+    kept = max(0.0, traced - comm_us) * untraced / traced
     return replace(
-        model, target_us=host_us * part, source=f"{model.source}: the profiler's {part:.1%} of the traced step"
+        model,
+        target_us=max(0.0, host_us - kept),
+        source=f"{model.source}: the CPU ops keep {kept / 1000:,.1f} ms, the untraced step outside the collectives",
     )
 
 
 def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhead.Removed:
     """Take ``model``'s cost out of ``graph``'s CPU ops (their durations read from ``spill``);
     the new durations go to ``graph.duration_overrides``. A calibrated model (a CPU capture's)
-    takes out its share of their time (``share``)."""
+    leaves them the untraced step outside the collectives (``keep``)."""
     types, is_gpu, skipped, replaced = graph.types, graph.is_gpu, graph.zero_duration, graph.tail_overrides
     rows = [
         row
@@ -70,7 +80,8 @@ def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhea
         if not is_gpu[row] and types[row] == _COMP and row not in skipped and row not in replaced
     ]
     traced = [encode.duration_of(tail) for tail in spill.read_each(rows)]
-    model = share(model, sum(traced))
+    comm = sum(encode.duration_of(tail) for row, tail in replaced.items() if types[row] in _COMM)
+    model = keep(model, sum(traced), comm)
     durations, removed = overhead.untrace([(d, overhead.OP) for d in traced], model, MIN_OP_US)
     overrides = graph.duration_overrides
     for row, before, after in zip(rows, traced, durations, strict=True):
