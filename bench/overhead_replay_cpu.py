@@ -12,13 +12,17 @@ Each configuration is captured with ``chakra-profile --size tiny --nproc 2 --thr
 1``: 17 untraced steps besides the first, timed in the same run, and each rank's calibration
 ``{name}_rank{N}_overhead.json`` beside its traces). Then ``convert-all --astra-sim`` and
 ``simulate --replay``, with defaults (``auto``: the CPU capture's calibration, ``converter/convert/
-untrace.py``), with the traced durations (``none``) and with the default model alone (the traces
-renamed so that no calibration is found beside them: what a CPU trace from another tracer gets).
+untrace.py``, and each collective's least traced duration across the ranks), with the traced
+durations (``none``) and with the default model alone (the traces renamed so that no calibration is
+found beside them: what a CPU trace from another tracer gets; the collectives as with the defaults).
+The defaults' replay lands on each rank's untraced step nearly by construction (the calibration is
+the untraced step); the default model's is the check that uses no figure of the run.
 Each replay is held against the median untraced step of the whole job (both ranks' steps; their
 interquartile range beside it: the machine's own noise; "load": the machine's 1-minute load
-average right after the capture). "Waits in collectives": of the slowest
-rank's replay, the time its gloo collectives took beyond the least any rank's took (ms): waiting
-for the peer while traced, which ``replay-only`` replays as transfer.
+average right after the capture). "Waits in collectives": in the traced replay, the most time a
+rank's gloo collectives took beyond the least any rank's took (ms): waiting for the peer
+while traced, which ``replay-only`` replays as transfer unless it is taken out (the defaults and
+the default model do: ``converter/ranks/collwaits.py``).
 
 Timings on a shared machine are noisy: capture on a quiet one, with one thread per rank, and judge
 each replay against the untraced steps of its own run, never another run's.
@@ -57,7 +61,7 @@ class Capture:
     load: float | None = None  # the machine's 1-minute load average right after the capture
     replays: dict[str, float] = field(default_factory=dict)  # setting -> simulated ms
     sources: dict[str, str] = field(default_factory=dict)  # setting -> rank 0's correction line
-    #: setting -> ms of the slowest rank's collectives' traced time beyond the least any rank took
+    #: setting -> the most ms a rank's collectives took beyond the least any rank's took
     waits: dict[str, float] = field(default_factory=dict)
 
     def error(self, setting: str) -> float:
@@ -115,7 +119,7 @@ def replay(capture: Capture, folder: Path, key: str, work: Path) -> float:
     capture.sources[key] = first.line() if first is not None else "kept"
     simulated = api.simulate(out / "et" / result.prefix, api.SimulateOptions(replay=True))
     least = min(r.transfer_ns for r in simulated.ranks)
-    capture.waits[key] = (simulated.slowest.transfer_ns - least) / 1e6
+    capture.waits[key] = (max(r.transfer_ns for r in simulated.ranks) - least) / 1e6
     return simulated.step_ns / 1e6
 
 
@@ -140,7 +144,7 @@ def markdown(captures: list[Capture]) -> str:
         lines.append(
             f"| `{c.name}` | {c.untraced_ms:.1f} ({c.quartiles_ms[0]:.1f}-{c.quartiles_ms[1]:.1f}) "
             f"| {c.traced_ms:.1f} | {c.replays['none']:.1f} ({c.error('none'):+.1f}%) | {c.replays['auto']:.1f} "
-            f"| {c.error('auto'):+.1f}% | {c.replays['model']:.1f} | {c.error('model'):+.1f}% | {c.waits['auto']:.1f} "
+            f"| {c.error('auto'):+.1f}% | {c.replays['model']:.1f} | {c.error('model'):+.1f}% | {c.waits['none']:.1f} "
             f"| {'' if c.load is None else f'{c.load:.1f}'} | {said} |"
         )
     for setting, label in (("none", "traced durations"), ("auto", "defaults"), ("model", "default model")):
@@ -168,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     saved = args.out.with_suffix(".json")
     if args.append is not None:
-        saved = args.out.with_name(f"{args.out.stem}.{args.append.split()[0].lower()}.json")
+        slug = "-".join("".join(ch if ch.isalnum() else " " for ch in args.append.lower()).split()[:2])
+        saved = args.out.with_name(f"{args.out.stem}.{slug}.json")
     if args.from_json is not None:
         runs = json.loads(args.from_json.read_text())
         captures = []

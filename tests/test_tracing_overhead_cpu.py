@@ -47,7 +47,8 @@ def test_the_cpu_ops_keep_the_untraced_step_outside_the_collectives() -> None:
     kept = untrace.keep(calibrated, 800, 200)  # (1200 - 200) x 900 / 1200 = 750 kept of 800
     assert kept.target_us == 50.0 and "the CPU ops keep 0.8 ms" in kept.source
     assert untrace.keep(calibrated, 700, 200).target_us == 0.0  # they hold less: nothing taken out
-    assert untrace.keep(overhead.Model(0.0, 0.0, "c", 0.0, 1000.0), 900, 100).target_us == 0.0  # traced = untraced
+    noisy = untrace.keep(overhead.Model(0.0, 0.0, "c", 0.0, 1000.0), 900, 100)  # traced no slower than untraced
+    assert noisy.target_us == 0.0 and "no slower than its untraced ones (a noisy run)" in noisy.source
     default = overhead.Model(23.0, 0.0, "default model")
     assert untrace.keep(default, 800, 200) is default  # a figure per op is left as it is
 

@@ -62,11 +62,10 @@ def keep(model: overhead.Model, host_us: int, comm_us: int) -> overhead.Model:
     traced = model.traced_us
     untraced = max(0.0, traced - model.target_us)
     kept = max(0.0, traced - comm_us) * untraced / traced
-    return replace(
-        model,
-        target_us=max(0.0, host_us - kept),
-        source=f"{model.source}: the CPU ops keep {kept / 1000:,.1f} ms, the untraced step outside the collectives",
-    )
+    said = f"the CPU ops keep {kept / 1000:,.1f} ms, the untraced step outside the collectives"
+    if not model.target_us:  # the run's untraced steps were no faster: its machine's load changed
+        said = "its traced step was no slower than its untraced ones (a noisy run): nothing to take out"
+    return replace(model, target_us=max(0.0, host_us - kept), source=f"{model.source}: {said}")
 
 
 def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhead.Removed:

@@ -171,7 +171,7 @@ def _convert_all(
         if options.astra_sim or options.compact or (found.devices and not found.hosts):
             evened = alltoallv.even_all_to_all([files.staged(targets[o.rank]) for o in outcomes if o.ok and o.output])
         waits = None
-        if options.astra_sim and options.tracing_overhead != "none":
+        if (options.astra_sim or (found.devices and not found.hosts)) and options.tracing_overhead != "none":
             done = [o for o in outcomes if o.ok and o.output]
             waits = collwaits.even_waits([files.staged(targets[o.rank]) for o in done], [o.rank for o in done])
         commgroups.write(groups, files.staged(group_target))
