@@ -599,11 +599,13 @@ def _said_imbalance(result: SimulationResult, prefix: str, evened: _imbalance.Ra
         return result
     notes = [evened.describe()] if evened is not None else []
     waiting = max(result.ranks, key=lambda r: (r.waiting_ns, -r.rank))
+    most = (waiting.rank, waiting.waiting_ns, waiting.step_ns)
     waits = waiting.step_ns > 0 and waiting.waiting_ns / waiting.step_ns >= _imbalance.NOTABLE
     if found.notable and (waits or evened is not None):  # as captured: said where ranks wait for it
-        said = found.describe((waiting.rank, waiting.waiting_ns, waiting.step_ns) if evened is None else None)
+        said = found.describe(most if evened is None else None)
         notes.append(said if evened is None else said.split(";")[0] + " (evened out by `ranks_as`)")
-    return dataclasses.replace(result, warnings=[*result.warnings, *notes]) if notes else result
+    facts = found.as_json(most, "captured" if evened is None else evened.how, notes)
+    return dataclasses.replace(result, warnings=[*result.warnings, *notes], imbalance=facts)
 
 
 def simulate_sweep(

@@ -18,9 +18,11 @@ brings the launches, and so the kernels, earlier through the dependencies.
 Where the figure comes from (``choose``), first found first:
 
 1. ``--tracing-overhead US``: the user's own figure, microseconds per recorded op;
-2. for a Kineto trace, a calibration ``chakra-profile`` measured in the same run, beside it
-   (``{name}_rank{N}_overhead.json``, ``calibration_path``): the traced step's time and the median
-   untraced step's; the per-op cost that removes their difference is found on the timeline;
+2. for a Kineto trace, and for a CPU capture's host trace, a calibration ``chakra-profile``
+   measured in the same run, beside it (``{name}_rank{N}_overhead.json``, ``calibration_path``):
+   the traced step's time and the median untraced step's; the per-op cost that removes their
+   difference (a CPU capture's host path: the profiler's share of the traced step,
+   ``convert/untrace.py``) is found on the timeline;
 3. the default model for the tracing the trace records (``DEFAULT_MODELS``): fitted to this
    project's H200 captures (``docs/overhead.md`` says how, and its error).
 
@@ -77,6 +79,7 @@ class Model:
     per_call_us: float
     source: str  # where the figure comes from, for the one-line message
     target_us: float | None = None
+    traced_us: float | None = None  # a calibration's traced step (us), of which ``target_us`` is the profiler's
 
     def cost(self, runtime: bool) -> float:
         return self.per_call_us if runtime else self.per_op_us
@@ -152,7 +155,7 @@ def read_calibration(path: Path) -> Model | None:
     if not all(type(v) in (int, float) and 0 < v < 1e12 for v in (traced, untraced)):
         raise TraceContentError(str(path), "traced_step_us/untraced_step_us are not microseconds", hint=_HINT)
     target = max(0.0, float(traced) - float(untraced))
-    return Model(0.0, 0.0, f"calibrated in the same run, {path.name}", target)
+    return Model(0.0, 0.0, f"calibrated in the same run, {path.name}", target, float(traced))
 
 
 def choose(setting: str | float, tracing: Tracing, trace: str | os.PathLike[str] | None) -> Model | None:

@@ -109,6 +109,35 @@ def test_cli_says_it_in_one_line(simulator: Path, job: Path) -> None:
     assert done.returncode == 2 and "--ranks-as" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_simulate_json_has_the_imbalance_facts(simulator: Path, job: Path, tmp_path: Path) -> None:
+    """``simulate --json`` carries what the line says: each rank's compute, the slowest, fastest and
+    median ranks, their spread, the rank that waits most and how much of its step, the line itself;
+    the same figures as ``rank_imbalance`` and the per-rank results (from ASTRA-sim's log)."""
+    out = tmp_path / "result.json"
+    done = run_cli("simulate", job, "--json", out)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "ranks differ in compute" in line]
+    result = json.loads(out.read_text())
+    facts, found = result["imbalance"], api.rank_imbalance(job)
+    assert facts["compute_us"] == list(found.compute_us) and facts["spread_us"] == found.spread_us
+    assert (facts["slowest_rank"], facts["fastest_rank"], facts["median_rank"]) == (1, 0, 0)
+    assert facts["notable"] and facts["replicas"] and facts["ranks_as"] == "captured"
+    assert facts["share"] == pytest.approx(found.share, abs=1e-6)
+    waited = max(result["per_rank"], key=lambda r: r["waiting_ns"])
+    assert facts["waiting"]["rank"] == waited["rank"] == 0
+    assert facts["waiting"]["waiting_ns"] == waited["waiting_ns"] >= (WAIT_US - 10_000) * 1000
+    assert facts["waiting"]["step_ns"] == waited["step_ns"]
+    assert facts["waiting"]["share"] == pytest.approx(waited["waiting_ns"] / waited["step_ns"], abs=1e-6)
+    # the line simulate printed (the library's JSON names parameters, the command line its flags)
+    assert len(facts["lines"]) == 1 and facts["lines"][0].split(" (replay every")[0] in said[0]
+    done = run_cli("simulate", job, "--json", "--ranks-as", "median")
+    assert done.returncode == 0, done.stderr
+    evened = json.loads(done.stdout)["imbalance"]
+    assert evened["ranks_as"] == "median" and evened["compute_us"] == facts["compute_us"]
+    assert evened["waiting"]["waiting_ns"] < facts["waiting"]["waiting_ns"] / 6
+    assert any(line.startswith("`ranks_as` median: every rank replayed") for line in evened["lines"])
+
+
 def test_scale_says_it_and_scales_the_evened_job(job: Path, tmp_path: Path) -> None:
     done = run_cli("scale", job, tmp_path / "x4", "--ranks", "4")
     assert done.returncode == 0, done.stderr

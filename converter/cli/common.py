@@ -156,8 +156,9 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
         metavar="auto|none|US",
         help="with --astra-sim and for a Kineto trace: take the profiler's own time out of the "
         "CPU ops and the gaps between them, so that a replay gives the untraced step: auto "
-        "(default) the default model for the tracing the trace records (for a Kineto trace, the "
-        "calibration chakra-profile stored beside it first); none keeps the traced durations; US: "
+        "(default) the default model for the tracing the trace records (for a Kineto trace or a "
+        "CPU capture, the calibration chakra-profile stored beside it first; a CPU job's collectives take "
+        "the least traced duration of their ranks, the rest being waits); none keeps the traced durations; US: "
         "your own figure, microseconds per recorded op (see docs/overhead.md)",
     )
     (

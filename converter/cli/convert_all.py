@@ -122,6 +122,8 @@ def _run_convert_all(args: argparse.Namespace, reporter: Reporter) -> int:
             removed = [o.overhead.removed_us / 1000 for o in untraced if o.overhead is not None]
             span = f"{min(removed):,.1f}-{max(removed):,.1f} ms"
             reporter.info(f"  and {len(untraced) - 1} other rank(s) likewise: {span} removed each")
+    if result.waits is not None:
+        reporter.info(result.waits.line())
     groups = result.comm_groups
     if result.comm_group_path is not None:
         reporter.info(

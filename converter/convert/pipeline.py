@@ -58,9 +58,10 @@ class ConvertOptions:
     ``world_size`` with ``astra_sim`` (``scale`` and ``simulate`` read it), with ``rank`` and
     ``process_groups`` (the job's groups as JSON ``{pg_name: [ranks]}``, where the traces list them).
     ``tracing_overhead``, with ``astra_sim`` (and for the Kineto traces of ``convert_all``): the
-    profiler's time taken out of the CPU ops (``converter/overhead.py``): ``"auto"`` (the default model; for a Kineto
-    trace, a calibration beside it first), ``"none"`` (the traced durations) or microseconds per
-    recorded op; the reference's output keeps them.
+    profiler's time taken out of the CPU ops (``converter/overhead.py``): ``"auto"`` (the default
+    model; for a Kineto trace or a CPU capture's host trace, a calibration beside it first),
+    ``"none"`` (the traced durations) or microseconds per recorded op; the reference's output
+    keeps them.
     """
 
     simulate: bool = False
@@ -263,7 +264,7 @@ def _run(
         changes = astra.apply(graph, options.rank) if options.astra_sim else None
         untraced = None
         if options.astra_sim:
-            model = tracing.choose(options.tracing_overhead, untrace.HOST_TRACING, None)
+            model = untrace.choose(options.tracing_overhead, graph, reader.path)
             untraced = untrace.apply(graph, spill, model) if model is not None else None
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)

@@ -28,7 +28,7 @@ from ..io.read import same_file
 from ..kineto import convert_kineto
 from ..overhead import Removed
 from ..workers import run_all
-from . import alltoallv, commgroups
+from . import alltoallv, collwaits, commgroups
 from .commgroups import CommGroups
 from .discover import DEFAULT_JOB_NAME, TRACE_SUFFIXES, FoundTraces, discover, job_name
 from .jobs import refuse_mixed
@@ -58,6 +58,8 @@ class MultiRankResult:
     ray_cluster: str | None = None  # with --ray: which cluster ran the ranks, and how it was chosen
     prefix: str = DEFAULT_JOB_NAME  # the outputs' name: <prefix>.<rank>.et
     evened: tuple[int, int] = (0, 0)  # all-to-alls given one size on every rank, and the nodes changed
+    #: a CPU job's collectives given the least traced duration of their ranks (``collwaits.py``)
+    waits: collwaits.Waits | None = None
 
     @property
     def failed(self) -> int:
@@ -168,9 +170,13 @@ def _convert_all(
         evened = (0, 0)
         if options.astra_sim or options.compact or (found.devices and not found.hosts):
             evened = alltoallv.even_all_to_all([files.staged(targets[o.rank]) for o in outcomes if o.ok and o.output])
+        waits = None
+        if (options.astra_sim or (found.devices and not found.hosts)) and options.tracing_overhead != "none":
+            done = [o for o in outcomes if o.ok and o.output]
+            waits = collwaits.even_waits([files.staged(targets[o.rank]) for o in done], [o.rank for o in done])
         commgroups.write(groups, files.staged(group_target))
         files.commit([*(targets[o.rank] for o in outcomes if o.ok and o.output), group_target])
-    return MultiRankResult(outcomes, group_target.path, groups, next(iter(cluster), None), prefix, evened)
+    return MultiRankResult(outcomes, group_target.path, groups, next(iter(cluster), None), prefix, evened, waits)
 
 
 def _in_place(outcome: RankOutcome, output_dir: str) -> RankOutcome:

@@ -31,6 +31,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import OptionError, OutputError
 from ..et import wire
@@ -107,6 +108,33 @@ class Imbalance:
         else:
             head += f"; the faster ranks wait up to {self.spread_us / 1000:,.3f} ms a step for the slowest"
         return head + " (replay every rank alike: `ranks_as` slowest or median)"
+
+    def as_json(self, waiting: tuple[int, int, int] | None, ranks_as: str, lines: list[str]) -> dict[str, Any]:
+        """The facts ``describe`` says, for ``simulate``'s JSON (``imbalance``): each rank's compute,
+        the slowest, fastest and median ranks, their spread (us and share of the slowest's compute),
+        whether that is said (``notable``); ``waiting``: (rank, ns waiting for peers, its step ns) of
+        the rank that waited most in the simulation; ``lines``: what was said (none: nothing)."""
+        rank, waited, step = waiting if waiting is not None else (None, 0, 0)
+        return {
+            "compute_us": list(self.compute_us),
+            "replicas": self.replicas,
+            "slowest_rank": self.slowest,
+            "fastest_rank": self.fastest,
+            "median_rank": self.median,
+            "spread_us": self.spread_us,
+            "share": round(self.share, 6),
+            "notable": self.notable,
+            "waiting": None
+            if rank is None
+            else {
+                "rank": rank,
+                "waiting_ns": waited,
+                "step_ns": step,
+                "share": round(waited / step, 6) if step else 0.0,
+            },
+            "ranks_as": ranks_as,
+            "lines": lines,
+        }
 
 
 def compute_of(trace: EtTrace) -> int:

@@ -109,6 +109,9 @@ class SimulationResult:
     #: what the step cannot tell by itself (``notes.py``): kernels left as CPU ops, empty collectives,
     #: a host-bound step, a what-if's device
     notes: list[str] = field(default_factory=list)
+    #: how the captured ranks differ in compute and how much of the step the most waiting rank
+    #: waits for its peers (``ranks/imbalance.py``: ``Imbalance.as_json``); None where not measured
+    imbalance: dict[str, Any] | None = None
 
     @property
     def modelled_ranks(self) -> int:
@@ -160,6 +163,7 @@ class SimulationResult:
             "replay": self.replay,
             "measured_step_ns": max(self.measured_ns.values()) if self.measured_ns else None,
             "notes": self.notes,
+            "imbalance": self.imbalance,
             "per_rank": [{**r.__dict__, "transfer_ns": r.transfer_ns} for r in self.ranks],
             **({"memory": self.memory} if self.memory is not None else {}),
         }
