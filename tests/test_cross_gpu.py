@@ -19,6 +19,7 @@ from chakra_convert_fast.converter.devices import profile as dp
 
 DATA = Path(__file__).parent / "data" / "traces"
 H200, H100 = DATA / "gpu_h200", DATA / "gpu_h100"
+QUICK_BF16 = ("--device", "cpu", "--dtype", "bf16", "--quick", "--repeats", "1")
 CLASSES = ("matmul", "attention", "elementwise", "copy", "norm", "softmax", "reduction", "embedding", "memcpy")
 
 
@@ -147,6 +148,29 @@ def test_h200_capture_on_the_h100_lands_on_the_h100s_measured_step(tmp_path: Pat
     h100, h200 = measured_ms(H100, name), measured_ms(H200, name)
     assert abs(h100 - h200) / h100 > 0.1  # the two GPUs' steps differ: landing on the H100's means something
     assert abs(step - h100) / h100 < 0.05, (step, h100)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_device_profile_in_bf16_also_measures_the_autocast_fp32_classes(tmp_path: Path) -> None:
+    """The committed grids are bf16 alone and missed the fp32 ops of a bf16 autocast step (norms,
+    softmax, embeddings: bench/results/whatif_cross_gpu.md); the command now measures those classes
+    in fp32 too, and the FLOP classes in the dtype asked for alone."""
+    pytest.importorskip("torch")
+    out = tmp_path / "bf16.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "chakra_convert_fast.profiler.cli", "device-profile", "--out", str(out), *QUICK_BF16],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    p = dp.load(out)
+    for cls in ("elementwise", "copy", "norm", "softmax", "reduction", "embedding"):
+        assert {q.dtype for q in p.ops[cls]} == {"bf16", "fp32"}, cls
+    for cls in ("matmul", "attention"):
+        assert {q.dtype for q in p.ops[cls]} == {"bf16"}, cls
+    norm = dp.op_key("aten::native_layer_norm", [[4096, 768]], ["Tensor(float)"])
+    assert isinstance(norm, dp.OpKey) and norm.dtype == "fp32" and p.predict(norm) is not None
 
 
 @pytest.mark.slow
