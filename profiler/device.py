@@ -26,6 +26,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 _TYPES = {"bf16": "BFloat16", "fp32": "float", "fp16": "Half"}
+#: calls per timed run on a GPU, and the spin (GPU clock cycles, about 5 ms) that keeps the GPU busy
+#: while the host queues them
+_BATCH = 10
+_SPIN_CYCLES = 10_000_000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, metavar="FILE", help="the profile to write (JSON)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: cuda when present")
-    p.add_argument("--dtype", choices=tuple(_TYPES), default=None, help="default: bf16 on a GPU, fp32 on the CPU")
+    p.add_argument(
+        "--dtype",
+        choices=tuple(_TYPES),
+        default=None,
+        help="default: bf16 on a GPU, fp32 on the CPU; other than fp32, the classes timed by bytes are "
+        "measured in fp32 too (autocast runs norms, softmax and embeddings in fp32)",
+    )
     p.add_argument("--quick", action="store_true", help="a small grid and few repeats (seconds; for a smoke test)")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per shape (default 20, quick 3)")
     return p
@@ -73,17 +83,21 @@ def _main(argv: Sequence[str] | None) -> int:
     repeats = args.repeats or (3 if args.quick else 20)
     bench = _Bench(torch, device, repeats)
     ops: dict[str, list[dict[str, Any]]] = {}
-    for name, shapes, call in _cases(torch, device, args.quick):
+    # under autocast (bf16, fp16) norms, softmax, embeddings and the optimizer's element-wise ops run in
+    # fp32: those classes are measured in fp32 too
+    passes = [(dtype_name, dtype)] + ([("fp32", torch.float32)] if dtype_name != "fp32" else [])
+    cases = [(d, t, case) for d, t in passes for case in _cases(torch, device, args.quick)]
+    for case_dtype, torch_dtype, (name, shapes, call) in cases:
         # an embedding's indices (its second input, as aten::embedding takes them) are int64
         lookup = name == "aten::embedding"
-        types = [f"Tensor({'long int' if lookup and i == 1 else _TYPES[dtype_name]})" for i in range(len(shapes))]
+        types = [f"Tensor({'long int' if lookup and i == 1 else _TYPES[case_dtype]})" for i in range(len(shapes))]
         key = dp.op_key(name, [list(shape) for shape in shapes], types)
-        if isinstance(key, str):
+        if isinstance(key, str) or (case_dtype != dtype_name and key.op_class in dp.FLOP_CLASSES):
             continue
         tensors = [
             torch.randint(0, shapes[0][0], shape, device=device)
             if lookup and i == 1
-            else torch.randn(*shape, device=device, dtype=dtype)
+            else torch.randn(*shape, device=device, dtype=torch_dtype)
             for i, shape in enumerate(shapes)
         ]
         us = bench.time(functools.partial(call, *tensors))
@@ -134,18 +148,29 @@ class _Bench:
             self.torch.cuda.synchronize()
 
     def time(self, fn: Callable[[], object]) -> float:
-        """The median of ``repeats`` runs, microseconds (CUDA events on a GPU)."""
+        """The median of ``repeats`` runs, microseconds (CUDA events on a GPU).
+
+        On a GPU each run is ``_BATCH`` calls queued behind a spin kernel (``torch.cuda._sleep``), so
+        the events time the kernels back to back, as CUPTI times a trace's, not the host's dispatch:
+        one eager call between two events times the dispatch where the kernel is shorter (a copy of
+        8 KB and one of 16 MB both took 14.7 us on the H100 that way)."""
         fn()
         self.sync()
         times = []
+        cuda = self.device.type == "cuda"
+        spin = getattr(self.torch.cuda, "_sleep", None) if cuda else None
+        batch = _BATCH if spin is not None else 1
         for _ in range(self.repeats):
-            if self.device.type == "cuda":
+            if cuda:
                 start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+                if spin is not None:
+                    spin(_SPIN_CYCLES)
                 start.record()
-                fn()
+                for _ in range(batch):
+                    fn()
                 end.record()
                 end.synchronize()
-                times.append(start.elapsed_time(end) * 1e3)
+                times.append(start.elapsed_time(end) * 1e3 / batch)
             else:
                 t0 = time.perf_counter()
                 fn()

@@ -118,7 +118,7 @@ def test_convert_refuses_bad_profiles_and_options(tmp_path: Path) -> None:
     for given, status, words in (
         (tmp_path / "bad.json", 1, "not a device profile (not JSON"),
         (tmp_path / "missing.json", 1, "cannot read the device profile"),
-        ("h100", 1, "cannot read the device profile"),  # no H100 profile shipped yet (needs an H100)
+        ("a100", 1, "cannot read the device profile"),  # no A100 profile shipped
     ):
         done = cli("convert", "--kineto", SHAPES, out, "--device-profile", given)
         assert done.returncode == status, done.stderr
@@ -170,7 +170,7 @@ def test_scaled_from_a_source_profile_without_shapes(tmp_path: Path) -> None:
     total = w.totals()
     assert total.kernels > 1500
     assert abs(total.whatif_us / total.traced_us - 2.0) < 0.01
-    assert w.totals("scaled by device").kernels > 1000
+    assert w.totals("scaled by class").kernels > 1000  # the class of the aten op around each launch
     assert any("without their shapes" in warning and "record_shapes" in warning for warning in result.warnings)
 
 
@@ -304,6 +304,8 @@ def test_shipped_h200_points_are_the_committed_captures() -> None:
 def test_a_profile_of_another_gpu_without_the_captures_profile_warns(tmp_path: Path) -> None:
     other = dp.shipped("h200")
     other.device = "NVIDIA H100 80GB HBM3"
+    other.ops.pop("matmul")  # the matmuls find no point (and no roofline): they keep the H200's times
+    other.peak_tflops = None
     result = api.convert_kineto(SHAPES, tmp_path / "o.0.et", device_profile=other)
     assert any(
         "the trace was captured on NVIDIA H200, the profile is NVIDIA H100 80GB HBM3's" in w and "`source_profile`" in w
@@ -311,3 +313,5 @@ def test_a_profile_of_another_gpu_without_the_captures_profile_warns(tmp_path: P
     )
     own = api.convert_kineto(SHAPES, tmp_path / "s.0.et", device_profile="h200")
     assert not any("the trace was captured on" in w for w in own.warnings)
+    every = api.convert_kineto(SHAPES, tmp_path / "e.0.et", device_profile="h100")  # a point for every kernel
+    assert not any("the trace was captured on" in w for w in every.warnings)

@@ -1,8 +1,14 @@
-"""The H200 device profile from the committed captures, and the own-GPU what-if it gives (issue 35).
+"""A shipped device profile (H200, H100) from the committed captures, and the own-GPU what-if it gives (issue 35).
 
-    ASTRA_SIM_HOME=../shared/astra-sim python -m bench.gpu.whatif_profile \\
-        [--captures tests/data/traces/gpu_h200] [--profile converter/devices/data/h200.json] \\
-        [--out bench/results/whatif_profile.md]
+    ASTRA_SIM_HOME=../shared/astra-sim python -m bench.gpu.whatif_profile [--gpu h200|h100] \\
+        [--captures tests/data/traces/gpu_GPU] [--profile converter/devices/data/GPU.json] \\
+        [--out bench/results/whatif_profile.md, whatif_profile_h100.md for the H100]
+
+The same recipe makes each GPU's profile from its own captures (``GPUS``: the device's name and
+datasheet peak and bandwidth, the roofline fallback). The measured micro-benchmark grid
+(``device_profile.json`` beside the captures) is not merged in: held out, it made the kernels'
+what-if worse (``bench/results/whatif_cross_gpu.md``); ``bench/gpu/whatif_cross_gpu.py`` judges
+it alone.
 
 **Kernels.** Each capture with shapes (``record_shapes``: the four host + Kineto captures and
 ``kineto_gpt2_base_bf16_b32_shapes``) gives, per launching op of its traced step, the op's class,
@@ -55,6 +61,11 @@ WITHOUT_SHAPES = (
     "kineto_gpt2_base_bf16_b8",
     "kineto_gpt2_base_fp32_b4",
 )
+#: name -> (the device as CUDA names it, datasheet dense bf16 TFLOP/s, memory bandwidth GB/s)
+GPUS: dict[str, tuple[str, float, float]] = {
+    "h200": ("NVIDIA H200", 989.0, 4800.0),
+    "h100": ("NVIDIA H100 80GB HBM3", 989.0, 3350.0),
+}
 SCALES = (0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.4)
 
 
@@ -69,14 +80,17 @@ def _run(*args: str) -> None:
         raise RuntimeError(f"chakra-convert-fast {' '.join(args)}: {done.stderr.strip()}")
 
 
-def make_profile(launched: list[Launched], host: tuple[float, float], made: dict[str, Any]) -> dict[str, Any]:
+def make_profile(
+    launched: list[Launched], host: tuple[float, float], made: dict[str, Any], gpu: str = "h200"
+) -> dict[str, Any]:
+    device, peak, bandwidth = GPUS[gpu]
     return {
         "format": dp.FORMAT,
         "version": dp.VERSION,
-        "device": "NVIDIA H200",
+        "device": device,
         "backend": "cuda",
-        "peak_tflops": 989.0,
-        "mem_bandwidth_gbps": 4800.0,
+        "peak_tflops": peak,
+        "mem_bandwidth_gbps": bandwidth,
         "made": made,
         "host": {"op_us": round(host[0], 4), "launch_us": round(host[1], 4)},
         "ops": points_json(launched),
@@ -84,12 +98,19 @@ def make_profile(launched: list[Launched], host: tuple[float, float], made: dict
     }
 
 
-def whatif_step(device: Path, profile: dict[str, Any], work: Path, tag: str) -> tuple[float, Any]:
-    """The what-if's simulated step (ms) of one capture's Kineto trace under ``profile``."""
-    parsed = dp.parse(json.loads(dp.to_json(profile)), tag)
+def whatif_step(
+    device: Path,
+    profile: dict[str, Any] | dp.DeviceProfile,
+    work: Path,
+    tag: str,
+    source: dp.DeviceProfile | None = None,
+) -> tuple[float, Any]:
+    """The what-if's simulated step (ms) of one capture's Kineto trace under ``profile`` (its kernels
+    scaled from ``source``'s, when given)."""
+    parsed = profile if isinstance(profile, dp.DeviceProfile) else dp.parse(json.loads(dp.to_json(profile)), tag)
     out = work / tag / "one"
     out.parent.mkdir(parents=True, exist_ok=True)
-    result = convert_kineto(device, f"{out}.0.et", device_profile=parsed)
+    result = convert_kineto(device, f"{out}.0.et", device_profile=parsed, source_profile=source)
     two = work / tag / "two" / "x"
     _run("scale", str(out), str(two), "--ranks", "2")
     sim = work / tag / "sim.json"
@@ -127,11 +148,17 @@ def fit_scale(steps: dict[str, dict[float, float]], measured: dict[str, float], 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--captures", default="tests/data/traces/gpu_h200")
-    parser.add_argument("--profile", default="converter/devices/data/h200.json")
-    parser.add_argument("--out", default="bench/results/whatif_profile.md")
+    parser.add_argument("--gpu", choices=tuple(GPUS), default="h200", help="whose captures and profile")
+    parser.add_argument("--captures", default=None, help="default: tests/data/traces/gpu_GPU")
+    parser.add_argument("--profile", default=None, help="default: converter/devices/data/GPU.json")
+    parser.add_argument("--out", default=None, help="default: bench/results/whatif_profile[_GPU].md")
     args = parser.parse_args(argv)
-    root = Path(args.captures)
+    gpu = args.gpu
+    root = Path(args.captures or f"tests/data/traces/gpu_{gpu}")
+    args.profile = args.profile or f"converter/devices/data/{gpu}.json"
+    args.out = args.out or (
+        "bench/results/whatif_profile.md" if gpu == "h200" else f"bench/results/whatif_profile_{gpu}.md"
+    )
     overhead = json.loads((root / "overhead.json").read_text())["per_op_us"]
     op_us = overhead["aten::view (no kernel)"]["untraced_wall_us"]
     launch_us = overhead["aten::add_ (one kernel)"]["untraced_wall_us"] - op_us
@@ -143,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     spread = {n: untraced_spread(root / n) for n in (*WITH_SHAPES, *WITHOUT_SHAPES)}
     launched = {n: launched_ops(read_events(str(devices[n]))) for n in WITH_SHAPES}
     made = {
-        "by": "bench/gpu/whatif_profile.py",
+        "by": f"bench/gpu/whatif_profile.py --gpu {gpu}",
         "from": f"{root}: {', '.join(WITH_SHAPES)} (CUPTI kernel times by launching op; host: overhead.json)",
         "torch": "2.11.0+cu130",
         "notes": "points: the median kernel time of each distinct op, dtype and shape; host costs: overhead.json's "
@@ -162,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             for label, ops, table in (("loo", others, loo_steps), ("full", everything, full_steps)):
                 table[name] = {}
                 for s in SCALES:
-                    profile = make_profile(ops, (op_us * s, launch_us * s), made)
+                    profile = make_profile(ops, (op_us * s, launch_us * s), made, gpu)
                     table[name][s], _ = whatif_step(devices[name], profile, work, f"{label}-{name}-{s}")
                 print(f"{name}: {label} what-if steps {table[name]}", file=sys.stderr)
         full_scale = fit_scale(full_steps, measured, list(WITH_SHAPES))
@@ -173,12 +200,15 @@ def main(argv: list[str] | None = None) -> int:
             others = [o for n in held for o in launched[n]]
             full, full_summary = whatif_step(
                 devices[name],
-                make_profile(everything, (op_us * full_scale, launch_us * full_scale), made),
+                make_profile(everything, (op_us * full_scale, launch_us * full_scale), made, gpu),
                 work,
                 f"full-{name}-fit",
             )
             loo, loo_summary = whatif_step(
-                devices[name], make_profile(others, (op_us * scale, launch_us * scale), made), work, f"loo-{name}-fit"
+                devices[name],
+                make_profile(others, (op_us * scale, launch_us * scale), made, gpu),
+                work,
+                f"loo-{name}-fit",
             )
             rows.append(
                 {
@@ -193,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
         profile = make_profile(
-            [o for n in WITH_SHAPES for o in launched[n]], (op_us * full_scale, launch_us * full_scale), made
+            [o for n in WITH_SHAPES for o in launched[n]], (op_us * full_scale, launch_us * full_scale), made, gpu
         )
         Path(args.profile).write_text(dp.to_json(profile))
         plain = []
@@ -203,27 +233,38 @@ def main(argv: list[str] | None = None) -> int:
             device = next((root / name).glob("*_device.json*"))
             step, _ = whatif_step(device, profile, work, f"plain-{name}")
             plain.append((name, steps["untraced_median"] * 1e3, spread[name], step))
-    Path(args.out).write_text(report(rows, groups, full_scale, op_us, launch_us) + plain_report(plain))
+    Path(args.out).write_text(
+        report(rows, groups, full_scale, op_us, launch_us, gpu, args.profile) + plain_report(plain)
+    )
     print(f"wrote {args.profile} and {args.out}", file=sys.stderr)
     return 0
 
 
-def report(rows: list[dict[str, Any]], groups: list[str], scale: float, op_us: float, launch_us: float) -> str:
+def report(
+    rows: list[dict[str, Any]],
+    groups: list[str],
+    scale: float,
+    op_us: float,
+    launch_us: float,
+    gpu: str = "h200",
+    shipped: str = "converter/devices/data/h200.json",
+) -> str:
     def diff(a: float, b: float) -> str:
         return f"{(a - b) / b:+.1%}"
 
     full = [abs(r["full"] - r["measured"]) / r["measured"] for r in rows]
     loo = [abs(r["loo"] - r["measured"]) / r["measured"] for r in rows]
     lines = [
-        "# What-if on its own GPU from a device profile (issue 35)",
+        f"# What-if on its own GPU ({GPUS[gpu][0]}) from a device profile (issue 35)",
         "",
-        "Made by `python -m bench.gpu.whatif_profile` (ASTRA-sim analytical backend, the one-GPU job as two "
-        "identical ranks). Each committed H200 capture with shapes, converted `convert --kineto "
+        f"Made by `python -m bench.gpu.whatif_profile --gpu {gpu}` (ASTRA-sim analytical backend, the one-GPU job as "
+        "two "
+        f"identical ranks). Each committed {gpu.upper()} capture with shapes, converted `convert --kineto "
         "--device-profile` (every kernel timed from the profile by its launching op's shape, every host op and "
         "runtime call at the profile's host cost) and simulated (no `--accelerator`), against the median of "
         "the run's untraced steps (`*_summary.json`).",
         "",
-        f"- **shipped profile** (`converter/devices/data/h200.json`): points from all five captures, host "
+        f"- **shipped profile** (`{shipped}`): points from all five captures, host "
         f"{op_us * scale:.3f} us an op and {launch_us * scale:.3f} us a launch (overhead.json's untraced "
         f"{op_us:.3f} / {launch_us:.3f} us x {scale:g}, fitted on all five). Circular: each op finds its own point.",
         "- **held out**: the capture's configuration (model, batch: `gpt2_base_bf16_b32` and "
@@ -244,8 +285,12 @@ def report(rows: list[dict[str, Any]], groups: list[str], scale: float, op_us: f
         f"|difference| shipped: median {statistics.median(full):.1%}, max {max(full):.1%}; "
         f"held out: median {statistics.median(loo):.1%}, max {max(loo):.1%}. "
         "A what-if's difference from the measured step is not an error of the same kind as a replay's: the measured "
-        "step is the median of steps that vary, widely where the host bounds them (see the min - max column), "
-        "and between runs (GPT-2 bf16 batch 8: a median of 37.7 ms in one run, 45.9 ms in another).",
+        "step is the median of steps that vary, widely where the host bounds them (see the min - max column)"
+        + (
+            ", and between runs (GPT-2 bf16 batch 8: a median of 37.7 ms in one run, 45.9 ms in another)."
+            if gpu == "h200"
+            else "."
+        ),
         "",
         "Kernel time per class, held out (traced -> what-if, the kernels' sum; the model that timed them):",
         "",

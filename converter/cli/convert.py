@@ -78,13 +78,13 @@ def _add_convert(commands: Any) -> None:
         "--device-profile",
         metavar="FILE",
         help="the what-if: re-time every kernel and host op for the device FILE profiles (or a shipped "
-        "profile's name: h200); simulate the output without --accelerator (docs/device-profiles.md)",
+        "profile's name: h200, h100); simulate the output without --accelerator (docs/device-profiles.md)",
     )
     kineto.add_argument(
         "--source-profile",
         metavar="FILE",
-        help="with --device-profile: the profile of the GPU the trace was captured on; each kernel's "
-        "traced time is scaled by the two (kernels without shapes too, by class)",
+        help="with --device-profile: the profile of the GPU the trace was captured on (a file, h200 or h100); "
+        "each kernel's traced time is scaled by the two (kernels without shapes too, by class)",
     )
     parser.add_argument("--keep-merged", metavar="PATH", help="with --host/--device: also write the merged JSON")
     parser.add_argument(

@@ -72,7 +72,7 @@ _DTYPES = {
 }
 _FLOATING = ("fp32", "fp64", "fp16", "bf16", "fp8")
 _NEIGHBOURS = 3
-SHIPPED = ("h200",)  # the profiles in the package (converter/devices/data/NAME.json)
+SHIPPED = ("h200", "h100")  # the profiles in the package (converter/devices/data/NAME.json)
 
 
 class ProfileError(ConverterError):

@@ -158,10 +158,19 @@ def convert_kineto(
 
 def other_device(captured: str | None, whatif: WhatIfSummary) -> list[str]:
     """A what-if for another GPU than the capture's, without the capture's profile: the kernels the
-    profile has no point for keep the capture's GPU's times (said, with the fix)."""
+    profile has no point for keep the capture's GPU's times (said, with the fix); a source profile of
+    another GPU than the capture's scales from the wrong times (said)."""
+    if captured is not None and whatif.source_device is not None and not _same_device(captured, whatif.source_device):
+        return [
+            f"`source_profile`: the trace was captured on {captured}, the source profile is {whatif.source_device}'s: "
+            f"every kernel was scaled as if its traced time were {whatif.source_device}'s; give {captured}'s profile "
+            "as `source_profile`"
+        ]
     if captured is None or whatif.source is not None or _same_device(captured, whatif.device):
         return []
     kept = whatif.totals("traced")
+    if not kept.kernels:  # every kernel timed from the profile: nothing of the capture's GPU is left
+        return []
     return [
         f"`device_profile`: the trace was captured on {captured}, the profile is {whatif.device}'s: kernels are "
         f"timed from it by shape, but {kept.kernels:,} kernel(s) it has no point for keep {captured}'s times; "

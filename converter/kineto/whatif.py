@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..devices.profile import DeviceProfile, OpKey, memcpy_key, op_key
+from ..devices.profile import DeviceProfile, OpKey, Point, memcpy_key, op_key
 from ..errors import OptionError
-from ..schema.opcost import op_class
+from ..schema.opcost import OpClass, op_class
 from .events import HOST, RUNTIME, Event
 from .roofline import kineto_types, launching_op
 
@@ -49,6 +50,7 @@ class WhatIfSummary:
     device: str
     profile: str
     source: str | None = None  # the capture's GPU's profile, when kernels were scaled
+    source_device: str | None = None  # that profile's device
     classes: dict[str, dict[str, ModelTotals]] = field(default_factory=dict)
     host_events: int = 0
     host_traced_us: float = 0.0
@@ -111,12 +113,15 @@ class WhatIf:
     def __init__(self, target: DeviceProfile, source: DeviceProfile | None = None) -> None:
         self.target = target
         self.source = source
-        self.summary = WhatIfSummary(target.device, target.name, source.name if source else None)
+        self.summary = WhatIfSummary(
+            target.device, target.name, source.name if source else None, source.device if source else None
+        )
         self.by_op: dict[int, tuple[Event, list[tuple[Any, float]]]] = {}
         #: memcpy/memset (by their bytes, where recorded) and kernels without a launching op: node, time, key, class
         self.loose: list[tuple[Any, float, OpKey | None, str]] = []
         self.host_kinds: dict[int, int] = {}
         self._device_ratio: float | None = None
+        self._class_ratios: dict[str, float | None] = {}
 
     # -- collecting -------------------------------------------------------------------------------
     def kernel(self, node: Any, gpu: Event, around: list[Event]) -> None:
@@ -127,7 +132,7 @@ class WhatIf:
             return
         op = launching_op(around)
         if op is None:
-            self.loose.append((node, float(node.dur), None, NO_OP))
+            self.loose.append((node, float(node.dur), None, _named_class(around)))
         else:
             self.by_op.setdefault(op.index, (op, []))[1].append((node, float(node.dur)))
 
@@ -178,21 +183,36 @@ class WhatIf:
             a, b = source.predict(key), target.predict(key)
             if a and b:
                 return traced * b / a, BY_SHAPE
-        ra, rb = source.class_rate(cls), target.class_rate(cls)
-        if ra and rb:
-            return traced * ra / rb, BY_CLASS
+        ratio = self.class_ratio(cls)
+        if ratio is not None:
+            return traced * ratio, BY_CLASS
         return traced * self.device_ratio(), BY_DEVICE
 
+    def class_ratio(self, cls: str) -> float | None:
+        """The target's over the source's time for the class: over the points both profiles have (same
+        op, dtype and shape), their summed times (the kernels that take the time weigh the most); else
+        the ratio of the two profiles' median throughputs; None where either has no point."""
+        if cls not in self._class_ratios:
+            assert self.source is not None
+            self._class_ratios[cls] = _paired(self.source.ops.get(cls, ()), self.target.ops.get(cls, ()))
+            if self._class_ratios[cls] is None:
+                ra, rb = self.source.class_rate(cls), self.target.class_rate(cls)
+                self._class_ratios[cls] = ra / rb if ra and rb else None
+        return self._class_ratios[cls]
+
     def device_ratio(self) -> float:
-        """Source over target median throughput, the median over the classes both profile."""
+        """The target's over the source's time over every point both profiles have; else the median
+        of the classes' ratios; else 1."""
         if self._device_ratio is None:
             assert self.source is not None
-            ratios = []
-            for cls in set(self.source.ops) & set(self.target.ops):
-                ra, rb = self.source.class_rate(cls), self.target.class_rate(cls)
-                if ra and rb:
-                    ratios.append(ra / rb)
-            self._device_ratio = statistics.median(ratios) if ratios else 1.0
+            source, target = self.source, self.target
+            both = set(source.ops) & set(target.ops)
+            paired = _paired(
+                [p for c in both for p in _tagged(c, source.ops[c])],
+                [p for c in both for p in _tagged(c, target.ops[c])],
+            )
+            ratios = [r for c in both if (r := self.class_ratio(c)) is not None]
+            self._device_ratio = paired or (statistics.median(ratios) if ratios else 1.0)
         return self._device_ratio
 
     def _host(self, nodes: list[Any], exact: dict[int, float]) -> None:
@@ -219,8 +239,8 @@ class WhatIf:
         scaled = {m: s.totals(m) for m in (BY_CLASS, BY_DEVICE)}
         if any(t.kernels for t in scaled.values()):
             ways = {
-                BY_CLASS: "the two profiles' median throughput for the launching op's class",
-                BY_DEVICE: f"x{self.device_ratio():.3g}, the median of the classes' ratios",
+                BY_CLASS: "the two profiles' ratio for the class of the op around the launch",
+                BY_DEVICE: f"x{self.device_ratio():.3g}, the two profiles' ratio over all their points",
             }
             how = "; ".join(f"{t.kernels:,} {m} ({ways[m]})" for m, t in scaled.items() if t.kernels)
             s.warnings.append(
@@ -232,6 +252,30 @@ class WhatIf:
                 f"`device_profile`: {s.profile} has no host costs: the host keeps its traced time "
                 f"({s.host_traced_us / 1e3:,.3f} ms, tracing overhead included)"
             )
+
+
+def _named_class(around: list[Event]) -> str:
+    """The class of the innermost ``aten::`` op open around a launch that recorded no shapes (its
+    name tells the class: ``aten::mm`` is a matmul); ``NO_OP`` where there is none."""
+    for event in around:
+        if event.name.startswith("aten::"):
+            cls = op_class(event.name)
+            return NO_OP if cls is OpClass.NONE else cls.value
+    return NO_OP
+
+
+def _tagged(cls: str, points: Sequence[Point]) -> list[Point]:
+    """Points with their class in the op name, so that two classes' points never pair."""
+    return [Point(p.dtype, p.shape, p.us, p.count, f"{cls}:{p.op}") for p in points]
+
+
+def _paired(source: Sequence[Point], target: Sequence[Point]) -> float | None:
+    """Summed target over summed source time over the points both have (op, dtype, shape)."""
+    times = {(p.op, p.dtype, p.shape): p.us for p in source}
+    pairs = [(times[p.op, p.dtype, p.shape], p.us) for p in target if (p.op, p.dtype, p.shape) in times]
+    if not pairs or sum(a for a, _ in pairs) <= 0:
+        return None
+    return sum(b for _, b in pairs) / sum(a for a, _ in pairs)
 
 
 def key_of(op: Event) -> OpKey | str:
