@@ -80,7 +80,13 @@ class Trainer:
 def _all_reduce_gradients(module: nn.Module, group: Any) -> None:
     """The mean of the stage's gradients over its data-parallel group, as one flat all-reduce.
     Under tensor parallelism a gradient is a DTensor: its local shard is what this rank reduces
-    (``to_local`` with autograd off is that shard itself, so the copy back lands in the DTensor)."""
+    (``to_local`` with autograd off is that shard itself, so the copy back lands in the DTensor).
+
+    The flat buffer's storage is freed here, once the gradients are copied back: the collective's
+    work object (gloo's worker thread, NCCL's watchdog) may still hold a reference when
+    ``all_reduce`` returns, and whichever thread drops the last one frees the buffer, before the
+    optimizer step or during it, from run to run (a first pipeline stage's peak, which falls in the
+    optimizer step, moved by the buffer's size between two runs of the same job)."""
     with torch.no_grad():
         grads = [_local(p.grad) for p in module.parameters() if p.grad is not None]
         if not grads:
@@ -92,6 +98,7 @@ def _all_reduce_gradients(module: nn.Module, group: Any) -> None:
         for g in grads:
             g.copy_(flat[offset : offset + g.numel()].view_as(g))
             offset += g.numel()
+        flat.untyped_storage().resize_(0)
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:

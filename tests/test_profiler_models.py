@@ -121,3 +121,35 @@ def test_pipeline_gradient_all_reduce_takes_tensor_parallel_shards() -> None:
         assert module.weight.grad.to_local().eq(3.0).all() and module.bias.grad.eq(5.0).all()
     finally:
         dist.destroy_process_group()
+
+
+def test_pipeline_gradient_all_reduce_frees_its_buffer_whoever_holds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flat buffer of a pipeline stage's gradient all-reduce is freed before the optimizer
+    step even while the collective's work object still holds it (gloo's worker thread can drop
+    its reference after ``all_reduce`` returns: a 4-rank DDP 2 x PP 2 capture had the buffer live
+    through the optimizer step on its first-stage ranks, +12.5 MiB at their peaks, and a rerun of
+    the same command did not)."""
+    import torch
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import HashStore
+
+    from chakra_convert_fast.profiler import parallel
+
+    held: list[torch.Tensor] = []
+    real_all_reduce = dist.all_reduce
+
+    def holding(tensor: torch.Tensor, *args: object, **kwargs: object) -> object:
+        held.append(tensor)  # as a work object not yet dropped by its thread
+        return real_all_reduce(tensor, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dist, "all_reduce", holding)
+    dist.init_process_group("gloo", store=HashStore(), rank=0, world_size=1)
+    try:
+        module = torch.nn.Linear(64, 32)
+        module.weight.grad = torch.full((32, 64), 3.0)
+        module.bias.grad = torch.full((32,), 5.0)
+        parallel._all_reduce_gradients(module, dist.group.WORLD)
+    finally:
+        dist.destroy_process_group()
+    assert module.weight.grad.eq(3.0).all() and module.bias.grad.eq(5.0).all()
+    assert len(held) == 1 and held[0].untyped_storage().nbytes() == 0

@@ -1,7 +1,9 @@
 """The memory of a scaled job: each new rank's from the captured rank it copies.
 
-``scale`` keeps each rank's batch, its tensor- and pipeline-parallel split and its stage, and
-changes the data-parallel degree, so:
+``scale`` keeps each rank's batch (``chakra-profile --batch-size`` is per rank, as the compute
+``scale`` copies), its tensor- and pipeline-parallel split and its stage, and changes the
+data-parallel degree; each new rank copies the captured rank of its stage and tensor-parallel
+place, so:
 
 * DDP (and a plain ``scale``, data-parallel): nothing changes: every rank holds the whole
   model, its gradients and optimizer state whatever the degree;
