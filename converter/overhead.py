@@ -273,7 +273,7 @@ def untrace(
     low, high = 0.0, max(target / max(ops, 1), 1e-3)
     while shortened(high) < goal and high < _NO_LIMIT_US:
         high *= 2
-    for _ in range(40):
+    while high - low > _PRECISION_US:
         middle = (low + high) / 2
         if shortened(middle) < goal:
             low = middle
@@ -285,6 +285,8 @@ def untrace(
 #: A cost per op no node can pay (the bound of the search), and how near a step estimate must come
 _NO_LIMIT_US = 1e7
 _TOLERANCE_US = 1.0
+#: how near the cost per op found is to the exact one (a thousandth of a microsecond a recorded op)
+_PRECISION_US = 1e-3
 
 
 def critical_path(
