@@ -270,6 +270,8 @@ def untrace(
     ops = sum(1 for _, kind in timeline if kind == OP)
     most = shortened(_NO_LIMIT_US)  # everything a node can give taken out
     goal = min(target, most - _TOLERANCE_US)
+    if goal <= 0:  # nothing to take off (a GPU-bound step, or one already at the untraced step)
+        return _walk(timeline, _per_op(model, 0.0), op_floor)
     low, high = 0.0, max(target / max(ops, 1), 1e-3)
     while shortened(high) < goal and high < _NO_LIMIT_US:
         high *= 2
