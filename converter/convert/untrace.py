@@ -44,18 +44,20 @@ def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhea
     (``overhead.critical_path``), comes down to the untraced step."""
     types, is_gpu, skipped, replaced = graph.types, graph.is_gpu, graph.zero_duration, graph.tail_overrides
     written = list(graph.rows_by_id())
-    every = [
-        0 if row in skipped else encode.duration_of(replaced.get(row) or tail)
-        for row, tail in zip(written, spill.read_each(written), strict=True)
-    ]
     host = [
         i
         for i, row in enumerate(written)
         if not is_gpu[row] and types[row] == _COMP and row not in skipped and row not in replaced
     ]
-    traced = [every[i] for i in host]
     step = None
-    if model.untraced_us is not None:
+    if model.untraced_us is None:  # the CPU ops' durations alone
+        traced = [encode.duration_of(tail) for tail in spill.read_each(written[i] for i in host)]
+    else:  # every written node's: the step is estimated on them all
+        every = [
+            0 if row in skipped else encode.duration_of(replaced.get(row) or tail)
+            for row, tail in zip(written, spill.read_each(written), strict=True)
+        ]
+        traced = [every[i] for i in host]
         step = partial(_step_estimate(graph, written, every), host)
     durations, removed = overhead.untrace([(d, overhead.OP) for d in traced], model, MIN_OP_US, step)
     overrides = graph.duration_overrides
