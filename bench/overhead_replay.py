@@ -231,13 +231,17 @@ def _folder_markdown(captures: list[Capture], fitted: bool) -> str:
     ]
     lines.append("| capture | kind | figures tried: error | left out: figure | left out: error |")
     lines.append("|---|---|---|---:|---:|")
-    for kind in ("host", "kineto"):
+    #: a leave-one-out choice needs two captures of the kind at least (``--select`` may leave fewer)
+    kinds = [kind for kind in ("host", "kineto") if sum(c.kind == kind for c in captures) >= 2]
+    for kind in kinds:
         loo = leave_one_out(captures, kind)
         for c in (c for c in captures if c.kind == kind):
             tried = ", ".join(f"{v:g}: {c.error(str(v)):+.1f}%" for v in GRIDS[kind])
             figure, error = loo[c.name]
             lines.append(f"| `{c.name}` | {kind} | {tried} | {figure:g} | {error:+.1f}% |")
     for kind, default in (("host", overhead.HOST_PER_OP_US), ("kineto", overhead.KINETO_PER_OP_US)):
+        if kind not in kinds:
+            continue
         group = [c for c in captures if c.kind == kind]
         best = min(GRIDS[kind], key=lambda v: (_median_abs([c.error(str(v)) for c in group]), v))
         minimax = min(GRIDS[kind], key=lambda v: (max(abs(c.error(str(v))) for c in group), v))
