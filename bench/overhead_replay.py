@@ -1,10 +1,11 @@
 """Every committed H200 capture replayed with the tracing's time taken out, against the step the
 job runs untraced (issue 34; ``docs/overhead.md``).
 
-    ASTRA_SIM_HOME=../shared/astra-sim python -m bench.overhead_replay [--out bench/results/overhead_replay.md]
+    ASTRA_SIM_HOME=../shared/astra-sim python -m bench.overhead_replay [--captures DIR ...] [--out FILE.md]
     python -m bench.overhead_replay --from-json bench/results/overhead_replay.json   # re-render (JSON: not committed)
 
-For each capture (``tests/data/traces/gpu_h200``): ``convert-all --astra-sim`` (the host + Kineto
+For each capture of each folder (default: ``tests/data/traces/gpu_h200`` then ``gpu_h100``, the
+same ten configurations on two GPUs): ``convert-all --astra-sim`` (the host + Kineto
 pair through the host path, a Kineto trace alone through the Kineto front end), the one-GPU job
 made two identical ranks (``scale --ranks 2``: ASTRA-sim's network needs two NPUs; a replay moves
 nothing between them), ``simulate --replay``; against the median untraced step ``chakra-profile``
@@ -13,9 +14,10 @@ step. Columns: the traced durations (``--tracing-overhead none``, the replay bef
 defaults (``auto``: a Kineto trace's calibration beside it, the host path's default model), and the
 default model alone (no calibration).
 
-The default models' figures are **fitted to these captures**: the second table is the grid each
-was chosen from, and each capture's error under the figure fitted to the *other* captures of its
-kind (leave one out), the honest estimate for a trace that is not one of these.
+The default models' figures are **fitted to the H200 captures**: for the H200 the second table is
+the grid each was chosen from, and each capture's error under the figure fitted to the *other*
+captures of its kind (leave one out); the H100 captures were never used to choose anything, so
+their "default model" column is a held-out test of the H200's model on another machine.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ from pathlib import Path
 from chakra_convert_fast.converter import api, overhead
 
 ROOT = Path(__file__).resolve().parent.parent
-CAPTURES = ROOT / "tests" / "data" / "traces" / "gpu_h200"
+TRACES = ROOT / "tests" / "data" / "traces"
+#: the folders the table covers by default, each one GPU's captures
+CAPTURES = (TRACES / "gpu_h200", TRACES / "gpu_h100")
+#: the folder whose captures the default models were fitted to
+FITTED = "gpu_h200"
 #: the per-op figures (us) each default model is chosen from
 GRIDS = {
     "host": (17.0, 20.0, 23.0, 26.0),
@@ -41,6 +47,7 @@ GRIDS = {
 
 @dataclass
 class Capture:
+    folder: Path
     name: str
     kind: str  # "host" (host + Kineto) or "kineto" (Kineto alone)
     tracing: str
@@ -67,6 +74,7 @@ def load(folder: Path) -> Capture:
     shapes = summary.get("record_shapes", True)
     tracing = ("host + Kineto" if host else "Kineto alone") + (", shapes" if shapes else "")
     return Capture(
+        folder,
         summary["name"],
         "host" if host else "kineto",
         tracing,
@@ -78,16 +86,20 @@ def load(folder: Path) -> Capture:
 
 def replay(capture: Capture, key: str, work: Path) -> float:
     """``convert-all --astra-sim`` (``--tracing-overhead`` from ``key``), two ranks,
-    ``simulate --replay``: ms. ``model``: the default model (the traces alone, renamed so that no
-    calibration is found beside them)."""
-    out = work / f"{capture.name}-{key}"
-    folder = CAPTURES / capture.name
-    setting: str | float = key if key in ("none", "auto") else float(key) if key != "model" else "auto"
+    ``simulate --replay``: ms. ``model``: the default model (the traces alone, linked into a folder
+    without their calibration); ``scaled``: its figure scaled to this machine (``scaled_figure``)."""
+    out = work / f"{capture.folder.parent.name}-{capture.name}-{key}"
+    folder = capture.folder
+    setting: str | float
+    if key in ("none", "auto", "model"):
+        setting = "auto" if key == "model" else key
+    else:
+        setting = scaled_figure(capture) if key == "scaled" else float(key)
     if key == "model":
         folder = out / "in"
         folder.mkdir(parents=True)
-        for trace in (CAPTURES / capture.name).glob("*_rank0_*.json.gz"):
-            (folder / trace.name.replace("_rank0_", "_r0_")).symlink_to(trace)
+        for trace in capture.folder.glob("*_rank0_*.json.gz"):  # the traces without their calibration
+            (folder / trace.name).symlink_to(trace)
     result = api.convert_all(folder, out / "one", api.ConvertOptions(astra_sim=True, tracing_overhead=setting), jobs=1)
     assert not result.failed, [o.message for o in result.outcomes]
     outcome = result.outcomes[0]
@@ -95,6 +107,50 @@ def replay(capture: Capture, key: str, work: Path) -> float:
     api.scale(out / "one" / result.prefix, out / "two" / result.prefix, 2)
     simulated = api.simulate(out / "two" / result.prefix, api.SimulateOptions(replay=True))
     return simulated.step_ns / 1e6
+
+
+def loop_us(folder: Path) -> float:
+    """What ``bench.gpu.overhead`` measured a recorded op costs on the folder's machine (its
+    ``overhead.json``: the mean of its ops' ``tracing_us``)."""
+    data = json.loads((folder / "overhead.json").read_text())
+    return statistics.mean(float(v["tracing_us"]) for v in data["per_op_us"].values())
+
+
+def scaled_figure(capture: Capture) -> float:
+    """The default model's figure for the capture's kind, scaled from the machine it was fitted on
+    to the capture's by what a recorded op costs on each (``loop_us``)."""
+    figure = overhead.HOST_PER_OP_US if capture.kind == "host" else overhead.KINETO_PER_OP_US
+    return figure * loop_us(capture.folder.parent) / loop_us(TRACES / FITTED)
+
+
+def _held_out(captures: list[Capture]) -> list[str]:
+    """The default model on captures it was not fitted to: as it is, and scaled by the two
+    machines' ``overhead.json``."""
+    if not all("scaled" in c.replays for c in captures):
+        return []
+    lines = [
+        "",
+        "Held out: the default model (chosen on the H200's captures) on these, as it is and with its figure "
+        "scaled by what `bench.gpu.overhead` measured a recorded op costs on each machine "
+        f"(`overhead.json`: {loop_us(captures[0].folder.parent):.1f} us here, {loop_us(TRACES / FITTED):.1f} us "
+        "on the H200).",
+        "",
+        "| capture | untraced | default model | error | scaled figure (us per op) | replay | error |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in captures:
+        lines.append(
+            f"| `{c.name}` | {c.untraced_ms:.1f} | {c.replays['model']:.1f} | {c.error('model'):+.1f}% "
+            f"| {scaled_figure(c):.2f} | {c.replays['scaled']:.1f} | {c.error('scaled'):+.1f}% |"
+        )
+    for setting, label in (("model", "default model, held out"), ("scaled", "scaled by overhead.json, held out")):
+        errors = [c.error(setting) for c in captures]
+        lines += [
+            "",
+            f"{label}: median |error| {_median_abs(errors):.1f}%, worst {max(errors, key=abs):+.1f}%, "
+            f"{sum(abs(e) <= 5 for e in errors)} of {len(errors)} within 5%.",
+        ]
+    return lines
 
 
 def _median_abs(errors: list[float]) -> float:
@@ -113,12 +169,38 @@ def leave_one_out(captures: list[Capture], kind: str) -> dict[str, tuple[float, 
     return out
 
 
-def markdown(captures: list[Capture]) -> str:
+def gpu_name(captures: list[Capture]) -> str:
+    summary = json.loads(next(captures[0].folder.glob("*_summary.json")).read_text())
+    return str(summary.get("gpu", captures[0].folder.parent.name))
+
+
+def markdown(groups: list[list[Capture]]) -> str:
+    """Each folder's tables, one after the other (``<!-- results: overhead_replay.md#N -->``: the
+    fitted folder's replay and grid tables are 1 and 2, the next folder's replay table 3)."""
+    return "\n".join(_folder_markdown(captures, fitted=is_fitted(captures[0])) for captures in groups)
+
+
+def is_fitted(capture: Capture) -> bool:
+    """Whether the default models were fitted to the captures of this one's folder (the grid is
+    run there)."""
+    return capture.folder.parent.name == FITTED
+
+
+def _folder_markdown(captures: list[Capture], fitted: bool) -> str:
+    folder = captures[0].folder.parent
     lines = [
-        "Every committed H200 capture (`tests/data/traces/gpu_h200`, NVIDIA H200, torch 2.11.0+cu130): "
+        f"## {gpu_name(captures)}",
+        "",
+        f"Every committed capture of `{folder.relative_to(ROOT)}` ({gpu_name(captures)}, torch 2.11.0+cu130): "
         "`convert-all --astra-sim`, two identical ranks, `simulate --replay`, against the median untraced "
         "step of the same run (ms; the untraced steps' interquartile range beside it). "
-        "Written by `python -m bench.overhead_replay`.",
+        "Written by `python -m bench.overhead_replay`."
+        + (
+            ""
+            if fitted
+            else f" The default models were fitted to the captures of `{FITTED}`, never these: the default model "
+            "column is held out."
+        ),
         "",
         "| capture | tracing | untraced (IQR) | traced | replay, traced durations | replay, defaults | error "
         "| replay, default model | error | what the defaults removed |",
@@ -138,6 +220,8 @@ def markdown(captures: list[Capture]) -> str:
             f"{label}: median |error| {_median_abs(errors):.1f}%, worst {max(errors, key=abs):+.1f}%, "
             f"{sum(abs(e) <= 5 for e in errors)} of {len(errors)} within 5%."
         )
+    if not fitted:
+        return "\n".join(lines + _held_out(captures)) + "\n"
     lines += [
         "",
         "The default models' figures (us per recorded op) and where they come from: for each kind, each "
@@ -147,13 +231,17 @@ def markdown(captures: list[Capture]) -> str:
     ]
     lines.append("| capture | kind | figures tried: error | left out: figure | left out: error |")
     lines.append("|---|---|---|---:|---:|")
-    for kind in ("host", "kineto"):
+    #: a leave-one-out choice needs two captures of the kind at least (``--select`` may leave fewer)
+    kinds = [kind for kind in ("host", "kineto") if sum(c.kind == kind for c in captures) >= 2]
+    for kind in kinds:
         loo = leave_one_out(captures, kind)
         for c in (c for c in captures if c.kind == kind):
             tried = ", ".join(f"{v:g}: {c.error(str(v)):+.1f}%" for v in GRIDS[kind])
             figure, error = loo[c.name]
             lines.append(f"| `{c.name}` | {kind} | {tried} | {figure:g} | {error:+.1f}% |")
     for kind, default in (("host", overhead.HOST_PER_OP_US), ("kineto", overhead.KINETO_PER_OP_US)):
+        if kind not in kinds:
+            continue
         group = [c for c in captures if c.kind == kind]
         best = min(GRIDS[kind], key=lambda v: (_median_abs([c.error(str(v)) for c in group]), v))
         minimax = min(GRIDS[kind], key=lambda v: (max(abs(c.error(str(v))) for c in group), v))
@@ -169,30 +257,65 @@ def markdown(captures: list[Capture]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--captures",
+        type=Path,
+        action="append",
+        default=None,
+        help="a folder of captures, one GPU's (repeat it; default: gpu_h200 then gpu_h100)",
+    )
+    parser.add_argument(
+        "--select", default="*", help="replay only the captures whose folder name matches this pattern (default: all)"
+    )
+    parser.add_argument(
+        "--keys",
+        choices=("all", "main", "grid", "scaled"),
+        default="all",
+        help="the replays to run: all; main (traced, defaults, default model); grid (the default models' grid, "
+        "on the captures they were fitted to); scaled (the default model scaled to another machine)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "overhead_replay.md")
     parser.add_argument(
         "--from-json", type=Path, default=None, help="render the replays saved beside --out instead of running them"
     )
     args = parser.parse_args(argv)
-    captures = [load(folder) for folder in sorted(p for p in CAPTURES.iterdir() if p.is_dir())]
+    folders = [f.resolve() for f in (args.captures or CAPTURES)]
+    groups = [[load(p) for p in sorted(folder.glob(args.select)) if p.is_dir()] for folder in folders]
     saved = args.out.with_suffix(".json")
     if args.from_json is not None:
         runs = json.loads(args.from_json.read_text())
-        for c in captures:
-            c.replays, c.sources = runs[c.name]["replays"], runs[c.name]["sources"]
-        args.out.write_text(markdown(captures), encoding="utf-8")
+        for c in (c for captures in groups for c in captures):
+            run = runs[f"{c.folder.parent.name}/{c.name}"]
+            c.replays, c.sources = run["replays"], run["sources"]
+        args.out.write_text(markdown(groups), encoding="utf-8")
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        for c in captures:
-            for key in ("none", "auto", "model", *map(str, GRIDS[c.kind])):
-                if key == "model" and c.kind == "host":  # the host path uses no calibration
-                    c.replays[key], c.sources[key] = c.replays["auto"], c.sources["auto"]
-                    continue
+        for c in (c for captures in groups for c in captures):
+            grid = tuple(map(str, GRIDS[c.kind])) if is_fitted(c) else ()
+            scaled = () if is_fitted(c) else ("scaled",)
+            keys = {
+                "all": ("none", "auto", "model", *grid, *scaled),
+                "main": ("none", "auto", "model"),
+                "grid": grid,
+                "scaled": scaled,
+            }
+            for key in keys[args.keys]:
                 c.replays[key] = replay(c, key, Path(tmp))
-                print(f"{c.name} {key}: {c.replays[key]:.1f} ms ({c.error(key):+.1f}%)", file=sys.stderr, flush=True)
-    runs = {c.name: {"replays": c.replays, "sources": c.sources} for c in captures}
+                print(
+                    f"{c.folder.parent.name}/{c.name} {key}: {c.replays[key]:.1f} ms ({c.error(key):+.1f}%)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    runs = {
+        f"{c.folder.parent.name}/{c.name}": {"replays": c.replays, "sources": c.sources}
+        for captures in groups
+        for c in captures
+    }
     saved.write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
-    args.out.write_text(markdown(captures), encoding="utf-8")
+    if args.keys != "all":
+        print(f"{saved} (part of the replays: render the merged JSON with --from-json)")
+        return 0
+    args.out.write_text(markdown(groups), encoding="utf-8")
     print(args.out)
     return 0
 

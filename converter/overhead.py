@@ -18,13 +18,19 @@ brings the launches, and so the kernels, earlier through the dependencies.
 Where the figure comes from (``choose``), first found first:
 
 1. ``--tracing-overhead US``: the user's own figure, microseconds per recorded op;
-2. for a Kineto trace, and for a CPU capture's host trace, a calibration ``chakra-profile``
-   measured in the same run, beside it (``{name}_rank{N}_overhead.json``, ``calibration_path``):
-   the traced step's time and the median untraced step's; the per-op cost that removes their
-   difference (a CPU capture's host path: the profiler's share of the traced step,
-   ``convert/untrace.py``) is found on the timeline;
+2. a calibration ``chakra-profile`` measured in the same run, beside the trace
+   (``{name}_rank{N}_overhead.json``, ``calibration_path``; a Kineto trace's or a host trace's):
+   the traced step's time and the median untraced step's. On a GPU the front end estimates its
+   graph's step as ASTRA-sim replays it (``critical_path``: one CPU, one GPU, one communication
+   node at a time) and finds the per-op cost at which that estimate comes down to the untraced
+   step: the profiler's time that was on the step's critical path, where a share of it hidden
+   behind the GPU counts for nothing. A CPU capture's host path gives its CPU ops the rank's
+   untraced step outside its collectives (``convert/untrace.py``). Either lands the replay on the
+   untraced step by construction (the same run's number): ``docs/overhead.md`` says what that
+   proves and what it does not;
 3. the default model for the tracing the trace records (``DEFAULT_MODELS``): fitted to this
-   project's H200 captures (``docs/overhead.md`` says how, and its error).
+   project's H200 captures (``docs/overhead.md`` says how, and its error there and, held out, on
+   the H100 captures).
 
 ``--tracing-overhead none`` keeps the traced replay.
 """
@@ -35,7 +41,7 @@ import json
 import os
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -73,13 +79,16 @@ class Tracing:
 class Model:
     """Microseconds of profiler time per recorded host op and per recorded runtime call; or, from
     a calibration, the host time to take out of the step (``target_us``: the traced step less the
-    untraced one), the per-op cost that removes it found on the timeline (``untrace``)."""
+    untraced one), the per-op cost that removes it found on the timeline (``untrace``), and the
+    untraced step itself (``untraced_us``): where a front end can estimate the step from its graph,
+    the per-op cost that brings that estimate down to it."""
 
     per_op_us: float
     per_call_us: float
     source: str  # where the figure comes from, for the one-line message
     target_us: float | None = None
-    traced_us: float | None = None  # a calibration's traced step (us), of which ``target_us`` is the profiler's
+    traced_us: float | None = None  # a calibration's traced step (us)
+    untraced_us: float | None = None  # a calibration's untraced step (us): the step to land on
 
     def cost(self, runtime: bool) -> float:
         return self.per_call_us if runtime else self.per_op_us
@@ -155,7 +164,8 @@ def read_calibration(path: Path) -> Model | None:
     if not all(type(v) in (int, float) and 0 < v < 1e12 for v in (traced, untraced)):
         raise TraceContentError(str(path), "traced_step_us/untraced_step_us are not microseconds", hint=_HINT)
     target = max(0.0, float(traced) - float(untraced))
-    return Model(0.0, 0.0, f"calibrated in the same run, {path.name}", target, float(traced))
+    source = f"calibrated in the same run, {path.name}"
+    return Model(0.0, 0.0, source, target, traced_us=float(traced), untraced_us=float(untraced))
 
 
 def choose(setting: str | float, tracing: Tracing, trace: str | os.PathLike[str] | None) -> Model | None:
@@ -233,26 +243,82 @@ class Debt:
         return duration - paid
 
 
-def untrace(timeline: Sequence[tuple[int, int]], model: Model, op_floor: int = 0) -> tuple[list[int], Removed]:
+def untrace(
+    timeline: Sequence[tuple[int, int]],
+    model: Model,
+    op_floor: int = 0,
+    step: Callable[[Sequence[int]], float] | None = None,
+) -> tuple[list[int], Removed]:
     """The host timeline's new durations, and what was removed: ``timeline`` is (duration in us,
     ``OP``/``CALL``/``GAP``/``WAIT``) in order; a ``WAIT`` keeps its duration and forgives the
     debt; an ``OP`` keeps ``op_floor`` of its duration. A calibrated model (its ``target_us``)
-    gets the per-op cost that removes that much (found by bisection: the removal grows with the
-    cost), or as near as the timeline allows."""
-    ops = sum(1 for _, kind in timeline if kind == OP)
+    gets the per-op cost that takes that much off the host time, or, where ``step`` estimates the
+    step from the timeline's durations (``critical_path``), the cost at which the estimate comes
+    down to the calibration's untraced step (found by bisection: both grow with the cost), or as
+    near as the trace allows (the GPU's own time is a floor)."""
     if model.target_us is None:
         return _walk(timeline, model, op_floor)
     target = model.target_us
-    low, high = 0.0, target / max(ops, 1)
-    while _walk(timeline, _per_op(model, high), op_floor)[1].removed_us < target and high < 1e6:
+    if step is None or model.untraced_us is None:
+
+        def shortened(cost: float) -> float:
+            return _walk(timeline, _per_op(model, cost), op_floor)[1].removed_us
+
+    else:
+        traced = step([duration for duration, _ in timeline])
+        target = max(0.0, traced - model.untraced_us)
+
+        def shortened(cost: float) -> float:
+            return traced - step(_walk(timeline, _per_op(model, cost), op_floor)[0])
+
+    ops = sum(1 for _, kind in timeline if kind == OP)
+    most = shortened(_NO_LIMIT_US)  # everything a node can give taken out
+    goal = min(target, most - _TOLERANCE_US)
+    if goal <= 0:  # nothing to take off (a GPU-bound step, or one already at the untraced step)
+        return _walk(timeline, _per_op(model, 0.0), op_floor)
+    low, high = 0.0, max(target / max(ops, 1), 1e-3)
+    while shortened(high) < goal and high < _NO_LIMIT_US:
         high *= 2
-    for _ in range(40):
+    while high - low > _PRECISION_US:
         middle = (low + high) / 2
-        if _walk(timeline, _per_op(model, middle), op_floor)[1].removed_us < target:
+        if shortened(middle) < goal:
             low = middle
         else:
             high = middle
     return _walk(timeline, _per_op(model, high), op_floor)
+
+
+#: A cost per op no node can pay (the bound of the search), and how near a step estimate must come
+_NO_LIMIT_US = 1e7
+_TOLERANCE_US = 1.0
+#: how near the cost per op found is to the exact one (a thousandth of a microsecond a recorded op)
+_PRECISION_US = 1e-3
+
+
+def critical_path(
+    durations: Sequence[int], deps: Sequence[Sequence[int]], resources: Sequence[int]
+) -> Callable[[Sequence[int], Sequence[int]], float]:
+    """A step estimate as ASTRA-sim replays a graph (``docs/overhead.md``): nodes in a topological
+    order (``deps``: earlier positions), each starting when its dependencies have ended and its
+    resource (``resources``: one CPU, one GPU compute, one communication per NPU, as
+    ``HardwareResource`` holds them) is free. The function returned takes new durations for the
+    positions ``at`` and gives the step's end (us)."""
+    frozen = [tuple(d) for d in deps]
+
+    def estimate(at: Sequence[int], new: Sequence[int]) -> float:
+        dur = list(durations)
+        for position, value in zip(at, new, strict=True):
+            dur[position] = value
+        end = [0] * len(dur)
+        free = [0, 0, 0, 0]
+        for i, (before, resource) in enumerate(zip(frozen, resources, strict=True)):
+            ready = max([end[d] for d in before], default=0)
+            finish = max(ready, free[resource]) + dur[i]
+            free[resource] = finish
+            end[i] = finish
+        return float(max(end, default=0))
+
+    return estimate
 
 
 def _per_op(model: Model, cost: float) -> Model:

@@ -101,8 +101,13 @@ def test_kineto_calibration_beside_the_trace_is_used(name: str, tmp_path: Path) 
     removed = done.overhead
     assert removed is not None and f"{name}_rank0_overhead.json" in removed.model.source
     c = calibration(name)
-    target = c["traced_step_us"] - c["untraced_step_us"]
-    assert removed.removed_us == pytest.approx(target, abs=2)  # the per-op cost that removes it
+    assert removed.model.untraced_us == c["untraced_step_us"]
+    if name == SMALL:  # GPU-bound: the traced graph's step is the untraced one already
+        assert removed.removed_us == 0
+        return
+    # the per-op cost that brings the step down to the untraced one: at least the difference of
+    # host time (what a node gives up comes off the step's critical path at most once)
+    assert removed.removed_us >= c["traced_step_us"] - c["untraced_step_us"] - 2
     assert removed.model.per_op_us > 0
 
 

@@ -2,7 +2,8 @@
 ``converter/ranks/collwaits.py``, ``docs/overhead.md``): the host path's CPU ops keep the rank's
 untraced step outside its collectives, as its calibration (``{name}_rank{N}_overhead.json``, beside
 its traces) measured it; each gloo collective takes the least traced duration of its ranks (the
-rest was waiting for the peer while traced); a GPU capture's host path keeps the default model;
+rest was waiting for the peer while traced); a GPU capture's host path calibrates on its step
+estimate instead;
 the user's figure and ``none`` win. On two committed chakra-profile CPU captures (``tests/data/traces/cpu_overhead``:
 GPT-2 with DDP and BERT with FSDP, 2 gloo ranks; PROVENANCE.md there), and in the real ASTRA-sim:
 each replay within 10% of the untraced median of its own run
@@ -141,9 +142,10 @@ def test_without_its_calibration_a_cpu_capture_gets_the_default_model(tmp_path: 
     assert removed is not None and removed.model.source == "default model for host trace + Kineto, record_shapes"
 
 
-def test_a_gpu_captures_host_path_keeps_the_default_model(tmp_path: Path) -> None:
+def test_a_gpu_captures_host_path_calibrates_on_its_step_estimate(tmp_path: Path) -> None:
     """Its calibration is beside the host trace, but with a GPU the host path's timeline is not
-    the step's (docs/overhead.md): the default model."""
+    the step's (docs/overhead.md): the cost per op is found on the step's estimate
+    (``overhead.critical_path``), not by giving the CPU ops the untraced step (``keep``)."""
     name = GPU.name
     assert (GPU / f"{name}_rank0_overhead.json").is_file()
     done = api.convert_pair(
@@ -154,7 +156,8 @@ def test_a_gpu_captures_host_path_keeps_the_default_model(tmp_path: Path) -> Non
         rank=0,
     )
     removed = done.conversion.overhead
-    assert removed is not None and removed.model.source.startswith("default model for host trace + Kineto")
+    assert removed is not None and removed.model.source.startswith("calibrated in the same run")
+    assert "the CPU ops keep" not in removed.model.source and removed.model.untraced_us is not None
 
 
 @pytest.mark.parametrize("name", CAPTURES)

@@ -24,7 +24,7 @@ from ..io.read import check_input
 from ..io.spill import SpillFile
 from ..schema.chakra import NodeType
 from ..schema.comm_kernels import custom_comm_type
-from . import astra, cycles, feed, nodes, parallel, untrace
+from . import astra, cycles, feed, nodes, parallel, untrace, waits
 from . import roofline as roofline_pass
 from .astra import AstraChanges
 from .graph import TraceGraph
@@ -264,7 +264,8 @@ def _run(
         changes = astra.apply(graph, options.rank) if options.astra_sim else None
         untraced = None
         if options.astra_sim:
-            model = untrace.choose(options.tracing_overhead, graph, reader.path)
+            waits.apply(graph)
+            model = tracing.choose(options.tracing_overhead, untrace.HOST_TRACING, reader.path)
             untraced = untrace.apply(graph, spill, model) if model is not None else None
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)

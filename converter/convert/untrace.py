@@ -7,27 +7,35 @@ out of its duration (its exclusive time, as the reference writes it), down to 1 
 (``MIN_OP_US``). GPU kernels,
 communication nodes and the ``gloo:`` work a collective node stands for keep theirs.
 
-The figure is the user's or the default model's, and a step-time calibration only for a CPU
-capture (``choose``). With a GPU this timeline is not the step's (it holds the ops' exclusive
-times, not the time between the step's top-level ops, and no dependency of the host on the GPU),
-so the step's traced-minus-untraced difference does not say how much of it to remove
-(``docs/overhead.md`` shows how far that lands). Without a GPU the host *is* the step, and the
-calibration says how long the rank's step took traced and untraced. The CPU ops are given the
-rank's untraced step outside its collectives (``keep``): its traced step less its collectives'
-traced time, scaled by untraced / traced. That takes the profiler's time out, and puts the time
-between the ops, which the replay does not hold (Python between the ops, the batch's
-preparation), into them in proportion: taking out only the profiler's share of the ops' own time
-left the replays 2-11% short (``docs/overhead.md``). Each rank then replays its untraced step
-nearly by construction; what the job's replay adds is the ranks' coupling in their collectives.
+The figure is the user's, the default model's, or found from the calibration ``chakra-profile``
+wrote beside the host trace (``{name}_rank{N}_overhead.json``, ``overhead.choose``).
+
+With a GPU: the per-op cost at which the graph's step, estimated as ASTRA-sim replays it (every
+written node, the GPU's and the host's waits for the GPU of ``waits.py`` included), comes down to
+the untraced step. This timeline is not the step's (it holds the ops' exclusive times, not the
+time between the step's top-level ops), so the host time to take out is found on the estimate of
+the step, not from the traced-minus-untraced difference.
+
+Without a GPU (``cpu_capture``) the host *is* the step, and the calibration says how long the
+rank's step took traced and untraced. The CPU ops are given the rank's untraced step outside its
+collectives (``keep``): its traced step less its collectives' traced time, scaled by untraced /
+traced. That takes the profiler's time out, and puts the time between the ops, which the replay
+does not hold (Python between the ops, the batch's preparation), into them in proportion: taking
+out only the profiler's share of the ops' own time left the replays 2-11% short
+(``docs/overhead.md``). Each rank then replays its untraced step nearly by construction; what the
+job's replay adds is the ranks' coupling in their collectives.
 """
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from .. import overhead
 from ..et import encode
-from ..schema.chakra import NodeType
+from ..schema.chakra import COMM_NODE_TYPES, NodeType
 from .graph import TraceGraph
 from .writer import TailSpill
 
@@ -46,12 +54,6 @@ def cpu_capture(graph: TraceGraph) -> bool:
     return not any(graph.is_gpu)
 
 
-def choose(setting: str | float, graph: TraceGraph, trace: str) -> overhead.Model | None:
-    """The model ``setting`` picks for the host path: a CPU capture's calibration beside its host
-    trace (``trace``) first, as for a Kineto trace; else the user's figure or the default model."""
-    return overhead.choose(setting, HOST_TRACING, trace if cpu_capture(graph) else None)
-
-
 def keep(model: overhead.Model, host_us: int, comm_us: int) -> overhead.Model:
     """A calibrated model's target on a CPU capture's timeline: of ``host_us`` (the CPU ops'
     summed traced time), what is beyond the rank's untraced step outside its collectives
@@ -65,25 +67,90 @@ def keep(model: overhead.Model, host_us: int, comm_us: int) -> overhead.Model:
     said = f"the CPU ops keep {kept / 1000:,.1f} ms, the untraced step outside the collectives"
     if not model.target_us:  # the run's untraced steps were no faster: its machine's load changed
         said = "its traced step was no slower than its untraced ones (a noisy run): nothing to take out"
-    return replace(model, target_us=max(0.0, host_us - kept), source=f"{model.source}: {said}")
+    target = max(0.0, host_us - kept)
+    return replace(model, target_us=target, untraced_us=None, source=f"{model.source}: {said}")
 
 
 def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhead.Removed:
     """Take ``model``'s cost out of ``graph``'s CPU ops (their durations read from ``spill``);
-    the new durations go to ``graph.duration_overrides``. A calibrated model (a CPU capture's)
-    leaves them the untraced step outside the collectives (``keep``)."""
+    the new durations go to ``graph.duration_overrides``. A calibration (``model.untraced_us``)
+    gets, on a GPU capture, the per-op cost at which the graph's step, estimated as ASTRA-sim
+    replays it (``overhead.critical_path``), comes down to the untraced step; on a CPU capture,
+    the CPU ops keep the untraced step outside the collectives (``keep``)."""
     types, is_gpu, skipped, replaced = graph.types, graph.is_gpu, graph.zero_duration, graph.tail_overrides
-    rows = [
-        row
-        for row in graph.rows_by_id()
+    written = list(graph.rows_by_id())
+    host = [
+        i
+        for i, row in enumerate(written)
         if not is_gpu[row] and types[row] == _COMP and row not in skipped and row not in replaced
     ]
-    traced = [encode.duration_of(tail) for tail in spill.read_each(rows)]
-    comm = sum(encode.duration_of(tail) for row, tail in replaced.items() if types[row] in _COMM)
-    model = keep(model, sum(traced), comm)
-    durations, removed = overhead.untrace([(d, overhead.OP) for d in traced], model, MIN_OP_US)
+    step = None
+    if model.untraced_us is not None and cpu_capture(graph):  # the host is the step
+        traced = [encode.duration_of(tail) for tail in spill.read_each(written[i] for i in host)]
+        comm = sum(encode.duration_of(tail) for row, tail in replaced.items() if types[row] in _COMM)
+        model = keep(model, sum(traced), comm)
+    elif model.untraced_us is None:  # the CPU ops' durations alone
+        traced = [encode.duration_of(tail) for tail in spill.read_each(written[i] for i in host)]
+    else:  # every written node's: the step is estimated on them all
+        every = [
+            0 if row in skipped else encode.duration_of(replaced.get(row) or tail)
+            for row, tail in zip(written, spill.read_each(written), strict=True)
+        ]
+        traced = [every[i] for i in host]
+        step = partial(_step_estimate(graph, written, every), host)
+    durations, removed = overhead.untrace([(d, overhead.OP) for d in traced], model, MIN_OP_US, step)
     overrides = graph.duration_overrides
-    for row, before, after in zip(rows, traced, durations, strict=True):
+    for i, before, after in zip(host, traced, durations, strict=True):
         if after != before:
-            overrides[row] = after
+            overrides[written[i]] = after
     return removed
+
+
+def _step_estimate(
+    graph: TraceGraph, written: list[int], durations: list[int]
+) -> Callable[[Sequence[int], Sequence[int]], float]:
+    """``overhead.critical_path`` over the written rows (``written``, with their ``durations``),
+    in a topological order: ids ascending unless an edge points forward."""
+    place = {graph.ids[row]: i for i, row in enumerate(written)}
+    deps = [[place[d] for d in graph.deps.ids(row) if d in place] for row in written]
+    order = _topological(deps)
+    where = {old: new for new, old in enumerate(order)}
+    resources = [
+        _COMM_RESOURCE if graph.types[row] in COMM_NODE_TYPES else _GPU_RESOURCE if graph.is_gpu[row] else _CPU_RESOURCE
+        for row in written
+    ]
+    estimate = overhead.critical_path(
+        [durations[i] for i in order], [[where[d] for d in deps[i]] for i in order], [resources[i] for i in order]
+    )
+
+    def step(at: Sequence[int], new: Sequence[int]) -> float:
+        return estimate([where[i] for i in at], new)
+
+    return step
+
+
+_CPU_RESOURCE, _GPU_RESOURCE, _COMM_RESOURCE = 0, 1, 2
+
+
+def _topological(deps: list[list[int]]) -> list[int]:
+    """Positions in an order where each comes after its dependencies (Kahn's, iteratively); the
+    positions as they are where every dependency is earlier."""
+    if all(d < i for i, before in enumerate(deps) for d in before):
+        return list(range(len(deps)))
+    waiting = [len(set(before)) for before in deps]
+    after: list[list[int]] = [[] for _ in deps]
+    for i, before in enumerate(deps):
+        for d in set(before):
+            after[d].append(i)
+    ready = [i for i, count in enumerate(waiting) if not count]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for j in after[i]:
+            waiting[j] -= 1
+            if not waiting[j]:
+                heapq.heappush(ready, j)
+    order.extend(i for i, count in enumerate(waiting) if count)  # a cycle (broken later): as it is
+    return order

@@ -11,6 +11,9 @@ across it (ASTRA-sim gives it a cycle).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from functools import partial
+
 from .. import overhead
 from .events import KinetoEvents
 from .graph import GAP_NAME, KinetoGraph, Node
@@ -42,7 +45,31 @@ def apply(graph: KinetoGraph, model: overhead.Model) -> overhead.Removed:
             continue
         nodes.append(node)
         timeline.append((node.dur, kind))
-    durations, removed = overhead.untrace(timeline, model)
+    step: Callable[[Sequence[int]], float] | None = None
+    if model.target_us is not None:  # a calibration: taken off the step's critical path
+        where = _positions(graph)
+        step = partial(step_estimate(graph), [where[node.id] for node in nodes])
+    durations, removed = overhead.untrace(timeline, model, step=step)
     for node, duration in zip(nodes, durations, strict=True):
         node.dur = duration
     return removed
+
+
+#: ``overhead.critical_path``'s resources
+_CPU, _GPU, _COMM = 0, 1, 2
+
+
+def _positions(graph: KinetoGraph) -> dict[int, int]:
+    return {node.id: i for i, node in enumerate(graph.nodes)}
+
+
+def step_estimate(graph: KinetoGraph) -> Callable[[Sequence[int], Sequence[int]], float]:
+    """The graph's step as ASTRA-sim replays it (``overhead.critical_path``), for new durations
+    of some of its nodes (by position)."""
+    position = _positions(graph)
+    nodes = graph.nodes
+    return overhead.critical_path(
+        [node.dur for node in nodes],
+        [[position[d] for d in node.deps] for node in nodes],
+        [_COMM if node.comm is not None else _CPU if node.cpu else _GPU for node in nodes],
+    )
