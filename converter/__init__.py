@@ -7,165 +7,64 @@ of its time and memory and without recursion; ``convert_pair``, ``link``, ``conv
 ``convert_kineto`` and ``repair`` handle host + Kineto pairs, Kineto traces alone and whole jobs;
 ``check``, ``scale``, ``compact`` and ``simulate`` prepare and run jobs in ASTRA-sim (see ``api``
 for each entry point, ``errors`` for the exception tree).
+
+The package loads lazily (PEP 562): importing it runs nothing but the command line's signal
+handling, and the first public name asked for imports ``api`` (and with it the implementation),
+so ``chakra-convert-fast --version`` imports a handful of modules and each command only its own.
+``api.__all__`` is the one list of the public names; the package exports exactly those.
 """
 
-from . import _early  # noqa: F401 - first: signal handling for the command line's start-up
-from .api import (
-    ACCELERATORS,
-    ALL_STEPS,
-    DEPENDENCY_KINDS,
-    GENERATED_BENCHMARKS,
-    HOST_TIMES,
-    RANKS_AS,
-    TARGETS,
-    Accelerator,
-    CheckReport,
-    CommGroups,
-    CompactResult,
-    Comparison,
-    ConversionResult,
-    ConvertOptions,
-    Cost,
-    GenerateOptions,
-    GenerateResult,
-    GraphCut,
-    JsonizeResult,
-    KinetoConversion,
-    LinkResult,
-    MultiRankResult,
-    Network,
-    PairResult,
-    PathArg,
-    Progress,
-    RankImbalance,
-    RankOutcome,
-    RankResult,
-    RemovedEdge,
-    RepairResult,
-    RooflineSummary,
-    ScaleResult,
-    SimulateOptions,
-    SimulationPlan,
-    SimulationProgress,
-    SimulationResult,
-    StepChoice,
-    StepSelection,
-    SweepPoint,
-    SweepResult,
-    TextResult,
-    VisualizeResult,
-    check,
-    comm_group_path,
-    compact,
-    compact_ranks,
-    compare,
-    convert,
-    convert_all,
-    convert_kineto,
-    convert_pair,
-    find_comm_groups,
-    generate,
-    is_kineto_trace,
-    jsonize,
-    link,
-    op_cost,
-    rank_imbalance,
-    repair,
-    roofline_cost,
-    scale,
-    simulate,
-    simulate_sweep,
-    text,
-    visualize,
-    write_comm_groups,
-)
-from .errors import (
-    ConverterError,
-    CyclicDependencyError,
-    JobCheckError,
-    OptionError,
-    OutputError,
-    SimulatorError,
-    TraceContentError,
-    TraceFormatError,
-    UnsupportedSchemaError,
-)
+from __future__ import annotations
 
-__all__ = [
-    "ACCELERATORS",
-    "ALL_STEPS",
-    "DEPENDENCY_KINDS",
-    "GENERATED_BENCHMARKS",
-    "HOST_TIMES",
-    "RANKS_AS",
-    "TARGETS",
-    "Accelerator",
-    "CheckReport",
-    "CommGroups",
-    "CompactResult",
-    "Comparison",
-    "ConversionResult",
-    "ConvertOptions",
-    "ConverterError",
-    "Cost",
-    "CyclicDependencyError",
-    "GenerateOptions",
-    "GenerateResult",
-    "GraphCut",
-    "JobCheckError",
-    "JsonizeResult",
-    "KinetoConversion",
-    "LinkResult",
-    "MultiRankResult",
-    "Network",
-    "OptionError",
-    "OutputError",
-    "PairResult",
-    "PathArg",
-    "Progress",
-    "RankImbalance",
-    "RankOutcome",
-    "RankResult",
-    "RemovedEdge",
-    "RepairResult",
-    "RooflineSummary",
-    "ScaleResult",
-    "SimulateOptions",
-    "SimulationPlan",
-    "SimulationProgress",
-    "SimulationResult",
-    "SimulatorError",
-    "StepChoice",
-    "StepSelection",
-    "SweepPoint",
-    "SweepResult",
-    "TextResult",
-    "TraceContentError",
-    "TraceFormatError",
-    "UnsupportedSchemaError",
-    "VisualizeResult",
-    "check",
-    "comm_group_path",
-    "compact",
-    "compact_ranks",
-    "compare",
-    "convert",
-    "convert_all",
-    "convert_kineto",
-    "convert_pair",
-    "find_comm_groups",
-    "generate",
-    "is_kineto_trace",
-    "jsonize",
-    "link",
-    "op_cost",
-    "rank_imbalance",
-    "repair",
-    "roofline_cost",
-    "scale",
-    "simulate",
-    "simulate_sweep",
-    "text",
-    "visualize",
-    "write_comm_groups",
-]
+import importlib.util
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from . import _early  # noqa: F401 - first: signal handling for the command line's start-up
+
+if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr__ imports them
+    from .api import *  # noqa: F403
+    from .api import __all__ as __all__
+
+#: Public functions named as one of its modules is (``convert()`` and the ``convert/`` front end): the
+#: function keeps the package's attribute when the import system binds the module there.
+_SHADOWED = frozenset({"check", "compact", "compare", "convert", "link", "repair", "simulate", "text"})
+
+
+def __getattr__(name: str) -> Any:
+    """A public name (or ``__all__``) on first use: imported from ``api`` and kept here."""
+    if name != "__all__" and (name.startswith("_") or (name not in _SHADOWED and _is_module(name))):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import api  # the implementation, on first use of the public layer
+
+    if name == "__all__":
+        return api.__all__
+    if name not in api.__all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(api, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    from . import api
+
+    return sorted({*globals(), *api.__all__})
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name`` is one of this package's modules (the import system asks before it loads one)."""
+    return importlib.util.find_spec(f"{__name__}.{name}") is not None
+
+
+class _Package(ModuleType):
+    """This package's module type: a subpackage never takes a public function's name."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, ModuleType):
+            return  # the subpackage stays in sys.modules, reachable by its full name
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -44,7 +44,17 @@ from .convert.pipeline import HOST_TIMES, TARGETS, ConversionResult, ConvertOpti
 from .convert.roofline import RooflineSummary
 from .devices.profile import DeviceProfile
 from .devices.profile import resolve as resolve_profile
-from .errors import ConverterError, OptionError, SimulatorError
+from .errors import (
+    ConverterError,
+    CyclicDependencyError,
+    JobCheckError,
+    OptionError,
+    OutputError,
+    SimulatorError,
+    TraceContentError,
+    TraceFormatError,
+    UnsupportedSchemaError,
+)
 from .et.decode import read_et
 from .io.output import check_output
 from .kineto import DEPENDENCY_KINDS, KinetoConversion
@@ -98,6 +108,7 @@ from .tools.visualize import visualize as _visualize
 
 PathArg = str | os.PathLike[str]
 
+#: The public API: the package (``chakra_convert_fast.converter``) exports exactly these names.
 __all__ = [
     "ACCELERATORS",
     "ALL_STEPS",
@@ -113,15 +124,20 @@ __all__ = [
     "Comparison",
     "ConversionResult",
     "ConvertOptions",
+    "ConverterError",
     "Cost",
+    "CyclicDependencyError",
     "GenerateOptions",
     "GenerateResult",
     "GraphCut",
+    "JobCheckError",
     "JsonizeResult",
     "KinetoConversion",
     "LinkResult",
     "MultiRankResult",
     "Network",
+    "OptionError",
+    "OutputError",
     "PairResult",
     "PathArg",
     "Progress",
@@ -142,6 +158,9 @@ __all__ = [
     "SweepPoint",
     "SweepResult",
     "TextResult",
+    "TraceContentError",
+    "TraceFormatError",
+    "UnsupportedSchemaError",
     "VisualizeResult",
     "check",
     "comm_group_path",

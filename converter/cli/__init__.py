@@ -2,7 +2,7 @@
 
 All work is done by ``api``. Human output (progress bars, summaries, warnings, errors) goes to
 stderr, and to ``--log-filename`` when given; stdout carries only what a command produces as data.
-One module per command (each defines ``COMMANDS`` and ``add``); ``main`` lists them, ``common``
+One module per command (each defines ``add``); ``main`` lists them and imports the one that runs, ``common``
 holds the options they share, ``report`` the messages, ``signals`` how signals end a command.
 Forms accepted (the last one is ``chakra_converter``'s, so its scripts only swap the executable)::
 

@@ -15,8 +15,6 @@ from .common import (
 )
 from .report import Reporter, write_stdout
 
-COMMANDS = ("check",)
-
 
 def add(commands: Any) -> None:
     _add_check(commands)

@@ -9,9 +9,8 @@ from typing import Any
 from .. import api
 from ..memory.job import copy_sidecar
 from .common import PROG, add_output_options, declare, subcommand
-from .report import ProgressBars, Reporter
-
-COMMANDS = ("compact",)
+from .progress import ProgressBars
+from .report import Reporter
 
 
 def add(commands: Any) -> None:

@@ -12,7 +12,6 @@ from ..compare import Row
 from .common import PROG, add_output_options, declare, subcommand
 from .report import Reporter, write_stdout
 
-COMMANDS = ("compare",)
 _KEY_WIDTH = 44
 _SHOWN_RANKS = 16
 

@@ -12,22 +12,17 @@ from ..memory.job import rank_memory, write_sidecar
 from ..memory.profile import RankMemory
 from ..ranks.discover import distributed_info
 from ..ranks.jobsize import host_world_size, rank_output
-from .common import (
-    PROG,
+from .common import PROG, add_output_options, committed_once, declare, subcommand
+from .conversion import (
     add_conversion_options,
     add_jobs_option,
-    add_output_options,
     add_pair_options,
-    committed_once,
     conversion_options,
-    declare,
     pair_steps,
     step_number,
-    subcommand,
 )
-from .report import ProgressBars, Reporter
-
-COMMANDS = ("convert", "PyTorch")
+from .progress import ProgressBars
+from .report import Reporter
 
 
 def add(commands: Any) -> None:

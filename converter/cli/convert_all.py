@@ -8,20 +8,11 @@ from typing import Any
 from .. import api
 from ..memory.job import from_folder, write_job_sidecars
 from ..ranks.convert_all import uses_file
-from .common import (
-    PROG,
-    add_conversion_options,
-    add_output_options,
-    committed_once,
-    conversion_options,
-    declare,
-    step_number,
-    subcommand,
-)
+from .common import PROG, add_output_options, committed_once, declare, subcommand
+from .conversion import add_conversion_options, conversion_options, step_number
 from .numbers import MAX_JOBS, whole
-from .report import ProgressBars, Reporter
-
-COMMANDS = ("convert-all",)
+from .progress import ProgressBars
+from .report import Reporter
 
 
 def add(commands: Any) -> None:

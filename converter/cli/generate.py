@@ -9,9 +9,8 @@ from .. import api
 from ..tools.generate import INT64_MAX, INT64_MIN, MAX_NPUS, UINT64_MAX
 from .common import PROG, add_output_options, declare, subcommand
 from .numbers import whole
-from .report import ProgressBars, Reporter
-
-COMMANDS = ("generate",)
+from .progress import ProgressBars
+from .report import Reporter
 
 
 def add(commands: Any) -> None:

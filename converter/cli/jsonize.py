@@ -8,9 +8,8 @@ from typing import Any
 from .. import api
 from .common import PROG, add_output_options, declare, subcommand
 from .numbers import MAX_JOBS, whole
-from .report import ProgressBars, Reporter
-
-COMMANDS = ("jsonize",)
+from .progress import ProgressBars
+from .report import Reporter
 
 
 def add(commands: Any) -> None:

@@ -6,17 +6,9 @@ import argparse
 from typing import Any
 
 from .. import api
-from .common import (
-    PROG,
-    add_output_options,
-    add_pair_options,
-    declare,
-    pair_steps,
-    subcommand,
-)
+from .common import PROG, add_output_options, declare, subcommand
+from .conversion import add_pair_options, pair_steps
 from .report import Reporter
-
-COMMANDS = ("link",)
 
 
 def add(commands: Any) -> None:

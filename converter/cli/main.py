@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib
 import os
 import signal
 import sys
@@ -16,44 +17,32 @@ from contextlib import suppress
 from ..errors import ConverterError, OptionError, shown
 from ..lifecycle import committed_outputs, forget_committed, hold_signals_after_commit, release_held_signals
 from ..ranks.onray import ended_by_signal as ray_run_ended_by_signal
-from . import (
-    check,
-    compact,
-    compare,
-    convert,
-    convert_all,
-    generate,
-    jsonize,
-    link,
-    memory,
-    repair,
-    scale,
-    simulate,
-    text,
-    visualize,
-)
 from .common import PROG, Outputs, version
 from .report import Reporter, describe_failure, flags_of, flush_stdout, standard_streams
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
-#: Every command module, in the order ``--help`` lists them.
-_MODULES = (
-    convert,
-    link,
-    convert_all,
-    repair,
-    check,
-    scale,
-    compact,
-    memory,
-    simulate,
-    compare,
-    text,
-    jsonize,
-    visualize,
-    generate,
-)
-COMMANDS = tuple(name for module in _MODULES for name in module.COMMANDS)
+#: Every command, in the order ``--help`` lists them, and the module (in this package) whose ``add``
+#: defines it. The grammar is built for the command that runs, so only its module is imported:
+#: ``--version`` imports none, ``--help`` and a usage error without a command every one.
+_MODULE_OF: dict[str, str] = {
+    "convert": "convert",
+    "PyTorch": "convert",
+    "link": "link",
+    "convert-all": "convert_all",
+    "repair": "repair",
+    "check": "check",
+    "scale": "scale",
+    "compact": "compact",
+    "memory": "memory",
+    "simulate": "simulate",
+    "compare": "compare",
+    "text": "text",
+    "Text": "text",
+    "jsonize": "jsonize",
+    "visualize": "visualize",
+    "generate": "generate",
+}
+COMMANDS = tuple(_MODULE_OF)
 _DESCRIPTION = """\
 Convert PyTorch execution traces (host traces, or host+device traces merged by chakra_trace_link)
 into Chakra execution traces (.et) for simulators such as ASTRA-sim. The output is byte-identical
@@ -77,7 +66,9 @@ number of ranks that failed.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The grammar of ``commands`` (default: every command): the top-level options and their
+    subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROG, description=_DESCRIPTION, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -88,22 +79,39 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="an internal error (a bug, not a problem with the input) shows its traceback",
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in _MODULES:
-        module.add(commands)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in dict.fromkeys(_MODULE_OF[name] for name in commands):
+        importlib.import_module(f"{__package__}.{module}").add(subparsers)
     return parser
 
 
 def _with_default_command(argv: list[str], commands: Sequence[str]) -> list[str]:
     """``chakra-convert-fast IN OUT ...`` means ``convert IN OUT ...``: insert the command after the
     leading top-level options when the first positional argument names no command."""
-    position = 0
-    while position < len(argv) and (argv[position].startswith("--log-filename") or argv[position] == "--debug"):
-        position += 1 if "=" in argv[position] or argv[position] == "--debug" else 2
-    first = next((a for a in argv[position:] if not a.startswith("-")), None)
+    position, first = _first_positional(argv)
     if first is None or first in commands or any(a in ("-h", "--help") for a in argv[: position + 1]):
         return argv
     return [*argv[:position], "convert", *argv[position:]]
+
+
+def _first_positional(argv: Sequence[str]) -> tuple[int, str | None]:
+    """Where the top-level options (``--log-filename F``, ``--debug``) end, and the first
+    positional argument (the command, if one is named), or None."""
+    position = 0
+    while position < len(argv) and (argv[position].startswith("--log-filename") or argv[position] == "--debug"):
+        position += 1 if "=" in argv[position] or argv[position] == "--debug" else 2
+    return position, next((a for a in argv[position:] if not a.startswith("-")), None)
+
+
+def _commands_to_build(argv: Sequence[str]) -> Sequence[str]:
+    """The commands whose grammar ``argv`` needs: the one it names; none for a bare ``--version``;
+    else (``--help``, no command) every one."""
+    position, first = _first_positional(argv)
+    if first in _MODULE_OF:
+        return (first,)
+    if "--version" in argv[position:] and not any(a in ("-h", "--help") for a in argv):
+        return ()
+    return COMMANDS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -125,8 +133,9 @@ def _main(argv: Sequence[str] | None) -> int:
     reporter: Reporter | None = None
     debug = False
     try:
-        parser = build_parser()
-        args = parser.parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv), COMMANDS))
+        arguments = _with_default_command(list(sys.argv[1:] if argv is None else argv), COMMANDS)
+        parser = build_parser(_commands_to_build(arguments))
+        args = parser.parse_args(arguments)
         debug = args.debug
         run: Callable[[argparse.Namespace, Reporter], int] = args.run
         reporter = Reporter(args.log_level or ("WARNING" if args.quiet else "INFO"))

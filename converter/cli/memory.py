@@ -19,7 +19,6 @@ from .common import PROG, add_output_options, declare, subcommand
 from .numbers import whole
 from .report import Reporter, write_stdout
 
-COMMANDS = ("memory",)
 _MIB = 1 << 20
 
 

@@ -15,8 +15,6 @@ from .common import (
 )
 from .report import Reporter
 
-COMMANDS = ("repair",)
-
 
 def add(commands: Any) -> None:
     _add_repair(commands)

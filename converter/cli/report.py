@@ -10,16 +10,16 @@ import re
 import sys
 from collections.abc import Mapping
 from contextlib import suppress
-from typing import IO, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from tqdm import tqdm
-
-from .. import api
 from .._early import standard_descriptors
 from ..errors import PARAMETER, ConverterError, shown
 from ..io.log import open_log
 from ..jsonstream import C_SCANNER
 from .common import PROG
+
+if TYPE_CHECKING:  # the results it describes; the commands that make them import the API
+    from .. import api
 
 
 def standard_streams() -> None:
@@ -367,46 +367,6 @@ class Reporter:
                 f"note: ASTRA-sim would refuse this output ({'; '.join(result.simulator_problems)}); "
                 "--astra-sim writes one it runs"
             )
-
-
-class ProgressBars:
-    """tqdm bars on stderr: input bytes while reading, nodes while writing, ranks when converting many."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self._bars: dict[str, Any] = {}
-
-    def __enter__(self) -> ProgressBars:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for bar in self._bars.values():
-            bar.close()
-        self._bars.clear()
-
-    @property
-    def progress(self) -> api.Progress | None:
-        return self._update if self.enabled else None
-
-    def _update(self, stage: str, done: int, total: int) -> None:
-        bar = self._bars.get(stage)
-        if bar is None:
-            for other in self._bars.values():
-                other.close()
-            unit = {"read": "B", "write": "node", "ranks": "rank"}.get(stage, "it")
-            bar = self._bars[stage] = tqdm(
-                total=total, desc=f"{stage:>5}", unit=unit, unit_scale=True, file=sys.stderr, leave=False
-            )
-        bar.update(done - bar.n)
-
-    def rank_done(self, outcome: api.RankOutcome) -> None:
-        if not self.enabled:
-            return
-        bar = self._bars.get("ranks")
-        if bar is None:
-            bar = self._bars["ranks"] = tqdm(desc="ranks", unit="rank", file=sys.stderr, leave=False)
-        bar.set_postfix_str(f"rank {outcome.rank} {'ok' if outcome.ok else 'FAILED'}")
-        bar.update(1)
 
 
 def _job_prefix(output: str) -> str:

@@ -9,10 +9,9 @@ from .. import api
 from ..ranks.scale import MAX_RANKS, uses_file
 from .common import PROG, add_output_options, declare, subcommand
 from .numbers import whole
-from .report import ProgressBars, Reporter
+from .progress import ProgressBars
+from .report import Reporter
 from .simulate import said_imbalance
-
-COMMANDS = ("scale",)
 
 
 def add(commands: Any) -> None:

@@ -25,7 +25,6 @@ from .common import PROG, add_output_options, declare, subcommand
 from .numbers import MAX_JOBS, quantities, quantity, whole
 from .report import Reporter, with_flags
 
-COMMANDS = ("simulate",)
 _SHOWN_RANKS = 16
 
 

@@ -10,9 +10,9 @@ from ..text.convert import MAX_NPUS, MAX_PASSES
 from ..text.convert import uses_file as text_uses
 from .common import PROG, add_output_options, declare, subcommand
 from .numbers import whole
-from .report import ProgressBars, Reporter
+from .progress import ProgressBars
+from .report import Reporter
 
-COMMANDS = ("text", "Text")
 _NPUS = whole(1, MAX_NPUS)
 _PASSES = whole(0, MAX_PASSES)
 

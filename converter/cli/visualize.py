@@ -10,9 +10,8 @@ from ..tools.visualize import MAX_DEPTH
 from .common import PROG, add_output_options, declare, subcommand
 from .jsonize import paths
 from .numbers import MAX_NODE_ID, whole
-from .report import ProgressBars, Reporter
-
-COMMANDS = ("visualize",)
+from .progress import ProgressBars
+from .report import Reporter
 
 
 def add(commands: Any) -> None:
