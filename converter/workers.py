@@ -34,6 +34,14 @@ _PR_SET_PDEATHSIG = 1  # prctl(2): a signal this process gets when its parent di
 _STOP_SECONDS = 5.0  # how long ``Worker.stop`` waits for SIGTERM before it sends SIGKILL
 
 
+def default_jobs() -> int:
+    """The processes a command may use by default: the CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def fork_available() -> bool:
     """Whether workers can share open files with their parent (the ``fork`` start method)."""
     return "fork" in multiprocessing.get_all_start_methods()

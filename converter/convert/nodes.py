@@ -74,10 +74,6 @@ def chakra_type(name: str, cat: Any, kind: OpKind) -> int | None:
     return _COMP
 
 
-def is_nccl_kernel(name: str) -> bool:
-    return "ncclKernel" in name or "ncclDevKernel" in name
-
-
 def _known_collective(name: str) -> int | None:
     normalized = name.replace("_", "").replace("-", "").lower()
     for key, comm_type in _COLLECTIVE_TYPES:

@@ -39,14 +39,6 @@ _SEARCH_WINDOW = 1 << 22
 _POLL_SECONDS = 0.2
 
 
-def default_jobs() -> int:
-    """The processes a conversion may use: the CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def find_splits(path: str, jobs: int) -> list[int]:
     """Likely node boundaries (byte offsets, ascending) cutting a large uncompressed file into
     up to ``jobs`` ranges; none for a small or gzipped file, one job, or where processes cannot

@@ -23,8 +23,9 @@ from ..io.output import OutputTarget, atomic_output, check_output
 from ..io.read import check_input
 from ..io.spill import SpillFile
 from ..schema.chakra import NodeType
-from ..schema.comm_kernels import custom_comm_type
-from . import astra, cycles, feed, nodes, parallel, untrace, waits
+from ..schema.comm_kernels import custom_comm_type, is_nccl_kernel
+from ..workers import default_jobs
+from . import astra, cycles, feed, parallel, untrace, waits
 from . import roofline as roofline_pass
 from .astra import AstraChanges
 from .graph import TraceGraph
@@ -173,7 +174,7 @@ def convert_file(
     output file is left behind then."""
     check_input(input_path)
     target = check_output(output_path, input_path)
-    jobs = options.jobs or parallel.default_jobs()
+    jobs = options.jobs or default_jobs()
     fed = feed.should_feed(input_path, jobs)
     splits = [] if fed else parallel.find_splits(input_path, jobs)
     workers: parallel.RangeReaders | feed.ChunkWorkers | None = None
@@ -275,7 +276,7 @@ def _run(
                 graph, spill, options.target == "accelerator", keep_host_time=options.host_time == "captured"
             )
         times.build, stage = time.perf_counter() - stage, time.perf_counter()
-        jobs = options.jobs or parallel.default_jobs()
+        jobs = options.jobs or default_jobs()
         if options.compact:  # written to an unnamed temporary file, compacted into the output
             with compact_temporary(target) as (out, finish):
                 write_metadata(out, reader.path, metadata)
@@ -320,7 +321,7 @@ def _unrecognised_kernels(graph: TraceGraph) -> list[str]:
     found: dict[str, int] = {}
     for row in (r for r, gpu in enumerate(graph.is_gpu) if gpu):
         name = graph.names[row]
-        if graph.types[row] == comp and nodes.is_nccl_kernel(name):
+        if graph.types[row] == comp and is_nccl_kernel(name):
             found[name] = found.get(name, 0) + 1
     custom: dict[str, int] = {}
     for row in (r for r, gpu in enumerate(graph.is_gpu) if gpu):

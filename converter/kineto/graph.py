@@ -42,8 +42,7 @@ from typing import Any
 from ..arguments import MAX_RANKS
 from ..errors import TraceContentError, TraceFormatError
 from ..schema.chakra import NodeType
-from ..schema.kineto import event_name
-from ..schema.kineto import step_number as schema_step_number
+from ..schema.kineto import event_name, step_number
 from . import comm, overlap
 from .events import HOST, RUNTIME, STEP, Event, KinetoEvents, short_value
 from .roofline import Costs, KinetoRoofline
@@ -124,14 +123,10 @@ class KinetoGraph:
     whatif: WhatIfSummary | None = None  # with a device profile (whatif.py)
 
 
-def step_number(event: Event) -> int | None:
-    return schema_step_number(event.name)
-
-
 def pick_step(trace: KinetoEvents, step: int | None, gpu_by_launch: dict[int, list[Event]]) -> tuple[Event, int]:
     """The ProfilerStep to convert and how many of its launches lack their GPU work. A step that
     lasts no time holds no event: refused when named, skipped by the default choice."""
-    steps = [(n, e) for e in trace.steps if (n := step_number(e)) is not None]
+    steps = [(n, e) for e in trace.steps if (n := step_number(e.name)) is not None]
     if not steps:
         raise TraceContentError(
             trace.path,
@@ -498,7 +493,7 @@ def build(
     builder.build(by_launch)
     # the rewrite adds GPU -> GPU dependencies: not in the ablation that leaves those out
     overlapped = _serialise(builder) if share_overlap and "stream" not in drop else None
-    number = step_number(chosen)
+    number = step_number(chosen.name)
     assert number is not None
     graph = KinetoGraph(
         builder.nodes,

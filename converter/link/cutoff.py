@@ -20,9 +20,10 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
+from ..schema.kineto import STEP_PREFIX, step_number
 from .hostindex import NO_CTRL_DEPS, ROOT_ID, HostIndex
 from .kineto import KinetoTrace
-from .steps import STEP_PREFIX, StepSelection, step_number
+from .steps import StepSelection
 
 PROCESS_NODE = "[pytorch|profiler|execution_trace|process]"
 THREAD_NODE = "[pytorch|profiler|execution_trace|thread]"

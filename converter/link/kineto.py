@@ -27,7 +27,7 @@ from ..schema.kineto import (
     LAUNCH_NAMES,
     PROFILER_STEP,
     RUNTIME_CATEGORIES,
-    STEP_PREFIX,
+    step_number,
     stream_trace,
 )
 from ..schema.kineto import event_name as _event_name
@@ -35,7 +35,6 @@ from ..schema.kineto import shown as _shown
 
 GPU_CATEGORIES = frozenset({KERNEL, GPU_MEMCPY})  # the reference's (no memset)
 LAUNCH_CATEGORIES = RUNTIME_CATEGORIES
-_STEP_PREFIX = STEP_PREFIX
 
 
 class KinetoEvent:
@@ -268,8 +267,8 @@ def _classify(trace: KinetoTrace, kept: KinetoEvent, event: _Event) -> None:
         if PROFILER_STEP not in kept.name:
             trace.cpu_ops.append(kept)
             trace.pids.add(event.pid)
-        elif kept.name.startswith(_STEP_PREFIX) and kept.name[len(_STEP_PREFIX) :].isdigit():
-            trace.steps.setdefault(int(kept.name[len(_STEP_PREFIX) :]), (kept.ts, kept.dur, kept.rf_id))
+        elif (number := step_number(kept.name)) is not None:
+            trace.steps.setdefault(number, (kept.ts, kept.dur, kept.rf_id))
     elif kept.cat in GPU_CATEGORIES:
         trace.gpu_ops.append(kept)
     elif kept.name in LAUNCH_NAMES:

@@ -22,21 +22,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import TraceContentError
+from ..schema.kineto import STEP_PREFIX as STEP_PREFIX
+from ..schema.kineto import step_number
 from .hostindex import HostIndex
 from .kineto import KinetoTrace
 
 ALL_STEPS = "all"
-STEP_PREFIX = "ProfilerStep#"
 #: ``None`` (the steps the Kineto trace covers), a step number, or ``ALL_STEPS``.
 StepChoice = int | str | None
-
-
-def step_number(name: str) -> int | None:
-    """N of ``ProfilerStep#N``; None for any other name."""
-    if not name.startswith(STEP_PREFIX):
-        return None
-    digits = name[len(STEP_PREFIX) :]
-    return int(digits) if digits.isdigit() else None
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,8 @@ _SHOWN = 60  # characters of a bad value shown in an error
 
 
 def step_number(name: str) -> int | None:
-    """N of a ``ProfilerStep#N`` name (None for any other name)."""
+    """N of a ``ProfilerStep#N`` name, the host trace's or the Kineto trace's (None for any other
+    name, and for digits that are not decimal: ``ProfilerStep#²``)."""
     if not name.startswith(STEP_PREFIX):
         return None
     text = name[len(STEP_PREFIX) :]

@@ -37,7 +37,7 @@ from ..io.output import atomic_output, check_output
 from ..io.read import GZIP_MAGIC, check_input, open_trace
 from ..io.spill import SpillFile
 from ..schema.chakra import NodeType
-from ..workers import fork_available, run_all
+from ..workers import default_jobs, fork_available, run_all
 
 LAYOUTS = ("document", "lines", "chakra")
 _NODE_TYPES = {t.value: t.name for t in NodeType}
@@ -353,14 +353,6 @@ def _print_nodes(
 
 # -- a large file: byte ranges printed by worker processes ---------------------------------------------
 MIN_PART_BYTES = 8 << 20
-
-
-def default_jobs() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True, slots=True)
