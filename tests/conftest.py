@@ -1,14 +1,16 @@
 """Fixtures shared by the tests (the helpers they import live in ``tests/traces.py``), one per
-external component, and the markers each test gets from what it uses:
+external component, and the markers. A test module carries its own (``pytestmark`` for the whole
+module, ``@pytest.mark.slow`` on a test); a fixture adds those of what it runs (``_FIXTURE_MARKERS``):
 
 * ``astra_sim``: runs the real ASTRA-sim (the ``simulator`` fixture); skipped, with the reason,
   where ``ASTRA_SIM_HOME`` is unset, and failed where it is unset under CI;
 * ``torch``: captures or imports torch (the ``captured`` fixture, the profiler's tests);
 * ``ray``: starts or joins a Ray cluster;
-* ``slow``: takes more than about five seconds on a 2-core machine, alone or (a whole module)
-  with its module's other tests more than about fifteen.
+* ``slow``: takes more than about a second and a half on a busy 2-core machine (a whole module:
+  its tests together more than about fifteen seconds).
 
-The fast subset, ``pytest -m "not (slow or astra_sim or torch or ray)"``, runs in a few minutes.
+The fast lane, ``pytest -m "not (slow or astra_sim or torch or ray)"``, the developer's loop, runs
+in under five minutes on 2 cores; CI runs everything.
 """
 
 from __future__ import annotations
@@ -22,32 +24,8 @@ import pytest
 
 from .captures import Done, Run, capture
 
-#: Modules whose every test is marked so (the rest are marked by the fixtures they use).
-_MODULE_MARKERS: dict[str, tuple[str, ...]] = {
-    "test_ray": ("ray", "slow"),
-    "test_profiler_capture": ("torch", "slow"),
-    "test_profiler_tracing": ("torch", "slow"),
-    "test_profiler_models": ("torch",),
-    "test_profiler_data": ("torch",),
-    "test_profiler_tokenizers": ("torch",),
-    "test_profiler_experts": ("torch",),
-    "test_profiler_memory": ("torch",),
-    "test_fuzz": ("slow",),
-    "test_signals": ("slow",),
-    "test_parallel": ("slow",),
-    "test_deep_trace": ("slow",),
-    "test_bench_roofline": ("slow",),
-    # each test takes a second or less, but together more than ~15 s (CPU, measured on 2 cores)
-    "test_parity_real": ("slow",),
-    "test_cli_bad_input": ("slow",),
-    "test_output_locations": ("slow",),
-    "test_scale": ("slow",),
-    "test_cli_grammar": ("slow",),
-    "test_repair": ("slow",),
-    "test_check": ("slow",),
-    "test_text": ("slow",),
-    "test_kineto_bad_input": ("slow",),
-}
+#: Markers a test gets from a fixture it takes (a module's own markers are its ``pytestmark``, a
+#: test's its decorators).
 _FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
     "simulator": ("astra_sim", "slow"),
     "captured": ("torch", "slow"),
@@ -56,9 +34,7 @@ _FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        owner = getattr(item, "module", None)  # a pytest.Function's module; other items have none
-        module = owner.__name__.rsplit(".", 1)[-1] if owner is not None else ""
-        names = set(_MODULE_MARKERS.get(module, ()))
+        names: set[str] = set()
         for fixture in getattr(item, "fixturenames", ()):
             names.update(_FIXTURE_MARKERS.get(fixture, ()))
         for name in sorted(names):

@@ -129,6 +129,7 @@ def test_an_option_error_is_a_usage_error_of_one_line_naming_the_flag(tmp_path: 
 _FLAGS_LEFT: tuple[str, ...] = ()
 
 
+@pytest.mark.slow
 def test_library_errors_quote_no_flags() -> None:
     """What a library module raises names parameters (`ranks`), never the command line's flags."""
     import ast

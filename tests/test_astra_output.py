@@ -67,6 +67,7 @@ def assert_only_astra_changes(default: dict[int, pb.Node], astra: dict[int, pb.N
                 assert ours.name.startswith("gloo:") and ours.duration_micros == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MERGED))
 def test_merged_traces_change_only_what_astra_sim_needs(name: str, tmp_path: Path) -> None:
     default, astra = both(tmp_path, lambda out, options: api.convert(MERGED[name], out, options))
@@ -136,6 +137,7 @@ def test_gloo_work_keeps_no_duration_and_broadcast_takes_it(tmp_path: Path) -> N
     assert astra[work].duration_micros == 0
 
 
+@pytest.mark.slow
 def test_nccl_traces_keep_their_kernel_comm_nodes(tmp_path: Path) -> None:
     default, astra = both(tmp_path, lambda out, options: api.convert(MERGED["resnet-nccl"], out, options))
     comm = {i for i, n in astra.items() if n.type == pb.COMM_COLL_NODE}

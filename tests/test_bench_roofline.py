@@ -7,6 +7,8 @@ import pytest
 
 from bench import roofline_machine
 
+pytestmark = [pytest.mark.slow]
+
 
 def test_tracing_adds_a_measured_cost_to_each_recorded_op() -> None:
     pytest.importorskip("torch", reason="the profiler extra (torch) is not installed")

@@ -19,6 +19,8 @@ from chakra_convert_fast.converter.et.decode import read_et
 from .traces import REAL_TRACES_DIR
 from .traces import read_et as read_et_reference
 
+pytestmark = [pytest.mark.slow]
+
 GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
 
 

@@ -27,6 +27,8 @@ from .linkcases import edge_case_pair
 from .tracebuild import cyclic_nodes, op, trace, two_threads
 from .traces import REAL_TRACES_DIR
 
+pytestmark = [pytest.mark.slow]
+
 GOOD = trace(two_threads())
 
 

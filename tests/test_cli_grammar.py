@@ -14,6 +14,8 @@ from chakra_convert_fast.converter import cli
 from .linkcases import cyclic_pair, edge_case_pair
 from .traces import REAL_TRACES_DIR, oracle_bytes
 
+pytestmark = [pytest.mark.slow]
+
 MERGED = REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_merged_by_chakra_trace_link.json.gz"
 
 

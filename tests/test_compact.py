@@ -344,6 +344,7 @@ def test_convert_compact_writes_the_compacted_graph(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["after.et", "compact.et", "plain.et"]
 
 
+@pytest.mark.slow
 def test_convert_all_compact_writes_compacted_ranks_check_accepts(tmp_path: Path) -> None:
     done = cli("convert-all", REAL_TRACES_DIR / "cpu_gpt2_ddp2", tmp_path / "et", "--compact")
     assert done.returncode == 0, done.stderr

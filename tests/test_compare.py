@@ -62,6 +62,7 @@ def test_waiting_for_peers_is_simulates_rule() -> None:
     assert _waiting(Side("x", "trace", {0: run(0, [0])})) == {}
 
 
+@pytest.mark.slow
 def test_a_trace_against_itself_differs_nowhere(tmp_path: Path) -> None:
     result = api.compare(NCCL, NCCL, json_output=tmp_path / "d.json")
     assert result.a.kind == result.b.kind == "trace" and result.a.step == 6
@@ -75,6 +76,7 @@ def test_a_trace_against_itself_differs_nowhere(tmp_path: Path) -> None:
     assert step["key"] == "step" and round(step["a_us"]) == round(step["b_us"]) == 224936 and step["diff_us"] == 0
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     done = run_cli("compare", tmp_path / "missing.json", NCCL)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1 and "no such file" in done.stderr

@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .tracebuild import chain
 from .traces import read_et
+
+pytestmark = [pytest.mark.slow]
 
 DEPTH = 200_000
 

@@ -72,6 +72,7 @@ def _same(ours: Any, theirs: Any) -> bool:
     return bool(ours == theirs and type(ours) is type(theirs))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(attribute_args())
 def test_attributes_encode_and_decode_as_protobuf(args: tuple[str, str | None, Any, str]) -> None:

@@ -59,6 +59,8 @@ from .clirun import ERROR_PREFIX, as_nobody, python_for_nobody, run_cli, shared_
 from .linkcases import edge_case_pair
 from .traces import REAL_TRACES_DIR, load_trace, reference_link
 
+pytestmark = [pytest.mark.slow]
+
 _COMMON: dict[str, Any] = {
     "deadline": None,
     "database": None,

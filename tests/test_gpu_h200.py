@@ -57,6 +57,7 @@ def test_kineto_alone_converts_and_passes_check(name: str, tmp_path: Path) -> No
     assert not [p for p in problems if p.fatal], problems
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", HOST_AND_KINETO)
 def test_host_and_kineto_link_convert_and_pass_check(name: str, tmp_path: Path) -> None:
     out = tmp_path / "t.0.et"

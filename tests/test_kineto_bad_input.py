@@ -15,6 +15,8 @@ from .clirun import ERROR_PREFIX, assert_one_error, listing, run_cli
 from .linkcases import edge_case_pair
 from .traces import load_trace, reference_link
 
+pytestmark = [pytest.mark.slow]
+
 Mutation = Callable[[dict[str, Any]], int]  # changes the document, returns the event index it broke
 
 

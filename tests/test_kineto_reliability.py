@@ -347,6 +347,7 @@ def test_convert_all_refuses_options_a_kineto_job_cannot_use(options: list[str],
         api.convert_all(source, tmp_path / "out", api.ConvertOptions(simulate=True))
 
 
+@pytest.mark.slow
 def test_rank_is_not_read_from_a_word_in_the_name(tmp_path: Path) -> None:
     """A Kineto trace without distributedInfo named ``hta_mi250_rocm62.json`` has no rank in its
     name (it was rank 62, beside rank 0, a job of 63 ranks with 61 missing); ``dlrm_eg_5`` still

@@ -184,6 +184,7 @@ def test_serial_streams_is_for_kineto_traces(tmp_path: Path) -> None:
     assert not (tmp_path / "o.et").exists()
 
 
+@pytest.mark.slow
 def test_convert_says_what_it_did_to_overlapped_kernels(moe_job: list[Path], tmp_path: Path) -> None:
     done = run_cli("convert", moe_job[0], tmp_path / "o.et")
     assert done.returncode == 0, done.stderr
@@ -193,6 +194,7 @@ def test_convert_says_what_it_did_to_overlapped_kernels(moe_job: list[Path], tmp
     assert done.returncode == 0 and "written to end" not in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "path",
     sorted(glob.glob(str(REAL_TRACES_DIR / "kineto_public" / "*.json.gz")))

@@ -42,6 +42,7 @@ def own_fsdp(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     return jobs
 
 
+@pytest.mark.slow
 def test_users_own_fsdp2_capture_scales_like_the_real_job(own_fsdp: dict[int, Path], tmp_path: Path) -> None:
     out = tmp_path / "four"
     done = run_cli("scale", own_fsdp[2], out, "--ranks", "4")
@@ -64,6 +65,7 @@ def test_fsdp_is_scaled_as_ddp_only_when_asked_and_then_it_says_so(own_fsdp: dic
     assert [c[2] for c in collectives(f"{tmp_path / 'ddp'}.0.et")][:2] == [8320, 8384]  # every byte kept
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "small", "spec", "refusal"),
     [
@@ -155,6 +157,7 @@ def test_an_all_to_all_over_every_rank_keeps_its_bytes_and_says_so(tmp_path: Pat
     assert collectives(f"{tmp_path / 'out' / 'x'}.7.et") == [("ALL_TO_ALL", "0", 512)]
 
 
+@pytest.mark.slow
 def test_a_bad_layout_spec_is_a_usage_error(tmp_path: Path) -> None:
     job = _job(tmp_path / "in", [node(1), coll(2, pb.ALL_REDUCE, 64, "0", (1,))])
     done = run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "4", "--layout", "zero2")

@@ -264,6 +264,7 @@ def test_plain_ddp_with_a_layout_file_scales_as_data_parallelism(tmp_path: Path)
         assert et_world_size(str(tmp_path / "out" / f"job.{rank}.et")) == 6
 
 
+@pytest.mark.slow
 def test_layout_scale_refusals(tmp_path: Path) -> None:
     job = mesh_job(tmp_path / "in", 2, 2, 1, "fsdp")
     done = run_cli("scale", job, tmp_path / "out" / "x", "--ranks", "7")

@@ -40,6 +40,7 @@ def test_resnet_pair_matches_shared_reference_output(tmp_path: Path) -> None:
     assert result.stats.gpu_linked == 2388 and result.nodes_written == 16780
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1])
 def test_gpt2_pair_matches_reference(tmp_path: Path, rank: int) -> None:
     host, device = GPT2 / f"rank{rank}_host.json.gz", GPT2 / f"rank{rank}_device.json.gz"
@@ -47,6 +48,7 @@ def test_gpt2_pair_matches_reference(tmp_path: Path, rank: int) -> None:
     assert load(tmp_path / "ours.json.gz") == reference_link(host, device, tmp_path / "ref.json", tmp_path, rank)
 
 
+@pytest.mark.slow
 def test_gpt2_shared_output_has_our_structure(tmp_path: Path) -> None:
     """The shared merged file comes from another run of the same job (other pid, times, tensor ids and a
     few parents, ops in another order), so only its shape can match: the same ops, linked the same."""
@@ -62,6 +64,7 @@ def test_gpt2_shared_output_has_our_structure(tmp_path: Path) -> None:
     assert shape(ours) == shape(shared)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("layers", "shuffled", "seed"), [(60, False, 0), (60, True, 1), (200, True, 2)])
 def test_synthetic_pairs_match_reference(tmp_path: Path, layers: int, shuffled: bool, seed: int) -> None:
     host, device = edge_case_pair(tmp_path, layers=layers, shuffled=shuffled, seed=seed, gz=False)

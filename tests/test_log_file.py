@@ -24,6 +24,7 @@ def merged(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_appends_and_keeps_what_was_there(merged: Path, tmp_path: Path) -> None:
     log = tmp_path / "run.log"
     log.write_text("earlier line\n")
@@ -33,6 +34,7 @@ def test_appends_and_keeps_what_was_there(merged: Path, tmp_path: Path) -> None:
     assert lines[0] == "earlier line" and sum("wrote " in line for line in lines) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("log", "expected"),
     [
@@ -82,6 +84,7 @@ def test_a_log_that_cannot_be_written_is_one_warning(merged: Path, tmp_path: Pat
     assert (tmp_path / "o.et").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_a_log_may_be_a_device(merged: Path, tmp_path: Path) -> None:
     done = run_cli(merged, tmp_path / "o.et", "--log-filename", "/dev/null")
     assert done.returncode == 0, done.stderr
@@ -89,6 +92,7 @@ def test_a_log_may_be_a_device(merged: Path, tmp_path: Path) -> None:
 
 
 # -- convert-all: its inputs and outputs are files of the command too ----------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "log",
     [

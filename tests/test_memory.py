@@ -40,6 +40,7 @@ def fsdp2() -> list[RankMemory]:
     return from_folder(str(FSDP2))
 
 
+@pytest.mark.slow
 def test_each_rank_within_ten_percent_of_its_truth(fsdp2: list[RankMemory]) -> None:
     truths = _truths("gpt2_fsdp2_summary.json")
     assert [m.rank for m in fsdp2] == [0, 1]
@@ -260,6 +261,7 @@ def test_simulate_says_which_ranks_would_not_fit(simulator: Path, tmp_path: Path
     assert fit["fits"] and fit["scaled"] and len(fit["peak_bytes"]) == 4
 
 
+@pytest.mark.slow
 def test_plot_is_a_png_and_never_an_input(tmp_path: Path) -> None:
     job = tmp_path / "job"
     shutil.copytree(FSDP2, job)

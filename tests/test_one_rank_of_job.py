@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.et.decode import read_et
 from chakra_convert_fast.converter.ranks.jobsize import et_job, job_metadata, rank_output
@@ -26,6 +28,7 @@ def test_kineto_output_records_the_job_and_takes_the_rank_in_its_name(tmp_path: 
     assert et_job(str(tmp_path / "job.1.et")) == {"world_size": 128, "rank": 1}
 
 
+@pytest.mark.slow
 def test_kineto_groups_go_into_the_metadata(tmp_path: Path) -> None:
     api.convert_kineto(KINETO / "hta_a100_nccl_rank0of2.json.gz", tmp_path / "a.0.et")
     job = et_job(str(tmp_path / "a.0.et"))
@@ -50,6 +53,7 @@ def test_insane_distributed_info_is_not_recorded() -> None:
     assert job_metadata({"world_size": "8", "pg_config": "x"}, None) == {}
 
 
+@pytest.mark.slow
 def test_host_path_records_the_job_with_astra_sim_only(tmp_path: Path) -> None:
     pair = ("--host", GPT2 / "rank1_host.json.gz", "--device", GPT2 / "rank1_device.json.gz")
     done = run_cli("convert", *pair, tmp_path / "g.et", "--astra-sim")

@@ -34,6 +34,8 @@ from .clirun import NOBODY, as_nobody, assert_one_error, listing, obey_file_mode
 from .linkcases import edge_case_pair
 from .tracebuild import trace, two_threads
 
+pytestmark = [pytest.mark.slow]
+
 #: The module (the package exports a function of the same name).
 repair_module = importlib.import_module("chakra_convert_fast.converter.repair")
 COMMANDS = ("convert", "pair", "link", "repair")

@@ -12,10 +12,14 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from chakra_convert_fast.converter import api
 
 from .clirun import assert_one_error, run_cli
 from .traces import REAL_TRACES_DIR, load_trace, read_et
+
+pytestmark = [pytest.mark.slow]  # cut-off traces repaired and converted: 5-13 s a test on 2 cores
 
 OWN = REAL_TRACES_DIR / "own_tracer_gpt2_ddp2"
 HOST, DEVICE = OWN / "rank0_host.json.gz", OWN / "rank0_device.json.gz"

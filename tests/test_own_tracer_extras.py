@@ -24,6 +24,8 @@ from chakra_convert_fast.converter import api
 
 from .traces import REAL_TRACES_DIR, load_trace, read_et, write_trace
 
+pytestmark = [pytest.mark.slow]  # each test links a real capture several times: 10-25 s a test on 2 cores
+
 OWN = REAL_TRACES_DIR / "own_tracer_gpt2_ddp2"
 HOST, DEVICE = OWN / "rank0_host.json.gz", OWN / "rank0_device.json.gz"
 FLOPS = OWN / "rank0_kineto_flops.json.gz"

@@ -33,6 +33,7 @@ def test_the_traces_record_two_ranks() -> None:
     assert host_world_size(str(HOST)) == 2
 
 
+@pytest.mark.slow
 def test_astra_sim_output_records_the_job_size_and_the_default_does_not(tmp_path: Path) -> None:
     api.convert_pair(HOST, DEVICE, tmp_path / "job.0.et", api.ConvertOptions(astra_sim=True))
     assert et_world_size(str(tmp_path / "job.0.et")) == 2
@@ -43,6 +44,7 @@ def test_astra_sim_output_records_the_job_size_and_the_default_does_not(tmp_path
     assert et_world_size(str(tmp_path / "c.0.et")) == 2
 
 
+@pytest.mark.slow
 def test_scale_defaults_to_the_recorded_size(tmp_path: Path) -> None:
     api.convert_pair(HOST, DEVICE, tmp_path / "job.0.et", api.ConvertOptions(astra_sim=True))
     done = run_cli("scale", tmp_path / "job", tmp_path / "full" / "job")
@@ -54,6 +56,7 @@ def test_scale_defaults_to_the_recorded_size(tmp_path: Path) -> None:
     assert [et_world_size(str(tmp_path / "four" / f"job.{r}.et")) for r in range(4)] == [4] * 4
 
 
+@pytest.mark.slow
 def test_scale_without_a_recorded_size_asks_for_ranks(tmp_path: Path) -> None:
     # a host trace alone without its process_group:init node (the one place it records the job's size)
     trace = load_trace(REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_host.json.gz")
@@ -82,6 +85,7 @@ def test_simulate_one_rank_file_of_a_two_rank_job(simulator: Path, tmp_path: Pat
     assert result.warnings[0].endswith("as `ranks` 2 does")  # the API's words
 
 
+@pytest.mark.slow
 def test_convert_all_names_the_job_after_the_capture(tmp_path: Path) -> None:
     job = tmp_path / "capture"
     job.mkdir()

@@ -35,6 +35,7 @@ def _step_subtree_ids(trace: dict, step: int) -> set[int]:
     return seen
 
 
+@pytest.mark.slow
 def test_the_capture_is_what_users_make() -> None:
     """The committed capture has the shape the issue describes: two host steps, one Kineto step,
     rank 0 of a 2-rank gloo job, every Kineto extra on."""
@@ -50,6 +51,7 @@ def test_the_capture_is_what_users_make() -> None:
     assert all(device[k] for k in ("record_shapes", "profile_memory", "with_stack", "with_flops"))
 
 
+@pytest.mark.slow
 def test_default_links_the_step_the_kineto_trace_covers(tmp_path: Path) -> None:
     merged = tmp_path / "merged.json"
     result = api.link(HOST, DEVICE, merged)
@@ -66,6 +68,7 @@ def test_default_links_the_step_the_kineto_trace_covers(tmp_path: Path) -> None:
     assert len(names) == len(host["nodes"]) - len(step0) == result.nodes_written
 
 
+@pytest.mark.slow
 def test_the_summary_names_the_step_and_what_was_left_out(tmp_path: Path) -> None:
     done = run_cli("convert", "--host", HOST, "--device", DEVICE, "--astra-sim", tmp_path / "out.0.et")
     assert done.returncode == 0, done.stderr
@@ -99,6 +102,7 @@ def test_step_n_links_that_step_alone(tmp_path: Path) -> None:
     assert one.steps.kept == (1,) and one.stats.linked == one.stats.host_ops
 
 
+@pytest.mark.slow
 def test_a_step_the_host_trace_lacks_is_refused(tmp_path: Path) -> None:
     done = run_cli("convert", "--host", HOST, "--device", DEVICE, "--step", "5", tmp_path / "out.et")
     assert_one_error(done, "has no ProfilerStep#5 (it holds ProfilerStep#0, ProfilerStep#1)")
@@ -107,6 +111,7 @@ def test_a_step_the_host_trace_lacks_is_refused(tmp_path: Path) -> None:
     assert usage.returncode == 2
 
 
+@pytest.mark.slow
 def test_steps_in_common_none_is_an_error_naming_the_options(tmp_path: Path) -> None:
     device = load_trace(DEVICE)
     for event in device["traceEvents"]:

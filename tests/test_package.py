@@ -26,6 +26,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     return zipfile.ZipFile(path)
 
 
+@pytest.mark.slow
 def test_every_module_is_under_the_project_namespace(wheel: zipfile.ZipFile) -> None:
     top = {name.split("/")[0] for name in wheel.namelist() if not name.split("/")[0].endswith(".dist-info")}
     assert top == {"chakra_convert_fast"}

@@ -19,6 +19,8 @@ from chakra_convert_fast.fixtures.generate import generate_merged, make_config
 from .tracebuild import op, trace, two_threads
 from .traces import ROOT
 
+pytestmark = [pytest.mark.slow]
+
 JOBS = (1, 2, 3, 5)
 
 

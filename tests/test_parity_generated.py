@@ -21,6 +21,7 @@ def model(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ORDERS)
 def test_generated_trace_with_all_collectives(model: str, order: str, tmp_path: Path) -> None:
     config = make_config(model, layers=2, ranks=4, rank=1, comm_mix="all")

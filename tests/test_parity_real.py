@@ -11,6 +11,8 @@ from chakra_convert_fast.converter.schema.host import SUPPORTED_SCHEMAS
 
 from .traces import REAL_TRACES_DIR, load_trace, oracle_bytes, reorder, write_trace
 
+pytestmark = [pytest.mark.slow]
+
 #: Every real trace (tests/data/traces, copied from ../shared/traces) whose schema the reference
 #: supports (the old 1.0.1 ones and the Kineto device traces are not Chakra host traces it can read).
 REAL_TRACES = [

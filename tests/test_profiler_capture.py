@@ -22,6 +22,8 @@ from chakra_convert_fast.profiler import convert, train
 from .captures import RUNS, Done, Run
 from .traces import load_trace, reference_link
 
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
 
 @pytest.fixture(scope="module", params=RUNS, ids=lambda r: f"{r.model}-{r.nproc}rank")
 def done(request: pytest.FixtureRequest, captured: Callable[[Run], Done]) -> Done:

@@ -12,7 +12,7 @@ import transformers  # noqa: F401 - a missing dependency fails, never skips
 
 from chakra_convert_fast.profiler import data, tokenizers
 
-pytestmark = pytest.mark.usefixtures("offline")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("offline")]
 
 
 def squad_doc(paragraphs: list[tuple[str, list[str]]]) -> dict[str, object]:

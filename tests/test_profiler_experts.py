@@ -14,6 +14,8 @@ from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
 
 from chakra_convert_fast.profiler.experts import ExpertParallel, imbalance
 
+pytestmark = [pytest.mark.torch]
+
 
 @pytest.fixture
 def world() -> Iterator[None]:

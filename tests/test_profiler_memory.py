@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -12,6 +13,8 @@ from torch.distributed import FileStore  # type: ignore[attr-defined]  # not in 
 
 from chakra_convert_fast.profiler import memory, tracing
 from chakra_convert_fast.profiler.cli import parse_args
+
+pytestmark = [pytest.mark.torch]
 
 
 def test_state_bytes_count_each_storage_once() -> None:

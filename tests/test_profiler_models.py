@@ -8,6 +8,8 @@ import transformers  # noqa: F401 - a missing dependency fails, never skips
 
 from chakra_convert_fast.profiler import models
 
+pytestmark = [pytest.mark.torch]
+
 SPECIAL = {"bos": 0, "eos": 0, "pad": 0}
 
 

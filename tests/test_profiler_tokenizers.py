@@ -11,7 +11,7 @@ import transformers  # noqa: F401 - a missing dependency fails, never skips
 
 from chakra_convert_fast.profiler import tokenizers
 
-pytestmark = pytest.mark.usefixtures("offline")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("offline")]
 
 
 TEXTS = [

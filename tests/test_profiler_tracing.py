@@ -10,6 +10,8 @@ import torch
 
 from chakra_convert_fast.profiler import tracing
 
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
 
 @pytest.mark.parametrize(
     ("step", "phase"),

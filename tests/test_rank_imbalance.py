@@ -52,6 +52,7 @@ def _compute(path: str) -> int:
     return imbalance.compute_of(read_et(path))
 
 
+@pytest.mark.slow
 def test_imbalance_is_measured(job: Path) -> None:
     found = api.rank_imbalance(job)
     assert found.slowest == 1 and found.fastest == 0 and found.median == 0  # the lower median of two
@@ -138,6 +139,7 @@ def test_simulate_json_has_the_imbalance_facts(simulator: Path, job: Path, tmp_p
     assert any(line.startswith("`ranks_as` median: every rank replayed") for line in evened["lines"])
 
 
+@pytest.mark.slow
 def test_scale_says_it_and_scales_the_evened_job(job: Path, tmp_path: Path) -> None:
     done = run_cli("scale", job, tmp_path / "x4", "--ranks", "4")
     assert done.returncode == 0, done.stderr

@@ -23,6 +23,8 @@ from tests.linkcases import edge_case_pair
 
 from .clirun import CLI, ERROR_PREFIX, kill_session
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
 RANKS = 16
 
 

@@ -18,6 +18,8 @@ from chakra_convert_fast.converter.repair import repair
 from .clirun import assert_one_error, listing, run_cli
 from .traces import REAL_TRACES_DIR
 
+pytestmark = [pytest.mark.slow]
+
 REAL_HOST = REAL_TRACES_DIR / "cpu_gpt2_ddp2" / "rank0_host.json.gz"
 
 DOC = {

@@ -417,6 +417,7 @@ def _converted(tmp_path: Path, options: ConvertOptions) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_kernels_of_an_unreadable_launcher_are_replayed_cpu_ops(tmp_path: Path) -> None:
     """A GPU kernel whose launcher's shapes cannot be read has no cost either: with --target
     accelerator it is written as a CPU op with its measured duration, never a non-CPU op without

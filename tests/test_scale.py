@@ -34,6 +34,8 @@ from .captures import BERT_2, BERT_4, GPT2_2, GPT2_4, Done, Run
 from .clirun import CLI, ERROR_PREFIX, assert_one_error, kill_session, listing, obey_file_modes, run_cli
 from .traces import REAL_TRACES_DIR
 
+pytestmark = [pytest.mark.slow]
+
 GPT2 = REAL_TRACES_DIR / "cpu_gpt2_ddp2"
 
 

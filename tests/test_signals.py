@@ -34,6 +34,8 @@ from .simjobs import write_job
 from .tracebuild import trace, two_threads
 from .traces import ROOT
 
+pytestmark = [pytest.mark.slow]
+
 #: A plain-JSON trace this large is read by two processes (``parallel.MIN_SPLIT_BYTES``: 48 MB).
 SPLIT_NODES = 50_000
 MESSAGES = {

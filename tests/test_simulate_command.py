@@ -413,6 +413,7 @@ def test_simulator_failures_are_one_line_and_write_nothing(
     assert workdir.name.startswith("chakra-simulate-") and not workdir.exists()  # the configs, logs: gone
 
 
+@pytest.mark.slow
 def test_simulator_that_hangs_is_stopped_by_the_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prefix = _copy_job(tmp_path)
     monkeypatch.setenv("FAKE_PID_FILE", str(tmp_path / "pid"))

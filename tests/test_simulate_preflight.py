@@ -75,6 +75,7 @@ def test_a_one_rank_job_names_scale(tmp_path: Path) -> None:
     assert_one_error(run_cli("simulate", prefix), "a job of 1 rank", "--ranks N here", f"scale {prefix} to N ranks")
 
 
+@pytest.mark.slow
 def test_a_prefix_matching_nothing_names_the_jobs_there(tmp_path: Path) -> None:
     write_job(tmp_path / "gpt2_np2", 2)
     write_job(tmp_path / "bert_np4", 4)

@@ -259,6 +259,7 @@ def test_a_fifo_output_whose_reader_stalls_is_given_up_at_the_timeout(tmp_path: 
         reader.wait()
 
 
+@pytest.mark.slow
 def test_sigterm_while_a_fifo_reader_stalls_ends_the_sweep(tmp_path: Path) -> None:
     """It ignored SIGTERM and --timeout, then exited 1 "Broken pipe" instead of 143."""
     pytest.importorskip("matplotlib")

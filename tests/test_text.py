@@ -23,6 +23,8 @@ from chakra_convert_fast.converter.text import layout
 from .clirun import assert_one_error, listing, run_cli
 from .traces import read_et
 
+pytestmark = [pytest.mark.slow]
+
 DATA = Path(__file__).parent / "data" / "text"
 #: (file, type it is renamed to or None): every type the reference converts.
 REFERENCE_CASES = [

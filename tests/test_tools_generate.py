@@ -47,6 +47,7 @@ def test_dashed_options_and_default_directory(tmp_path: Path) -> None:
     assert len(list(tmp_path.glob("*.0.et"))) == len(api.GENERATED_BENCHMARKS)
 
 
+@pytest.mark.slow
 def test_bad_options(tmp_path: Path) -> None:
     for option, value, stated in (
         ("--default_runtime", "-1", "must be at least 0, got -1"),
@@ -81,6 +82,7 @@ def small_tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", str(mount)], check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("user", ["root", "nobody"])
 def test_a_full_disk_leaves_every_old_file_and_no_new_one(tmp_path: Path, user: str) -> None:
     """Issue 29: on a full disk ``generate`` left 256 of 2,800 files. All or nothing now."""

@@ -222,6 +222,7 @@ def test_a_node_that_does_not_decode(real_et: Path, tmp_path: Path) -> None:
     _bad(tmp_path, "badnode.et", meta + good + bad, "record 2 at byte", "is not a Node")
 
 
+@pytest.mark.slow
 def test_missing_input_and_usage(tmp_path: Path) -> None:
     assert_one_error(run_cli("jsonize", tmp_path / "none.et", tmp_path / "o.json"), "no such file")
     done = run_cli("jsonize", tmp_path / "none.et")
@@ -229,6 +230,7 @@ def test_missing_input_and_usage(tmp_path: Path) -> None:
 
 
 # -- a large file in worker processes: the same bytes ------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["document", "lines", "chakra"])
 def test_parts_in_workers_print_the_same_bytes(
     real_et: Path, tmp_path: Path, layout: str, monkeypatch: pytest.MonkeyPatch
@@ -261,6 +263,7 @@ def test_a_bad_record_in_a_later_part_is_named(real_et: Path, tmp_path: Path, mo
     assert not (tmp_path / "out.json").exists()
 
 
+@pytest.mark.slow
 def test_output_locations(real_et: Path, tmp_path: Path) -> None:
     """A full disk, the input as output, a directory: one line each, nothing changed."""
     before = real_et.read_bytes()
@@ -281,6 +284,7 @@ def test_a_gzipped_trace_reads_as_the_plain_one(real_et: Path, tmp_path: Path) -
     assert (tmp_path / "packed.json").read_bytes() == (tmp_path / "plain.json").read_bytes()
 
 
+@pytest.mark.slow
 def test_the_log_file_cannot_be_the_output(tmp_path: Path) -> None:
     api.generate(tmp_path, api.GenerateOptions(num_npus=1))
     src = tmp_path / "ALL_REDUCE.0.et"

@@ -158,6 +158,7 @@ def test_cut_to_collectives_and_their_dependents(tricky_et: Path, tmp_path: Path
     assert set(graph) == {"100", "101", "102"} and set(graph.edges) == {("100", "101"), ("101", "102")}
 
 
+@pytest.mark.slow
 def test_pdf_and_svg_need_dot(tricky_et: Path, tmp_path: Path) -> None:
     empty = tmp_path / "bin"
     empty.mkdir()
@@ -171,6 +172,7 @@ def test_pdf_and_svg_need_dot(tricky_et: Path, tmp_path: Path) -> None:
     assert_one_error(done, "--laid-out is for .dot outputs", status=2)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::graphviz.DotSyntaxWarning")
 def test_pdf_goes_through_dot(tricky_et: Path, tmp_path: Path) -> None:
     """A stand-in ``dot`` that records its options and echoes its input: what it writes is the output."""
@@ -203,6 +205,7 @@ def _run_with_path(path: str, *args: str | Path) -> Done:
         os.environ["PATH"] = old
 
 
+@pytest.mark.slow
 def test_bad_input_and_options(tricky_et: Path, tmp_path: Path) -> None:
     assert_one_error(run_cli("visualize", tricky_et, tmp_path / "g.png"), "unknown graph format 'png'")
     done = run_cli("visualize", tricky_et, tmp_path / "g.dot", "--around", "5000")
@@ -214,6 +217,7 @@ def test_bad_input_and_options(tricky_et: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "g.dot").exists()
 
 
+@pytest.mark.slow
 def test_output_locations(tricky_et: Path, tmp_path: Path) -> None:
     before = tricky_et.read_bytes()
     assert_one_error(run_cli("visualize", tricky_et, "/dev/full", "--ids", "1:3"), "unknown graph format")
@@ -241,6 +245,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 def test_dot_and_its_children_end_with_the_command(signum: int, tricky_et: Path, tmp_path: Path) -> None:
     """Issue 29: after SIGTERM, visualize's ``dot`` kept running. It runs in a group of its own that

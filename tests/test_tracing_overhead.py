@@ -78,6 +78,7 @@ def test_a_calibration_spreads_the_measured_difference_over_the_ops() -> None:
 
 
 # -- the Kineto front end -----------------------------------------------------------------------
+@pytest.mark.slow
 def test_kineto_default_takes_host_time_out_and_keeps_gpu_durations(tmp_path: Path) -> None:
     kept = api.convert_kineto(device(SMALL), tmp_path / "kept.0.et", tracing_overhead="none")
     assert kept.overhead is None
@@ -111,12 +112,14 @@ def test_kineto_calibration_beside_the_trace_is_used(name: str, tmp_path: Path) 
     assert removed.model.per_op_us > 0
 
 
+@pytest.mark.slow
 def test_the_users_figure_wins_over_a_calibration(tmp_path: Path) -> None:
     done = api.convert_kineto(device(SMALL), tmp_path / "out.0.et", tracing_overhead=1.5)
     assert done.overhead is not None and done.overhead.model.source == "--tracing-overhead"
     assert done.overhead.model.per_op_us == 1.5 == done.overhead.model.per_call_us
 
 
+@pytest.mark.slow
 def test_an_unreadable_calibration_is_refused(tmp_path: Path) -> None:
     source = tmp_path / "job_rank0_device.json.gz"
     shutil.copy(device(SMALL), source)
@@ -135,6 +138,7 @@ def _pair(tmp_path: Path, options: api.ConvertOptions, name: str = "out") -> api
     return api.convert_pair(host, dev, tmp_path / f"{name}.0.et", options, rank=0)
 
 
+@pytest.mark.slow
 def test_host_path_with_astra_sim_takes_host_time_out(tmp_path: Path) -> None:
     kept = _pair(tmp_path, api.ConvertOptions(astra_sim=True, rank=0, tracing_overhead="none"), "kept")
     done = _pair(tmp_path, api.ConvertOptions(astra_sim=True, rank=0))
@@ -161,6 +165,7 @@ def test_plain_convert_keeps_every_traced_duration(tmp_path: Path) -> None:
 
 
 # -- the command line ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_conversion_says_in_one_line_what_it_removed(tmp_path: Path) -> None:
     done = run_cli("convert", device(SMALL), tmp_path / "out.0.et")
     assert done.returncode == 0, done.stderr
@@ -172,6 +177,7 @@ def test_the_conversion_says_in_one_line_what_it_removed(tmp_path: Path) -> None
     assert "runtime calls x 1.5 us each; --tracing-overhead)" in own.stderr, own.stderr
 
 
+@pytest.mark.slow
 def test_options_refuse_what_cannot_apply(tmp_path: Path) -> None:
     host, dev = CPU_PAIR / "rank0_host.json.gz", CPU_PAIR / "rank0_device.json.gz"
     bad = run_cli("convert", device(SMALL), tmp_path / "x.0.et", "--tracing-overhead", "fast")
@@ -183,6 +189,7 @@ def test_options_refuse_what_cannot_apply(tmp_path: Path) -> None:
     assert not (tmp_path / "x.0.et").exists() and not (tmp_path / "y.0.et").exists()
 
 
+@pytest.mark.slow
 def test_convert_all_reports_what_it_removed(tmp_path: Path) -> None:
     done = run_cli("convert-all", CPU_PAIR, tmp_path / "out", "--astra-sim", "-j", "1")
     assert done.returncode == 0, done.stderr
@@ -190,6 +197,7 @@ def test_convert_all_reports_what_it_removed(tmp_path: Path) -> None:
     assert "1 other rank(s) likewise" in done.stderr
 
 
+@pytest.mark.slow
 def test_chakra_profile_conversion_records_what_it_removed(tmp_path: Path) -> None:
     """``chakra-profile --convert`` keeps the line in the rank's summary (``et.tracing_overhead``)."""
     from chakra_convert_fast.profiler import convert
