@@ -18,7 +18,7 @@ from ..errors import ConverterError, OptionError, shown
 from ..lifecycle import committed_outputs, forget_committed, hold_signals_after_commit, release_held_signals
 from ..ranks.onray import ended_by_signal as ray_run_ended_by_signal
 from .common import PROG, Outputs, version
-from .report import Reporter, describe_failure, flags_of, flush_stdout, standard_streams
+from .report import Flags, Reporter, describe_failure, flags_of, flush_stdout, standard_streams
 from .signals import Terminated, ignore_stop_signals, install_signal_handlers, restore
 
 #: Every command, in the order ``--help`` lists them, and the module (in this package) whose ``add``
@@ -139,7 +139,8 @@ def _main(argv: Sequence[str] | None) -> int:
         debug = args.debug
         run: Callable[[argparse.Namespace, Reporter], int] = args.run
         reporter = Reporter(args.log_level or ("WARNING" if args.quiet else "INFO"))
-        reporter.flags = flags_of(parser, args.command)
+        command = args.command
+        reporter.flags = Flags(flags_of(parser, command), lambda: flags_of(build_parser(), command))
         outputs: Outputs = args.outputs  # what the command declared (common.Outputs)
         reporter.open_log(args.log_filename, outputs.conflict(args, args.log_filename) if args.log_filename else None)
         hold_signals_after_commit(outputs.commits(args))

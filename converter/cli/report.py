@@ -8,7 +8,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import suppress
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
@@ -119,6 +119,31 @@ def flags_of(parser: argparse.ArgumentParser, command: str | None) -> dict[str, 
             if long and action.dest != argparse.SUPPRESS:
                 flags.setdefault(action.dest, long[0])
     return flags
+
+
+class Flags(Mapping[str, str]):
+    """``flags_of`` of the running command's grammar, and of every command's when a message names
+    a parameter that command does not take (built then, so a command imports only its own module
+    until a message needs another's flag)."""
+
+    def __init__(self, own: Mapping[str, str], every: Callable[[], Mapping[str, str]]) -> None:
+        self._own = own
+        self._every = every
+        self._all: Mapping[str, str] | None = None
+
+    def _whole(self) -> Mapping[str, str]:
+        if self._all is None:
+            self._all = self._every()
+        return self._all
+
+    def __getitem__(self, name: str) -> str:
+        return self._own[name] if name in self._own else self._whole()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._whole())
+
+    def __len__(self) -> int:
+        return len(self._whole())
 
 
 def describe_failure(exc: BaseException) -> str:
