@@ -8,7 +8,7 @@ import sys
 import networkx as nx
 import pytest
 
-from chakra_convert_fast.converter.convert.cycles import (
+from chakra_convert_fast.converter.cycles import (
     back_edges,
     break_cycles,
     cyclic_components,

@@ -19,12 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..convert.collectives import HOST_COLLECTIVES, NCCL_RECORD_PREFIX, WORKER_OP_PREFIX
-from ..convert.cycles import cyclic_components
-from ..convert.groups import parse_marker
+from ..cycles import cyclic_components
 from ..et.decode import EtTrace
 from ..schema.astra import REPLAYED_COLLECTIVES, RISKY_NODE_TYPES, RUNNABLE_NODE_TYPES, SIMULATED_COLLECTIVES, group_id
 from ..schema.chakra import CollectiveCommType, NodeType
+from ..schema.distributed import HOST_COLLECTIVES, MARKER_PREFIX, NCCL_RECORD_PREFIX, WORKER_OP_PREFIX, parse_marker
 
 _RANK_IN_NAME = re.compile(r"\.(\d+)\.et$")
 _EXAMPLES = 3
@@ -214,7 +213,7 @@ def _check_file(trace: EtTrace, rank: int, problems: list[Problem]) -> FileRepor
 
 
 def _one_rank_marker(name: str) -> bool:
-    label = parse_marker(name) if name.startswith("## chakra:group ") else None
+    label = parse_marker(name) if name.startswith(MARKER_PREFIX) else None
     return label is not None and len(label.ranks) == 1
 
 

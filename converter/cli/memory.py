@@ -8,13 +8,13 @@ import os
 import re
 from typing import Any
 
+from ..job.files import job_rank_files
 from ..memory import fit as fitting
 from ..memory.astra import write_job_fields
 from ..memory.host import CATEGORIES
 from ..memory.job import job_memory
 from ..memory.plot import timeline_png
 from ..memory.profile import RankMemory, sidecar_path
-from ..ranks.discover import job_rank_files
 from .common import PROG, add_output_options, declare, subcommand
 from .numbers import whole
 from .report import Reporter, write_stdout

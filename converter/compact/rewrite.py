@@ -31,7 +31,7 @@ from ..io.output import OutputTarget, atomic_output, check_output
 from ..io.outputset import OutputSet
 from ..io.read import check_input
 from ..io.spill import SpillFile
-from ..ranks.discover import foreign_rank_files, job_rank_files
+from ..job.files import foreign_rank_files, job_rank_files
 from ..schema.chakra import ATTRIBUTE_FIELDS, NODE_FIELDS, WIRE_VARINT
 from .plan import SUMMED, Plan, plan
 
@@ -253,7 +253,7 @@ def compact_ranks(
 ) -> list[CompactResult]:
     """Every rank ``<in_prefix>.<r>.et`` compacted into ``<out_prefix>.<r>.et``, read one at a time
     and written all or nothing (``io.OutputSet``: a failure leaves every old file as it was). A gap
-    in the ranks is refused (``ranks.discover.job_rank_files``), and so are rank files of another
+    in the ranks is refused (``job.files.job_rank_files``), and so are rank files of another
     job under ``out_prefix`` beyond the new ones."""
     if os.path.isdir(in_prefix):
         raise TraceFormatError(in_prefix, "is a directory: name a .et file, or the PREFIX of PREFIX.<rank>.et files")

@@ -35,34 +35,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..schema.chakra import CollectiveCommType, NodeType
+from ..schema.chakra import NodeType
+from ..schema.distributed import C10D_OPS as _OPS
+from ..schema.distributed import HOST_COLLECTIVES as HOST_COLLECTIVES
+from ..schema.distributed import HOST_OP_PREFIX as HOST_OP_PREFIX
+from ..schema.distributed import NCCL_RECORD_PREFIX as NCCL_RECORD_PREFIX
+from ..schema.distributed import WORKER_OP_PREFIX as WORKER_OP_PREFIX
 from ..schema.opcost import dtype_bytes
 
-HOST_OP_PREFIX = "c10d::"
-WORKER_OP_PREFIX = "gloo:"
-NCCL_RECORD_PREFIX = "nccl:"  # the record function NCCL's process group runs each collective in
-_COLL, _SEND, _RECV = int(NodeType.COMM_COLL_NODE), int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)
-
-#: op name -> (node type, collective type, index of the input whose tensors are counted)
-_OPS: dict[str, tuple[int, int | None, int]] = {
-    "c10d::allreduce_": (_COLL, int(CollectiveCommType.ALL_REDUCE), 0),
-    "c10d::broadcast_": (_COLL, int(CollectiveCommType.BROADCAST), 0),
-    "c10d::allgather_": (_COLL, int(CollectiveCommType.ALL_GATHER), 1),
-    "c10d::_allgather_base_": (_COLL, int(CollectiveCommType.ALL_GATHER), 1),
-    "c10d::reduce_scatter_": (_COLL, int(CollectiveCommType.REDUCE_SCATTER), 1),
-    "c10d::_reduce_scatter_base_": (_COLL, int(CollectiveCommType.REDUCE_SCATTER), 1),
-    "c10d::alltoall_": (_COLL, int(CollectiveCommType.ALL_TO_ALL), 1),
-    "c10d::alltoall_base_": (_COLL, int(CollectiveCommType.ALL_TO_ALL), 1),
-    "c10d::allreduce_coalesced_": (_COLL, int(CollectiveCommType.ALL_REDUCE), 0),
-    "c10d::allgather_coalesced_": (_COLL, int(CollectiveCommType.ALL_GATHER), 1),
-    "c10d::allgather_into_tensor_coalesced_": (_COLL, int(CollectiveCommType.ALL_GATHER), 1),
-    "c10d::reduce_scatter_tensor_coalesced_": (_COLL, int(CollectiveCommType.REDUCE_SCATTER), 1),
-    "c10d::send": (_SEND, None, 0),
-    "c10d::recv_": (_RECV, None, 0),
-}
 _PEER, _TAG = 2, 3
-#: The ``c10d::`` ops that become communication nodes under --astra-sim.
-HOST_COLLECTIVES = frozenset(_OPS)
+_COLL = int(NodeType.COMM_COLL_NODE)
 
 #: A dtype the observer writes for a tensor with no storage: no bytes.
 UNINITIALIZED = "nullptr (uninitialized)"

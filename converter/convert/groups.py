@@ -24,21 +24,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..schema.distributed import FUNCTIONAL_PREFIX
+from ..schema.distributed import PROCESS_GROUP_INIT as PROCESS_GROUP_INIT
+from ..schema.distributed import GroupLabel as GroupLabel
+from ..schema.distributed import marker_name as marker_name
+from ..schema.distributed import parse_marker as parse_marker
 from .graph import TraceGraph
 
-MARKER_PREFIX = "## chakra:group "
-MARKER_SUFFIX = " ##"
-FUNCTIONAL_PREFIX = "_c10d_functional::"
-PROCESS_GROUP_INIT = "process_group:init"
 _ANCESTORS = 6  # how far up a functional collective may sit above its c10d op
-
-
-@dataclass(frozen=True, slots=True)
-class GroupLabel:
-    """A process group as the trace names it; ``ranks`` empty when only the name is known."""
-
-    name: str
-    ranks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,27 +45,6 @@ class ListedGroup:
 
     def members(self) -> tuple[int, ...]:
         return self.ranks or tuple(range(self.size))
-
-
-def marker_name(name: str, ranks: list[int] | tuple[int, ...]) -> str:
-    """The record function ``chakra-profile`` opens inside a collective of group ``name``."""
-    return f"{MARKER_PREFIX}{name} {','.join(str(r) for r in ranks)}{MARKER_SUFFIX}"
-
-
-def parse_marker(name: str) -> GroupLabel | None:
-    """The group a marker names, or None if ``name`` is not a well-formed marker."""
-    if not (name.startswith(MARKER_PREFIX) and name.endswith(MARKER_SUFFIX)):
-        return None
-    parts = name[len(MARKER_PREFIX) : -len(MARKER_SUFFIX)].split(" ")
-    if len(parts) != 2 or not parts[0]:
-        return None
-    try:
-        ranks = tuple(int(r) for r in parts[1].split(",")) if parts[1] else ()
-    except ValueError:
-        return None
-    if any(r < 0 for r in ranks):
-        return None
-    return GroupLabel(parts[0], ranks)
 
 
 def names_groups(name: str) -> bool:

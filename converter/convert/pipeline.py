@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
-from .. import arguments
+from .. import arguments, cycles
 from .. import overhead as tracing
 from .._types import Progress
 from ..compact.rewrite import CompactResult, compact_temporary
@@ -25,7 +25,7 @@ from ..io.spill import SpillFile
 from ..schema.chakra import NodeType
 from ..schema.comm_kernels import custom_comm_type, is_nccl_kernel
 from ..workers import default_jobs
-from . import astra, cycles, feed, parallel, untrace, waits
+from . import astra, feed, parallel, untrace, waits
 from . import roofline as roofline_pass
 from .astra import AstraChanges
 from .graph import TraceGraph

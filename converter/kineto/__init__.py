@@ -21,7 +21,7 @@ from ..errors import TraceContentError
 from ..et.encode import WORLD_SIZE
 from ..io.output import check_output
 from ..io.read import check_input
-from ..ranks.jobsize import job_metadata
+from ..job.metadata import job_metadata
 from . import untrace
 from .events import KinetoEvents, read_events
 from .graph import DEPENDENCY_KINDS, KinetoGraph, build

@@ -67,7 +67,7 @@ def write(
     job: Mapping[str, Any] | None = None,
 ) -> None:
     """Write ``graph`` to ``output`` atomically (nothing is left behind on an error). ``job``: the
-    GlobalMetadata's job attributes (``ranks.jobsize.job_metadata``: world size, rank, groups)."""
+    GlobalMetadata's job attributes (``job.metadata.job_metadata``: world size, rank, groups)."""
     with atomic_output(output) as out:
         _write(out, graph, rank, pid, job)
 

@@ -23,6 +23,7 @@ from typing import Any
 from ..convert.groups import PROCESS_GROUP_INIT, init_groups
 from ..errors import TraceFormatError
 from ..io import OutputTarget, atomic_text_output, check_output, read_side_input
+from ..job.metadata import group_ranks as group_ranks
 from ..jsonstream import JsonObjectStream
 from ..schema.astra import ALL_RANKS_GROUPS, MAX_GROUP_ID, group_id
 from .discover import distributed_info
@@ -121,14 +122,6 @@ def host_process_groups(path: str) -> dict[str, Any]:
                 if isinstance(node, dict) and PROCESS_GROUP_INIT in str(node.get("name", "")):
                     return {"pg_config": init_groups(node)}
     return {}
-
-
-def group_ranks(pg: dict[str, Any], world: Any) -> list[int] | None:
-    """A process group's ranks (all of them when it lists none), or None for a malformed entry."""
-    ranks, size = pg.get("ranks"), pg.get("pg_size") or world or 0
-    if ranks:
-        return ranks if isinstance(ranks, list) and all(type(r) is int for r in ranks) else None
-    return list(range(size)) if type(size) is int and 0 <= size <= 1 << 20 else None
 
 
 def write(groups: CommGroups, path: str | OutputTarget) -> None:

@@ -9,43 +9,20 @@ rank count, and ``simulate`` of fewer rank files than that simulates the job at 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..arguments import MAX_RANKS
 from ..errors import ConverterError
 from ..et.decode import iter_records, metadata_of
-from ..et.encode import PROCESS_GROUPS, RANK, WORLD_SIZE
-from .commgroups import group_ranks, host_process_groups
+from ..et.encode import PROCESS_GROUPS, WORLD_SIZE
+from ..job.metadata import et_job as et_job
+from ..job.metadata import job_metadata as job_metadata
+from .commgroups import host_process_groups
 
 if TYPE_CHECKING:
     from ..convert.pipeline import ConvertOptions
-
-
-def job_metadata(info: dict[str, Any], rank: int | None) -> dict[str, Any]:
-    """What a trace records of its job (a ``distributedInfo``: ``world_size``, ``pg_config``; and
-    the trace's ``rank``), as GlobalMetadata attributes: ``world_size``, ``rank``, and
-    ``process_groups`` (JSON ``{pg_name: [ranks]}``); each only where it is recorded and sane."""
-    world = info.get("world_size")
-    world = world if type(world) is int and 1 <= world <= MAX_RANKS else None
-    out: dict[str, Any] = {}
-    if world is not None:
-        out[WORLD_SIZE] = world
-    if type(rank) is int and 0 <= rank < (world or MAX_RANKS):
-        out[RANK] = rank
-    groups: dict[str, list[int]] = {}
-    configs = info.get("pg_config")
-    for pg in configs if isinstance(configs, list) else ():
-        if isinstance(pg, dict) and isinstance(pg.get("pg_name"), (str, int)):
-            members = group_ranks(pg, world)
-            if members is not None and all(0 <= m < (world or MAX_RANKS) for m in members):
-                groups[str(pg["pg_name"])] = members
-    if groups:
-        out[PROCESS_GROUPS] = json.dumps(groups, separators=(",", ":"))
-    return out
 
 
 _RANK_SUFFIX = re.compile(r"\.(0|[1-9][0-9]*)\.et")
@@ -78,15 +55,6 @@ def host_job_options(options: ConvertOptions, path: str) -> ConvertOptions:
         world_size=job.get(WORLD_SIZE, options.world_size),
         process_groups=options.process_groups or job.get(PROCESS_GROUPS),
     )
-
-
-def et_job(path: str) -> dict[str, Any]:
-    """The job attributes (``world_size``, ``rank``, ``process_groups``) of a .et file's
-    GlobalMetadata record ({} without one)."""
-    for _, message in iter_records(path):
-        metadata = metadata_of(path, message)
-        return {k: metadata[k] for k in (WORLD_SIZE, RANK, PROCESS_GROUPS) if k in metadata}
-    return {}
 
 
 def host_world_size(host_path: str) -> int | None:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from ..errors import ConverterError, TraceFormatError
 from ..et.decode import count_nodes
+from ..job.files import job_rank_files
 from ..ranks import commgroups
-from ..ranks.discover import job_rank_files
 
 _SAMPLE = 8  # files whose nodes are counted to estimate the job's (progress only)
 
@@ -29,7 +29,7 @@ class Job:
     comm_groups: str | None  # the group file, if any
     groups: dict[str, list[int]]
     #: The rank files where they are not ``PREFIX.<rank>.et``: the one file ``PREFIX.<r>.et`` of a
-    #: job captured on rank r alone (``ranks.discover.job_rank_files``), its rank 0 here.
+    #: job captured on rank r alone (``job.files.job_rank_files``), its rank 0 here.
     files: tuple[str, ...] = ()
 
     def rank_file(self, rank: int) -> str:
@@ -59,7 +59,7 @@ def _nodes_or_none(path: str) -> int:
 
 
 def find_job(prefix: str, comm_groups: str | None = None) -> Job:
-    """The ranks of ``prefix`` (all of 0..N-1 must be there: ``ranks.discover.job_rank_files``)
+    """The ranks of ``prefix`` (all of 0..N-1 must be there: ``job.files.job_rank_files``)
     and its communicator groups."""
     if not prefix:
         raise ConverterError("the job prefix is empty (PREFIX of PREFIX.<rank>.et)")
