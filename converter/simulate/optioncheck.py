@@ -16,7 +16,8 @@ from typing import Any
 from .. import arguments as _args
 from ..errors import OptionError
 from . import bounds
-from .run import BINARIES, SimulateOptions
+from .options import SimulateOptions
+from .process import BINARIES
 
 _REAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _MAX_DIGITS = 400

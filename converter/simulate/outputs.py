@@ -29,7 +29,8 @@ from ..io.output import OutputTarget, check_side_output
 from ..io.outputset import OutputSet
 from ..io.read import same_file
 from .job import Job
-from .run import BINARIES, SimulateOptions, find_simulator
+from .options import SimulateOptions
+from .process import BINARIES, find_simulator
 
 _COPY_CHUNK = 1 << 20
 

@@ -35,21 +35,12 @@ from ..workers import run_all
 from . import configs, preflight
 from .job import Job, find_job
 from .notes import same_steps
+from .options import SimulateOptions, network_of, roofline_option, setup_of
 from .outputs import Outputs, inputs_of
 from .plot import pyplot, sweep_png
+from .process import BINARIES, Progress, find_simulator, make_workdir
 from .reduced import Plan
-from .run import (
-    BINARIES,
-    Progress,
-    SimulateOptions,
-    SimulationResult,
-    find_simulator,
-    make_workdir,
-    network_of,
-    roofline_option,
-    run_job,
-    setup_of,
-)
+from .run import SimulationResult, run_job
 from .width import plan_for, run_plan
 
 Scale = Callable[[str, str, int, str | None], Any]  # (captured, scaled, ranks, the group file)
