@@ -34,6 +34,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
+from ..schema.host import OBSERVER_NODE_PREFIX
 from ..schema.kineto import PROFILER_STEP
 from .hostindex import HostIndex
 from .kineto import KinetoEvent, KinetoTrace
@@ -47,7 +48,6 @@ from .linker import (
     _inter_thread_deps,
 )
 
-_MARKER_PREFIX = "[pytorch|profiler|execution_"
 _ANCHOR = 4  # host ops that must match in a row where the alignment starts
 _WINDOW = 256  # Kineto ops a host op may skip to find its twin
 _SCORED = 256  # host ops aligned to score a pairing of threads or a start
@@ -93,7 +93,7 @@ def _host_threads(index: HostIndex, stats: LinkStats) -> dict[Any, list[tuple[in
     rows: dict[Any, list[tuple[Any, int, str]]] = {}
     for position, host_id in enumerate(index.ids):
         rf_id, name = index.rf_ids[position], index.names[position]
-        if host_id not in reachable or rf_id is None or name.startswith(_MARKER_PREFIX) or PROFILER_STEP in name:
+        if host_id not in reachable or rf_id is None or name.startswith(OBSERVER_NODE_PREFIX) or PROFILER_STEP in name:
             continue
         stats.host_ops += name not in OBSERVER_RECORDS  # linked if matched, not counted: no op ran
         rows.setdefault(index.tids[position], []).append((rf_id, host_id, name))

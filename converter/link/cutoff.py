@@ -20,6 +20,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
+from ..schema.host import OBSERVER_NODE_PREFIX
 from ..schema.kineto import STEP_PREFIX, step_number
 from .hostindex import NO_CTRL_DEPS, ROOT_ID, HostIndex
 from .kineto import KinetoTrace
@@ -27,7 +28,6 @@ from .steps import StepSelection
 
 PROCESS_NODE = "[pytorch|profiler|execution_trace|process]"
 THREAD_NODE = "[pytorch|profiler|execution_trace|thread]"
-_MARKER_PREFIX = "[pytorch|profiler|execution_"
 
 
 def is_cut_off(index: HostIndex) -> bool:
@@ -139,7 +139,7 @@ def adopt_orphans(index: HostIndex, trace: KinetoTrace, selection: StepSelection
         if parent is NO_CTRL_DEPS or parent == node_id or parent in present or node_id in index.left_out:
             continue
         name = index.names[position]
-        if name.startswith(_MARKER_PREFIX):
+        if name.startswith(OBSERVER_NODE_PREFIX):
             index.ctrl_deps[position] = ROOT_ID
             index.reparented = True
             continue

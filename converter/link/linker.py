@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..schema.host import OBSERVER_NODE_PREFIX
 from ..schema.kineto import PROFILER_STEP
 from .hostindex import HostIndex
 from .kineto import KinetoEvent, KinetoTrace
@@ -27,7 +28,6 @@ from .kineto import KinetoEvent, KinetoTrace
 INTER_THREAD_GAP = 1000  # microseconds; a larger gap on a thread starts a new group
 PROCESS_ANNOTATION = "[pytorch|profiler|execution_trace|process]"
 THREAD_ANNOTATION = "[pytorch|profiler|execution_trace|thread]"
-_MARKER_PREFIX = "[pytorch|profiler|execution_"  # process/thread nodes of the host trace
 #: The record the observer writes itself when it is registered (the job's process groups): no op
 #: ran, so no Kineto trace holds a twin; not counted as a host op (a user's ``record_function("## x ##")``
 #: is one, and is counted).
@@ -288,7 +288,7 @@ def _link_host_ops(
         if host_id not in reachable or rf_id is None:
             continue
         name = index.names[position]
-        counted = not (name.startswith(_MARKER_PREFIX) or name in OBSERVER_RECORDS or PROFILER_STEP in name)
+        counted = not (name.startswith(OBSERVER_NODE_PREFIX) or name in OBSERVER_RECORDS or PROFILER_STEP in name)
         stats.host_ops += counted
         op = by_rf.get(rf_id)
         if op is None:

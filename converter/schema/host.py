@@ -23,6 +23,10 @@ SUPPORTED_SCHEMAS: tuple[str, ...] = (
 OLD_SCHEMA = "1.0.1"
 ACCEPTED_SCHEMAS: tuple[str, ...] = (*SUPPORTED_SCHEMAS, OLD_SCHEMA)
 
+#: The start of the names of the host trace's process and thread nodes
+#: (``[pytorch|profiler|execution_trace|process]``, ``...|thread]``).
+OBSERVER_NODE_PREFIX = "[pytorch|profiler|execution_"
+
 #: Top-level keys of the trace that become GlobalMetadata attributes, in output order.
 METADATA_KEYS: tuple[str, ...] = ("schema", "pid", "time", "start_ts", "finish_ts")
 
