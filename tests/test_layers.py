@@ -30,6 +30,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "children",
         "workers",
         "cycles",
+        "plotlib",
     ),
     # files and formats: reading, writing, the trace schemas, the .et format
     ("io", "jsonstream", "salvage", "repair", "schema", "et"),
@@ -51,13 +52,11 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 KNOWN_LOOPS: dict[frozenset[str], str] = {
     frozenset({"devices", "kineto"}): "devices/measure.py builds a profile from a Kineto trace; kineto reads "
     "profiles (devices/profile.py)",
-    frozenset({"memory", "ranks", "simulate"}): "memory/fit.py and memory/job.py use ranks/ (discover, layoutscale), "
-    "ranks/scale.py scales memory/, memory/plot.py takes simulate/plot.py's pyplot",
+    frozenset({"memory", "ranks"}): "memory/fit.py and memory/job.py use ranks/ (discover, layoutscale), "
+    "ranks/scale.py scales memory/",
 }
 #: Imports of a higher floor still there: (importer, imported) -> where.
-KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    ("memory", "simulate"): "memory/plot.py imports simulate/plot.py's pyplot",
-}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 
 def _floor_of() -> dict[str, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from ..simulate.plot import pyplot
+from ..plotlib import pyplot
 from . import Comparison, Row
 
 _SHOWN = 14  # bars per panel

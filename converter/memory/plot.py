@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..io import atomic_output, check_output
-from ..simulate.plot import pyplot
+from ..plotlib import pyplot
 from .profile import RankMemory
 
 _MIB = 1 << 20

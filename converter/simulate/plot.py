@@ -8,25 +8,12 @@ before any simulation, with one line saying how to install it.
 
 from __future__ import annotations
 
-import importlib
 import io
 from collections.abc import Mapping, Sequence
-from types import ModuleType
 from typing import Any
 
-from ..errors import ConverterError
-
-INSTALL = "the sweep's plot needs matplotlib: pip install 'chakra-convert-fast[plot]'"
-
-
-def pyplot() -> ModuleType:
-    """``matplotlib.pyplot`` on the Agg backend (no display), or a ConverterError saying how to install it."""
-    try:
-        matplotlib = importlib.import_module("matplotlib")
-        matplotlib.use("Agg")
-        return importlib.import_module("matplotlib.pyplot")
-    except ImportError:
-        raise ConverterError(INSTALL) from None
+from ..plotlib import INSTALL as INSTALL
+from ..plotlib import pyplot as pyplot
 
 
 def step_axis_label(low: float, high: float) -> str:
