@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from ..kineto.graph import CARRY_IN_NAME, GAP_NAME
+from ..schema.kineto import STEP_PREFIX
 
 CPU, GPU_COMPUTE, COMMUNICATION = "CPU", "GPU compute", "communication"
 IDLE = "host: idle and launch gaps"
@@ -42,7 +43,7 @@ def op_class(name: str, cpu: bool | None, communication: bool) -> str:
             return IDLE
         if name.endswith(" (wait)"):
             return "host: waiting for the GPU"
-        if name.startswith("ProfilerStep#"):
+        if name.startswith(STEP_PREFIX):
             return "host: step marker"
         if _RUNTIME.match(name):
             return "host: CUDA/HIP runtime"
