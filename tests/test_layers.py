@@ -52,8 +52,6 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 KNOWN_LOOPS: dict[frozenset[str], str] = {
     frozenset({"devices", "kineto"}): "devices/measure.py builds a profile from a Kineto trace; kineto reads "
     "profiles (devices/profile.py)",
-    frozenset({"memory", "ranks"}): "memory/fit.py and memory/job.py use ranks/ (discover, layoutscale), "
-    "ranks/scale.py scales memory/",
 }
 #: Imports of a higher floor still there: (importer, imported) -> where.
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}

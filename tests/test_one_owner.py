@@ -9,9 +9,10 @@ import pytest
 
 from chakra_convert_fast.converter import workers
 from chakra_convert_fast.converter.convert import collectives, groups, parallel
-from chakra_convert_fast.converter.job import files, metadata
+from chakra_convert_fast.converter.job import discover as job_discover
+from chakra_convert_fast.converter.job import files, layout, metadata
 from chakra_convert_fast.converter.link import steps
-from chakra_convert_fast.converter.ranks import commgroups, discover, jobsize
+from chakra_convert_fast.converter.ranks import commgroups, discover, jobsize, layoutscale
 from chakra_convert_fast.converter.schema import comm_kernels, distributed
 from chakra_convert_fast.converter.schema import kineto as schema_kineto
 
@@ -96,3 +97,5 @@ def test_the_old_homes_name_the_one_rule() -> None:
     assert collectives.HOST_COLLECTIVES is distributed.HOST_COLLECTIVES
     assert groups.parse_marker is distributed.parse_marker and groups.marker_name is distributed.marker_name
     assert not hasattr(parallel, "default_jobs")
+    assert layoutscale.find is layout.find and layoutscale.read_layout is layout.read_layout
+    assert discover.discover is job_discover.discover and discover.distributed_info is job_discover.distributed_info

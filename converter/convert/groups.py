@@ -20,31 +20,18 @@ in a job whose init node lists more than one set of ranks cannot be placed: the 
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
-from ..schema.distributed import FUNCTIONAL_PREFIX
+from ..schema.distributed import FUNCTIONAL_PREFIX, init_node_groups
 from ..schema.distributed import PROCESS_GROUP_INIT as PROCESS_GROUP_INIT
 from ..schema.distributed import GroupLabel as GroupLabel
+from ..schema.distributed import ListedGroup as ListedGroup
+from ..schema.distributed import init_groups as init_groups
 from ..schema.distributed import marker_name as marker_name
 from ..schema.distributed import parse_marker as parse_marker
 from .graph import TraceGraph
 
 _ANCESTORS = 6  # how far up a functional collective may sit above its c10d op
-
-
-@dataclass(frozen=True, slots=True)
-class ListedGroup:
-    """One entry of the ``## process_group:init ##`` node: ``ranks`` empty means ``size`` ranks
-    from 0 (what PyTorch writes for a group of every rank)."""
-
-    name: str
-    ranks: tuple[int, ...]
-    size: int
-
-    def members(self) -> tuple[int, ...]:
-        return self.ranks or tuple(range(self.size))
 
 
 def names_groups(name: str) -> bool:
@@ -59,42 +46,11 @@ def group_info(name: str, inputs: Any) -> Any:
     if not isinstance(values, list):
         return None
     if PROCESS_GROUP_INIT in name:
-        return _init_groups(values)
+        return init_node_groups(values)
     if isinstance(types, list) and len(types) == len(values):
         strings = [v for v, t in zip(values, types, strict=True) if t == "String" and isinstance(v, str)]
         return strings[-1] if strings else None
     return None
-
-
-def init_groups(node: dict[str, Any]) -> list[dict[str, Any]]:
-    """``[{pg_name, ranks, pg_size}]`` of a ``## process_group:init ##`` node (its first input, a
-    JSON list of groups); [] if it does not read as one."""
-    inputs = node.get("inputs")
-    values: Any = inputs.get("values") if isinstance(inputs, dict) else inputs
-    return [
-        {"pg_name": g.name, "ranks": list(g.ranks), "pg_size": g.size}
-        for g in (_init_groups(values) if isinstance(values, list) else ())
-    ]
-
-
-def _init_groups(values: list[Any]) -> tuple[ListedGroup, ...]:
-    try:
-        groups = json.loads(values[0])
-    except (TypeError, IndexError, ValueError, RecursionError):
-        return ()
-    if not isinstance(groups, list):
-        return ()
-    out = []
-    for g in groups:
-        if not isinstance(g, dict) or "pg_name" not in g:
-            continue
-        ranks = g.get("ranks") or []
-        size = g.get("group_size")
-        if not (isinstance(ranks, list) and all(type(r) is int and r >= 0 for r in ranks)):
-            continue
-        size = size if type(size) is int and size >= 0 else len(ranks)
-        out.append(ListedGroup(str(g["pg_name"]), tuple(ranks), size))
-    return tuple(out)
 
 
 def listed_groups(graph: TraceGraph) -> dict[str, ListedGroup]:

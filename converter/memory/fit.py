@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import OptionError, TraceFormatError
-from ..ranks import discover, layoutscale
+from ..job import files
+from ..job import layout as layout_file
 from .profile import RankMemory, read_sidecar, sidecar_path
 from .whatif import scaled
 
@@ -132,8 +133,8 @@ def job_fit(prefix: str, accelerator: str | None, gpu_memory: int | None, ranks:
             "missing: `gpu_memory` checks the job's memory, which convert and convert-all write with "
             "`memory` (docs/memory.md)",
         )
-    captured = len(discover.job_rank_files(prefix))
-    layout_path = layoutscale.find(prefix)
-    layout = layoutscale.read_layout(layout_path) if layout_path is not None else None
+    captured = len(files.job_rank_files(prefix))
+    layout_path = layout_file.find(prefix)
+    layout = layout_file.read_layout(layout_path) if layout_path is not None else None
     peaks = job_peaks(prefix, captured, ranks, layout)
     return fit(peaks, room, ranks is not None and ranks != captured)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from ..errors import ConverterError, TraceFormatError
 from ..io import atomic_output, check_output
-from ..ranks import discover
+from ..job import discover, files
 from .host import read_host
 from .kineto import read_memory
 from .profile import (
@@ -61,7 +61,7 @@ def from_folder(folder: str) -> list[RankMemory]:
 
 def from_sidecars(prefix: str) -> list[RankMemory]:
     """Every rank of the converted job ``PREFIX.<r>.et`` from its memory sidecars."""
-    ranks = discover.job_rank_files(prefix)
+    ranks = files.job_rank_files(prefix)
     out = []
     for r in range(len(ranks)):
         path = sidecar_path(prefix, r)

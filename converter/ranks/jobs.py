@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable
 
 from ..errors import ConverterError
-from .discover import FoundTraces, JobMark, _job_stem
+from ..job.discover import FoundTraces, JobMark, job_stem
 
 #: The fields compared, and how a message names them.
 _FIELDS = (("world_size", "world size {}"), ("backend", "{}"), ("device", "{}"), ("schema", "schema {}"))
@@ -72,7 +72,7 @@ def _by_names(paths: list[str], found: FoundTraces) -> list[list[str]]:
         return [paths]
     stems: dict[str, list[str]] = {}
     for path in paths:
-        stems.setdefault(_job_stem(os.path.basename(path)), []).append(path)
+        stems.setdefault(job_stem(os.path.basename(path)), []).append(path)
     parts = list(stems.values())
     if len(parts) < 2 or any(len({_rank_of(p, found) for p in part}) != len(part) for part in parts):
         return [paths]

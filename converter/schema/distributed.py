@@ -6,7 +6,9 @@ NCCL runs each collective in, the ``## process_group:init ##`` node, and the gro
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from .chakra import CollectiveCommType, NodeType
 
@@ -68,3 +70,48 @@ def parse_marker(name: str) -> GroupLabel | None:
     if any(r < 0 for r in ranks):
         return None
     return GroupLabel(parts[0], ranks)
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    """One entry of the ``## process_group:init ##`` node: ``ranks`` empty means ``size`` ranks
+    from 0 (what PyTorch writes for a group of every rank)."""
+
+    name: str
+    ranks: tuple[int, ...]
+    size: int
+
+    def members(self) -> tuple[int, ...]:
+        return self.ranks or tuple(range(self.size))
+
+
+def init_groups(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """``[{pg_name, ranks, pg_size}]`` of a ``## process_group:init ##`` node (its first input, a
+    JSON list of groups); [] if it does not read as one."""
+    inputs = node.get("inputs")
+    values: Any = inputs.get("values") if isinstance(inputs, dict) else inputs
+    return [
+        {"pg_name": g.name, "ranks": list(g.ranks), "pg_size": g.size}
+        for g in (init_node_groups(values) if isinstance(values, list) else ())
+    ]
+
+
+def init_node_groups(values: list[Any]) -> tuple[ListedGroup, ...]:
+    """The groups a ``## process_group:init ##`` node's input values list (none if they do not read as a list)."""
+    try:
+        groups = json.loads(values[0])
+    except (TypeError, IndexError, ValueError, RecursionError):
+        return ()
+    if not isinstance(groups, list):
+        return ()
+    out = []
+    for g in groups:
+        if not isinstance(g, dict) or "pg_name" not in g:
+            continue
+        ranks = g.get("ranks") or []
+        size = g.get("group_size")
+        if not (isinstance(ranks, list) and all(type(r) is int and r >= 0 for r in ranks)):
+            continue
+        size = size if type(size) is int and size >= 0 else len(ranks)
+        out.append(ListedGroup(str(g["pg_name"]), tuple(ranks), size))
+    return tuple(out)
