@@ -290,8 +290,8 @@ def test_simulate_names_the_whatif_and_refuses_a_roofline_on_it(tmp_path: Path, 
 def test_shipped_h200_points_are_the_committed_captures() -> None:
     """The shipped profile's points are what bench/gpu/whatif_profile.py reads from the captures with shapes."""
     from bench.gpu.whatif_profile import WITH_SHAPES
-    from chakra_convert_fast.converter.devices.measure import launched_ops, points_json
     from chakra_convert_fast.converter.kineto.events import read_events
+    from chakra_convert_fast.converter.kineto.measure import launched_ops, points_json
 
     launched = [
         op for name in WITH_SHAPES for op in launched_ops(read_events(str(next((H200 / name).glob("*_device.json*")))))

@@ -12,7 +12,7 @@ it alone.
 
 **Kernels.** Each capture with shapes (``record_shapes``: the four host + Kineto captures and
 ``kineto_gpt2_base_bf16_b32_shapes``) gives, per launching op of its traced step, the op's class,
-dtype and shape and its kernels' CUPTI time (``devices/measure.py``); the profile's points are the
+dtype and shape and its kernels' CUPTI time (``kineto/measure.py``); the profile's points are the
 median time of each distinct op, dtype and shape over the captures.
 
 **Host.** The host's cost per op and per runtime call, untraced: ``overhead.json`` (measured on the
@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from chakra_convert_fast.converter.devices import profile as dp
-from chakra_convert_fast.converter.devices.measure import Launched, launched_ops, points_json
 from chakra_convert_fast.converter.kineto import convert_kineto
 from chakra_convert_fast.converter.kineto.events import read_events
+from chakra_convert_fast.converter.kineto.measure import Launched, launched_ops, points_json
 
 CLI = [sys.executable, "-m", "chakra_convert_fast.converter"]
 WITH_SHAPES = (

@@ -1,4 +1,5 @@
-"""Profile points from Kineto traces: each launching op's kernels' time, keyed by its shape.
+"""A device profile's points, measured from Kineto traces (``devices/profile.py`` holds the
+profiles): each launching op's kernels' time, keyed by its shape.
 
 A Kineto trace captured with ``record_shapes`` holds, for each kernel, the CPU op that launched it
 (the innermost op open around its runtime call that recorded ``Input Dims``, as the roofline
@@ -17,11 +18,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ..kineto.events import HOST, RUNTIME, STEP, Event, KinetoEvents
-from ..kineto.graph import gpu_by_launch, pick_step
-from ..kineto.roofline import launching_op
-from ..kineto.whatif import key_of
-from .profile import OpKey, memcpy_key
+from ..devices.profile import OpKey, memcpy_key
+from .events import HOST, RUNTIME, STEP, Event, KinetoEvents
+from .graph import gpu_by_launch, pick_step
+from .roofline import launching_op
+from .whatif import key_of
 
 
 @dataclass(frozen=True)
