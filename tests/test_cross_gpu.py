@@ -118,8 +118,8 @@ def test_h200_capture_on_the_h100_lands_on_the_h100s_measured_step(tmp_path: Pat
     untraced step (59.1 ms; measured -1.7%, bench/results/whatif_cross_gpu.md), where the H200's own
     step (51.1 ms) is 13.5% off."""
     from bench.gpu.whatif_profile import WITH_SHAPES, config
-    from chakra_convert_fast.converter.kineto.measure import launched_ops, points_json
     from chakra_convert_fast.converter.kineto.events import read_events
+    from chakra_convert_fast.converter.kineto.measure import launched_ops, points_json
 
     name = "bert_base_bf16_b32"
     profiles = {}
@@ -176,8 +176,8 @@ def test_device_profile_in_bf16_also_measures_the_autocast_fp32_classes(tmp_path
 @pytest.mark.slow
 def test_shipped_h100_points_are_the_committed_h100_captures() -> None:
     from bench.gpu.whatif_profile import WITH_SHAPES
-    from chakra_convert_fast.converter.kineto.measure import launched_ops, points_json
     from chakra_convert_fast.converter.kineto.events import read_events
+    from chakra_convert_fast.converter.kineto.measure import launched_ops, points_json
 
     launched = [op for name in WITH_SHAPES for op in launched_ops(read_events(str(device_trace(H100, name))))]
     shipped = json.loads((Path(__file__).parents[1] / "converter" / "devices" / "data" / "h100.json").read_text())

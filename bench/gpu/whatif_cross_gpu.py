@@ -39,9 +39,9 @@ from typing import Any
 
 from bench.gpu.whatif_profile import WITH_SHAPES, WITHOUT_SHAPES, config, untraced_spread, whatif_step
 from chakra_convert_fast.converter.devices import profile as dp
-from chakra_convert_fast.converter.kineto.measure import Launched, launched_ops, points_json
 from chakra_convert_fast.converter.kineto import convert_kineto
 from chakra_convert_fast.converter.kineto.events import read_events
+from chakra_convert_fast.converter.kineto.measure import Launched, launched_ops, points_json
 
 ROOT = Path("tests/data/traces")
 SHIPPED_DIR = Path("converter/devices/data")
