@@ -301,6 +301,7 @@ def test_shipped_h200_points_are_the_committed_captures() -> None:
     assert rebuilt["ops"] == shipped["ops"]
 
 
+@pytest.mark.slow
 def test_a_profile_of_another_gpu_without_the_captures_profile_warns(tmp_path: Path) -> None:
     other = dp.shipped("h200")
     other.device = "NVIDIA H100 80GB HBM3"

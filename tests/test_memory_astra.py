@@ -62,6 +62,7 @@ def _fields(job: Path) -> Path:
     return job / "mem" / "job"
 
 
+@pytest.mark.slow
 def test_each_tensor_written_once_and_read_after_its_writer(job: Path) -> None:
     prefix = _fields(job)
     for rank in (0, 3):  # one rank of each stage

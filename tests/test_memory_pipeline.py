@@ -41,6 +41,7 @@ def test_each_rank_within_one_percent_of_its_truth(dp2pp2: list[RankMemory]) -> 
     assert last.at_peak["activations"] > last.peak_bytes / 2
 
 
+@pytest.mark.slow
 def test_scaled_to_dp4_pp2_within_ten_percent_of_the_real_capture(dp2pp2: list[RankMemory], tmp_path: Path) -> None:
     """convert-all --memory, scale to 8 ranks (DDP 4 x PP 2: each new rank copies the captured
     rank of its stage and tensor-parallel place), memory --json: each rank within 10% of the real

@@ -84,6 +84,7 @@ def test_which_device_to_host_copies_the_host_waits_for() -> None:
     assert not waits.is_wait("Memcpy HtoD (Pageable -> Device)", "aten::_local_scalar_dense")
 
 
+@pytest.mark.slow
 def test_host_path_op_after_item_waits_for_its_copy(tmp_path: Path) -> None:
     """BERT on the H200, host + Kineto: ``loss.item()`` (``aten::_local_scalar_dense``) before the
     optimizer step. With ``--astra-sim`` the optimizer's first op depends on the copy the item

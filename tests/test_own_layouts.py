@@ -40,6 +40,7 @@ def real(name: str, tmp_path: Path) -> list[list[tuple[str, tuple[int, ...], int
     return load(MINE / "real" / f"{name}.json", tmp_path / "real")
 
 
+@pytest.mark.slow
 def test_users_own_ddp_is_recognised_and_scales_like_the_real_job(own: dict[str, Path], tmp_path: Path) -> None:
     done = run_cli("scale", own["ddp_np2"], tmp_path / "job", "--ranks", "4")
     assert done.returncode == 0, done.stderr
@@ -48,6 +49,7 @@ def test_users_own_ddp_is_recognised_and_scales_like_the_real_job(own: dict[str,
     assert mine[0] == [("ALL_REDUCE", (0, 1, 2, 3), 50176)]  # DDP keeps every gradient byte
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "layout", "big", "per_rank_count"),
     [

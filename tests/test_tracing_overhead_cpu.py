@@ -72,6 +72,7 @@ def _by_kind(trace: EtTrace) -> tuple[int, int, list[int], Counter[tuple[str, in
     return cpu, comm, colls, others
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpt2_ddp", pytest.param("bert_fsdp", marks=pytest.mark.slow)])
 def test_cpu_capture_keeps_the_untraced_step_and_the_least_collectives(name: str, tmp_path: Path) -> None:
     """Each rank's CPU ops keep its untraced step outside its collectives, as its calibration
@@ -107,6 +108,7 @@ def test_convert_all_says_what_waiting_it_took_out(tmp_path: Path) -> None:
     assert "calibrated in the same run" in done.stderr
 
 
+@pytest.mark.slow
 def test_even_waits_leaves_what_it_cannot_apply_to(tmp_path: Path) -> None:
     """One rank, or a GPU job (an NCCL kernel's time is CUPTI's): left as traced."""
     one = convert("gpt2_ddp", tmp_path / "cpu", "none")
