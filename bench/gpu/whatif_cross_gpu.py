@@ -88,6 +88,8 @@ class Profiles:
             fields = dict(self.grid[gpu])
             if host == "fitted":
                 fields["host"] = self.text[gpu]["host"]
+                if "gpu" in self.text[gpu]:  # the GPU's time between queued kernels, made with the host costs
+                    fields["gpu"] = self.text[gpu]["gpu"]
         elif kind == "held":
             others = [o for n in WITH_SHAPES if config(n) != config(name) for o in self.launched[gpu, n]]
             fields = dict(self.text[gpu]) | {"ops": points_json(others)}

@@ -43,7 +43,7 @@ from typing import Any
 from chakra_convert_fast.converter.devices import profile as dp
 from chakra_convert_fast.converter.kineto import convert_kineto
 from chakra_convert_fast.converter.kineto.events import read_events
-from chakra_convert_fast.converter.kineto.measure import Launched, launched_ops, points_json
+from chakra_convert_fast.converter.kineto.measure import Launched, launched_ops, points_json, queued_gaps
 
 CLI = [sys.executable, "-m", "chakra_convert_fast.converter"]
 WITH_SHAPES = (
@@ -81,9 +81,16 @@ def _run(*args: str) -> None:
 
 
 def make_profile(
-    launched: list[Launched], host: tuple[float, float], made: dict[str, Any], gpu: str = "h200"
+    launched: list[Launched],
+    host: tuple[float, float],
+    made: dict[str, Any],
+    gpu: str = "h200",
+    gaps: list[float] | None = None,
 ) -> dict[str, Any]:
+    """The profile's fields: points from ``launched``, the host costs, and ``gaps``' median as the
+    GPU's time between queued kernels (``measure.queued_gaps``; none given: no such entry)."""
     device, peak, bandwidth = GPUS[gpu]
+    extra = {"gpu": {"kernel_gap_us": round(statistics.median(gaps), 4)}} if gaps else {}
     return {
         "format": dp.FORMAT,
         "version": dp.VERSION,
@@ -93,6 +100,7 @@ def make_profile(
         "mem_bandwidth_gbps": bandwidth,
         "made": made,
         "host": {"op_us": round(host[0], 4), "launch_us": round(host[1], 4)},
+        **extra,
         "ops": points_json(launched),
         "collectives": {},
     }
@@ -168,13 +176,18 @@ def main(argv: list[str] | None = None) -> int:
         for n in WITH_SHAPES
     }
     spread = {n: untraced_spread(root / n) for n in (*WITH_SHAPES, *WITHOUT_SHAPES)}
-    launched = {n: launched_ops(read_events(str(devices[n]))) for n in WITH_SHAPES}
+    events = {n: read_events(str(devices[n])) for n in WITH_SHAPES}
+    launched = {n: launched_ops(events[n]) for n in WITH_SHAPES}
+    gaps = {n: queued_gaps(events[n]) for n in WITH_SHAPES}
+    del events
+    all_gaps = [g for n in WITH_SHAPES for g in gaps[n]]
     made = {
         "by": f"bench/gpu/whatif_profile.py --gpu {gpu}",
         "from": f"{root}: {', '.join(WITH_SHAPES)} (CUPTI kernel times by launching op; host: overhead.json)",
         "torch": "2.11.0+cu130",
         "notes": "points: the median kernel time of each distinct op, dtype and shape; host costs: overhead.json's "
-        "untraced aten::view and aten::add_ costs, one scale fitted to the captures' untraced steps through ASTRA-sim",
+        "untraced aten::view and aten::add_ costs, one scale fitted to the captures' untraced steps through ASTRA-sim; "
+        "gpu.kernel_gap_us: the median time between kernels queued back to back on a stream (CUPTI)",
     }
     groups = sorted({config(n) for n in WITH_SHAPES})
     rows: list[dict[str, Any]] = []
@@ -184,15 +197,21 @@ def main(argv: list[str] | None = None) -> int:
         loo_steps: dict[str, dict[float, float]] = {}
         full_steps: dict[str, dict[float, float]] = {}
         for name in WITH_SHAPES:
-            others = [o for n in WITH_SHAPES if config(n) != config(name) for o in launched[n]]
+            held = [n for n in WITH_SHAPES if config(n) != config(name)]
+            others = [o for n in held for o in launched[n]]
             everything = [o for n in WITH_SHAPES for o in launched[n]]
-            for label, ops, table in (("loo", others, loo_steps), ("full", everything, full_steps)):
+            held_gaps = [g for n in held for g in gaps[n]]
+            for label, ops, gs, table in (
+                ("loo", others, held_gaps, loo_steps),
+                ("full", everything, all_gaps, full_steps),
+            ):
                 table[name] = {}
                 for s in SCALES:
-                    profile = make_profile(ops, (op_us * s, launch_us * s), made, gpu)
+                    profile = make_profile(ops, (op_us * s, launch_us * s), made, gpu, gs)
                     table[name][s], _ = whatif_step(devices[name], profile, work, f"{label}-{name}-{s}")
                 print(f"{name}: {label} what-if steps {table[name]}", file=sys.stderr)
         full_scale = fit_scale(full_steps, measured, list(WITH_SHAPES))
+        # the held-out what-if: the other configurations' points and queued gaps, their fitted host scale
         everything = [o for n in WITH_SHAPES for o in launched[n]]
         for name in WITH_SHAPES:
             held = [n for n in WITH_SHAPES if config(n) != config(name)]
@@ -200,13 +219,13 @@ def main(argv: list[str] | None = None) -> int:
             others = [o for n in held for o in launched[n]]
             full, full_summary = whatif_step(
                 devices[name],
-                make_profile(everything, (op_us * full_scale, launch_us * full_scale), made, gpu),
+                make_profile(everything, (op_us * full_scale, launch_us * full_scale), made, gpu, all_gaps),
                 work,
                 f"full-{name}-fit",
             )
             loo, loo_summary = whatif_step(
                 devices[name],
-                make_profile(others, (op_us * scale, launch_us * scale), made, gpu),
+                make_profile(others, (op_us * scale, launch_us * scale), made, gpu, [g for n in held for g in gaps[n]]),
                 work,
                 f"loo-{name}-fit",
             )
@@ -223,7 +242,11 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
         profile = make_profile(
-            [o for n in WITH_SHAPES for o in launched[n]], (op_us * full_scale, launch_us * full_scale), made, gpu
+            [o for n in WITH_SHAPES for o in launched[n]],
+            (op_us * full_scale, launch_us * full_scale),
+            made,
+            gpu,
+            all_gaps,
         )
         Path(args.profile).write_text(dp.to_json(profile))
         plain = []

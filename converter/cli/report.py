@@ -321,9 +321,15 @@ class Reporter:
                 else f"{w.host_events:,} ops and launches: {w.host_traced_us / 1e3:,.3f} ms traced -> "
                 f"{w.host_whatif_us / 1e3:,.3f} ms"
             )
+            gap = (
+                f"; the GPU {w.kernel_gap_us:g} us between queued kernels ({w.gpu_ops:,} GPU ops: "
+                f"{w.kernel_gap_us * w.gpu_ops / 1e3:,.3f} ms)"
+                if w.kernel_gap_us
+                else ""
+            )
             self.info(
                 f"--device-profile {w.profile}{source}: {total.kernels:,} kernel(s), traced "
-                f"{total.traced_us / 1e3:,.3f} ms -> {total.whatif_us / 1e3:,.3f} ms; host {host}; per class:"
+                f"{total.traced_us / 1e3:,.3f} ms -> {total.whatif_us / 1e3:,.3f} ms; host {host}{gap}; per class:"
             )
             for line in w.class_lines():
                 self.info(line)

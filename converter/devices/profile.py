@@ -12,6 +12,7 @@ times each kernel from it. The format (``docs/device-profiles.md``), version 1::
      "peak_tflops": 989.0, "mem_bandwidth_gbps": 4800.0,      # optional: the roofline fallback
      "made": {"by": "...", "date": "...", "torch": "...", "notes": "..."},
      "host": {"op_us": 1.8, "launch_us": 10.5},               # per host op, per runtime call
+     "gpu": {"kernel_gap_us": 1.3},                           # optional: between queued kernels
      "ops": {"matmul": [{"dtype": "bf16", "shape": [m, n, k], "us": 12.5, "count": 3}, ...],
              "attention": [... "shape": [batch x heads, seq_q, seq_k, head_dim] ...],
              "elementwise": [... "shape": [bytes] ...], ...},
@@ -116,6 +117,9 @@ class DeviceProfile:
     ops: dict[str, list[Point]] = field(default_factory=dict)
     host_op_us: float | None = None
     host_launch_us: float | None = None
+    #: the GPU's own time between two kernels queued back to back on a stream (CUPTI's kernel times
+    #: leave it out): the end of one to the start of the next, launched before the first ended
+    kernel_gap_us: float | None = None
     peak_tflops: float | None = None
     mem_bandwidth_gbps: float | None = None
     made: dict[str, Any] = field(default_factory=dict)
@@ -326,6 +330,11 @@ def parse(data: Any, where: str) -> DeviceProfile:
     for key, attr in (("op_us", "host_op_us"), ("launch_us", "host_launch_us")):
         if host.get(key) is not None:
             setattr(profile, attr, _non_negative(host[key], f"'host.{key}'", bad))
+    gpu = data.get("gpu", {})
+    if not isinstance(gpu, dict):
+        raise bad("'gpu' is not an object")
+    if gpu.get("kernel_gap_us") is not None:
+        profile.kernel_gap_us = _non_negative(gpu["kernel_gap_us"], "'gpu.kernel_gap_us'", bad)
     ops = data.get("ops")
     if not isinstance(ops, dict):
         raise bad("'ops' is not an object")

@@ -13,6 +13,7 @@ host model.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
@@ -81,6 +82,32 @@ def launched_ops(events: KinetoEvents, step: int | None = None) -> list[Launched
     for op, durations in ops.values():
         out.append(Launched(op.name, key_of(op), len(durations), sum(durations)))
     return out
+
+
+#: A kernel counts as queued behind the previous one on its stream when its launch call returned
+#: at least this long (us) before that one ended: the GPU, not the host, decided when it started.
+QUEUED_SLACK_US = 5.0
+
+
+def queued_gaps(events: KinetoEvents, step: int | None = None) -> list[float]:
+    """The GPU's own time between kernels queued back to back (us): on each stream, from the end of a
+    GPU op to the start of the next, where the next was launched (its runtime call returned) well
+    before the first ended. CUPTI's kernel times leave this time out; where the GPU bounds a step it
+    adds up (about 1.3 us a kernel on the H100 and H200). Overlaps (negative) are left out."""
+    chosen, host, by_launch = step_events(events, step)
+    launched = {id(g): e.end for e in host if e.kind == RUNTIME for g in by_launch.get(e.index, ())}
+    streams: dict[Any, list[Event]] = defaultdict(list)
+    for gpu in events.gpu:
+        if chosen.ts <= gpu.ts < chosen.end and id(gpu) in launched and not _is_communication(gpu.name):
+            streams[(gpu.pid, gpu.stream)].append(gpu)
+    gaps = []
+    for ops in streams.values():
+        ops.sort(key=lambda e: e.ts)
+        for first, then in itertools.pairwise(ops):
+            gap = then.ts - first.end
+            if launched[id(then)] <= first.end - QUEUED_SLACK_US and gap >= 0:
+                gaps.append(gap)
+    return gaps
 
 
 def _is_communication(name: str) -> bool:
