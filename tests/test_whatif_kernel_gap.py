@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +95,20 @@ def test_shipped_gaps_are_the_captures_median() -> None:
         root = DATA / f"gpu_{name}"
         gaps = [g for c in WITH_SHAPES for g in queued_gaps(read_events(next((root / c).glob("*_device.json*"))))]
         assert dp.shipped(name).kernel_gap_us == round(statistics.median(gaps), 4), name
+
+
+def test_convert_says_what_the_gap_added(tmp_path: Path) -> None:
+    args = [
+        "-m",
+        "chakra_convert_fast.converter",
+        "convert",
+        "--kineto",
+        str(QUEUED),
+        str(tmp_path / "g.0.et"),
+        "--device-profile",
+        "h200",
+    ]
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    gap = dp.shipped("h200").kernel_gap_us
+    assert f"the GPU {gap:g} us between queued kernels (" in done.stderr
