@@ -14,9 +14,9 @@ import pytest
 
 from chakra_convert_fast.converter import api
 from chakra_convert_fast.converter.devices import profile as dp
-from chakra_convert_fast.converter.kineto.measure import queued_gaps
 from chakra_convert_fast.converter.et.decode import CPU_OP_FALSE, read_et
 from chakra_convert_fast.converter.kineto.events import read_events
+from chakra_convert_fast.converter.kineto.measure import queued_gaps
 
 DATA = Path(__file__).parent / "data" / "traces"
 #: a Kineto-alone H200 capture (GPT-2 bf16 batch 32): its step is bound by the GPU, kernels queue
