@@ -25,7 +25,7 @@ from ..io.spill import SpillFile
 from ..schema.chakra import NodeType
 from ..schema.comm_kernels import custom_comm_type, is_nccl_kernel
 from ..workers import default_jobs
-from . import astra, feed, parallel, untrace, waits
+from . import astra, feed, parallel, spread, untrace, waits
 from . import roofline as roofline_pass
 from .astra import AstraChanges
 from .graph import TraceGraph
@@ -266,6 +266,7 @@ def _run(
         untraced = None
         if options.astra_sim:
             waits.apply(graph)
+            spread.apply(graph, spill)
             model = tracing.choose(options.tracing_overhead, untrace.HOST_TRACING, reader.path)
             untraced = untrace.apply(graph, spill, model) if model is not None else None
         problems = [] if options.astra_sim else astra.diagnose(graph)

@@ -86,14 +86,15 @@ def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhea
     ]
     step = None
     if model.untraced_us is not None and cpu_capture(graph):  # the host is the step
-        traced = [encode.duration_of(tail) for tail in spill.read_each(written[i] for i in host)]
+        traced = _durations(graph, spill, [written[i] for i in host])
         comm = sum(encode.duration_of(tail) for row, tail in replaced.items() if types[row] in _COMM)
         model = keep(model, sum(traced), comm)
     elif model.untraced_us is None:  # the CPU ops' durations alone
-        traced = [encode.duration_of(tail) for tail in spill.read_each(written[i] for i in host)]
+        traced = _durations(graph, spill, [written[i] for i in host])
     else:  # every written node's: the step is estimated on them all
+        spread = graph.duration_overrides  # a parent's own time over its children (spread.py)
         every = [
-            0 if row in skipped else encode.duration_of(replaced.get(row) or tail)
+            0 if row in skipped else spread.get(row, encode.duration_of(replaced.get(row) or tail))
             for row, tail in zip(written, spill.read_each(written), strict=True)
         ]
         traced = [every[i] for i in host]
@@ -104,6 +105,13 @@ def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhea
         if after != before:
             overrides[written[i]] = after
     return removed
+
+
+def _durations(graph: TraceGraph, spill: TailSpill, rows: list[int]) -> list[int]:
+    """The rows' durations as they would be written: the spilled ones, or those given before
+    (``spread.py``)."""
+    given = graph.duration_overrides
+    return [given.get(row, encode.duration_of(tail)) for row, tail in zip(rows, spill.read_each(rows), strict=True)]
 
 
 def _step_estimate(
