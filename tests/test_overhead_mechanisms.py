@@ -138,15 +138,18 @@ def _cpu_durations(path: Path) -> dict[int, int]:
 def test_host_path_spreads_a_parents_own_time_over_its_children(tmp_path: Path) -> None:
     """GPT-2 on the H100, host + Kineto: ``DistributedDataParallel.forward`` holds 12.6 ms of
     its own time (the Python between the forward's ops), which the reference's graph runs as one
-    block before the forward's first op. With ``--astra-sim`` each parent keeps 1 us and its
-    children get the rest: the host's time is the same, the GPU-bound step's estimate comes down
-    by the time the GPU had nothing queued (more than 7 ms at the machine's 18.3 us per op), and
-    the calibration no longer needs more per op than the profiler costs (49.9 us before)."""
+    block before the forward's first op. With ``--astra-sim`` and the profiler's time taken out,
+    each parent keeps 1 us and its children get the rest: the host's time is the same, and the
+    calibration no longer needs more per op than the profiler costs (49.9 us before).
+    ``--tracing-overhead none`` keeps every traced duration where it was."""
     host, device = pair(H100, "gpt2_base_bf16_b32")
-    kept = api.ConvertOptions(astra_sim=True, rank=0, tracing_overhead="none")
-    api.convert_pair(host, device, tmp_path / "a.0.et", kept, rank=0)
     api.convert_pair(host, device, tmp_path / "r.0.et", api.ConvertOptions(), rank=0)
-    spread, reference = _cpu_durations(tmp_path / "a.0.et"), _cpu_durations(tmp_path / "r.0.et")
+    nothing = api.ConvertOptions(astra_sim=True, rank=0, tracing_overhead=0.0)  # the spread alone
+    api.convert_pair(host, device, tmp_path / "a.0.et", nothing, rank=0)
+    kept = api.ConvertOptions(astra_sim=True, rank=0, tracing_overhead="none")
+    api.convert_pair(host, device, tmp_path / "n.0.et", kept, rank=0)
+    reference, spread, traced = (_cpu_durations(tmp_path / f"{n}.0.et") for n in "ran")
+    assert traced == {node: reference[node] for node in traced}
     assert sum(spread.values()) == sum(reference[node] for node in spread)  # the host's time is the same
     trace = read_et(tmp_path / "a.0.et")
     forward = trace.ids[trace.names.index("DistributedDataParallel.forward")]

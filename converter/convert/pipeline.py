@@ -266,9 +266,11 @@ def _run(
         untraced = None
         if options.astra_sim:
             waits.apply(graph)
-            spread.apply(graph, spill)
             model = tracing.choose(options.tracing_overhead, untrace.HOST_TRACING, reader.path)
-            untraced = untrace.apply(graph, spill, model) if model is not None else None
+            if model is not None:  # --tracing-overhead none keeps the traced durations where they were
+                if not untrace.cpu_capture(graph):  # where the GPU can run ahead of the host
+                    spread.apply(graph, spill)
+                untraced = untrace.apply(graph, spill, model)
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)
         costs = None

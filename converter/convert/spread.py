@@ -15,7 +15,11 @@ Each written CPU op with written CPU children keeps 1 us (``MIN_OP_US``: where i
 and gives the rest to its direct children, evenly, in whole microseconds: the time between
 siblings lands at the start of the next sibling's subtree, where it ran. The host time is the
 same; a host-bound step replays as before, a GPU-bound one as the host ran ahead of the GPU.
-GPU kernels, communication nodes and the rows written without a duration keep theirs.
+GPU kernels, communication nodes and the rows written without a duration keep theirs. It goes
+with the profiler's time taken out (``untrace.py``): ``--tracing-overhead none`` keeps every
+traced duration where it was (a traced step is host-bound, and there it changes nothing). Only
+where the trace ran ops on a GPU: on a CPU capture the host is the step, and its calibration
+sets the CPU ops' time as a whole (``untrace.keep``).
 """
 
 from __future__ import annotations
