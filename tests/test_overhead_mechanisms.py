@@ -135,6 +135,7 @@ def _cpu_durations(path: Path) -> dict[int, int]:
     return {node_id: trace.durations[i] for i, node_id in enumerate(trace.ids) if trace.cpu_ops[i] == CPU_OP_TRUE}
 
 
+@pytest.mark.slow  # four conversions of a 10,000-node capture
 def test_host_path_spreads_a_parents_own_time_over_its_children(tmp_path: Path) -> None:
     """GPT-2 on the H100, host + Kineto: ``DistributedDataParallel.forward`` holds 12.6 ms of
     its own time (the Python between the forward's ops), which the reference's graph runs as one
