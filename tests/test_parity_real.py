@@ -34,6 +34,29 @@ REAL_TRACES = [
     # an NVIDIA H200, torch 2.11, NCCL (tests/data/traces/gpu_h200/PROVENANCE.md)
     *(f"gpu_h200/{n}/{n}_rank0_host.json.gz" for n in ("gpt2_base_bf16_b32", "gpt2_base_bf16_b8")),
     *(f"gpu_h200/{n}/{n}_rank0_host.json.gz" for n in ("bert_base_bf16_b32", "bert_base_bf16_b8")),
+    # an NVIDIA H100, the same software (gpu_h100/PROVENANCE.md); a pipeline job with memory events,
+    # the CPU overhead captures and a user's own DDP, TP, 2-D and HSDP scripts (their PROVENANCE.md)
+    "gpu_h100/gpt2_base_bf16_b8/gpt2_base_bf16_b8_rank0_host.json.gz",
+    *(f"cpu_gpt2_dp2pp2_memory/gpt2_dp2pp2_rank{rank}_host.json.gz" for rank in (0, 2)),
+    *(f"cpu_overhead/{n}/{n}_rank0_host.json.gz" for n in ("gpt2_ddp", "bert_fsdp")),
+    *(f"own_layouts/{job}/rank0_host.json.gz" for job in ("ddp_np2", "tp_np2", "tp_np4", "2d_np4", "hsdp_np4")),
+]
+#: the other ranks, batches and GPUs of captures listed above (the same tracer, model and settings;
+#: on the GPUs, memory events on too): converted as they are; reordered only in the one listed
+SAME_KIND = [
+    *(
+        f"gpu_h100/{n}/{n}_rank0_host.json.gz"
+        for n in ("gpt2_base_bf16_b32", "bert_base_bf16_b32", "bert_base_bf16_b8")
+    ),
+    *(
+        f"gpu_memory/{gpu}/mem_{m}_base_bf16_b8/mem_{m}_base_bf16_b8_rank0_host.json.gz"
+        for gpu in ("h100", "h200")
+        for m in ("gpt2", "bert")
+    ),
+    *(f"cpu_gpt2_dp2pp2_memory/gpt2_dp2pp2_rank{rank}_host.json.gz" for rank in (1, 3)),
+    *(f"cpu_overhead/{n}/{n}_rank1_host.json.gz" for n in ("gpt2_ddp", "bert_fsdp")),
+    *(f"own_layouts/{job}/rank1_host.json.gz" for job in ("ddp_np2", "tp_np2")),
+    *(f"own_layouts/{job}/rank{rank}_host.json.gz" for job in ("tp_np4", "2d_np4", "hsdp_np4") for rank in (1, 2, 3)),
 ]
 
 
@@ -43,10 +66,10 @@ def test_the_list_covers_every_supported_real_trace() -> None:
         trace = load_trace(path)
         if "nodes" in trace and trace.get("schema") in SUPPORTED_SCHEMAS:
             found.add(str(path.relative_to(REAL_TRACES_DIR)))
-    assert found == set(REAL_TRACES)
+    assert found == set(REAL_TRACES) | set(SAME_KIND)
 
 
-@pytest.mark.parametrize("name", REAL_TRACES)
+@pytest.mark.parametrize("name", REAL_TRACES + SAME_KIND)
 def test_real_trace_as_is(name: str, tmp_path: Path) -> None:
     source = REAL_TRACES_DIR / name
     result = convert(source, tmp_path / "ours.et")
