@@ -1,6 +1,6 @@
 """ASTRA-sim's own memory tracker against ``memory`` and the truth, on captures with a host trace.
 
-    ASTRA_SIM_HOME=/work/shared/astra-sim python -m bench.astra_memory CAPTURES [CAPTURES ...] \
+    ASTRA_SIM_HOME=../shared/astra-sim python -m bench.astra_memory CAPTURES [CAPTURES ...] \
         [--out bench/results/astra_memory.md]
 
 Each ``CAPTURES`` holds one folder per capture (``NAME/NAME_rank<r>_{host,device}.json[.gz]``,
