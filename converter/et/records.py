@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import IO, Any, cast
+from typing import IO, Any, TypeVar, cast
 
-from ..errors import TraceFormatError
-from ..io.read import open_trace
+from ..errors import OutputError, TraceFormatError
+from ..io.read import open_trace, reason_of
 from ..schema.chakra import (
     ATTRIBUTE_FIELDS,
     ATTRIBUTE_VALUE_KINDS,
@@ -24,7 +25,8 @@ from ..schema.chakra import (
     WIRE_LEN,
     WIRE_VARINT,
 )
-from .decode import SIGNED_64, Malformed, delimited_records, packed_ids, text_value, varint_at
+from .decode import SIGNED_64, Malformed, delimited_records, packed_ids, read_et, text_value, varint_at
+from .wire import delimited_message
 
 # ``read_et`` keeps what checking needs, in columns; the tools that show a whole trace (jsonize,
 # visualize) need every field, record by record, in flat memory. The semantics are protobuf's
@@ -399,3 +401,26 @@ class EtRecords:
 
 
 int64_value = _int64
+
+
+_Edit = TypeVar("_Edit")
+
+
+def rewrite_nodes(path: str, edits: dict[int, _Edit], apply: Callable[[bytes, _Edit], bytes], suffix: str) -> None:
+    """``path`` with the node at each row of ``edits`` re-encoded by ``apply(message, edit)``,
+    written beside it (``path`` + ``suffix``) and renamed over it; an error or a signal leaves no
+    partial file behind."""
+    records: list[bytes] = []
+    read_et(path, records=records)
+    temporary = f"{path}{suffix}"
+    try:
+        with open(temporary, "wb") as fh:
+            for number, message in enumerate(records):
+                edit = edits.get(number - 1)  # record 0 is the metadata
+                fh.write(delimited_message(message if edit is None else apply(message, edit)))
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise OutputError(path, f"cannot rewrite: {reason_of(exc)}") from None
+    finally:
+        with suppress(OSError):
+            os.unlink(temporary)

@@ -15,14 +15,11 @@ all-to-alls is left for ``check`` to report.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from contextlib import suppress
 
-from ..errors import OutputError
 from ..et import wire
 from ..et.decode import attribute_spans, read_et
-from ..io.read import reason_of
+from ..et.records import rewrite_nodes
 from ..schema.astra import ALL_RANKS_GROUPS
 from ..schema.chakra import CollectiveCommType, NodeType
 
@@ -71,27 +68,8 @@ def even_all_to_all(paths: Sequence[str]) -> tuple[int, int]:
                     changes[i][per_rank[i][group][position][0]] = largest
     for path, changed in zip(paths, changes, strict=True):
         if changed:
-            _rewrite(path, changed)
+            rewrite_nodes(path, changed, _with_size, ".evening")
     return evened, sum(len(c) for c in changes)
-
-
-def _rewrite(path: str, sizes: dict[int, int]) -> None:
-    """``path`` with the comm_size of the nodes at the rows of ``sizes`` replaced, written beside
-    it and renamed over it."""
-    records: list[bytes] = []
-    read_et(path, records=records)
-    temporary = f"{path}.evening"
-    try:
-        with open(temporary, "wb") as fh:
-            for number, message in enumerate(records):
-                size = sizes.get(number - 1)
-                fh.write(wire.delimited_message(message if size is None else _with_size(message, size)))
-        os.replace(temporary, path)
-    except OSError as exc:
-        raise OutputError(path, f"cannot rewrite: {reason_of(exc)}") from None
-    finally:  # an error or a signal leaves no partial file behind
-        with suppress(OSError):
-            os.unlink(temporary)
 
 
 def _with_size(message: bytes, size: int) -> bytes:

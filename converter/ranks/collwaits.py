@@ -17,15 +17,11 @@ different collectives (count, type or size at a position) is left as traced.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 
-from ..errors import OutputError
-from ..et import wire
 from ..et.decode import CPU_OP_TRUE, EtTrace, read_et
-from ..io.read import reason_of
+from ..et.records import rewrite_nodes
 from ..schema.astra import ALL_RANKS_GROUPS
 from ..schema.chakra import NodeType
 from . import imbalance
@@ -105,27 +101,6 @@ def even_waits(paths: Sequence[str], ranks: Sequence[int] | None = None) -> Wait
                     removed[i] += duration - least
     for path, changed in zip(paths, changes, strict=True):
         if changed:
-            _rewrite(path, changed)
+            rewrite_nodes(path, changed, imbalance.with_duration, ".waits")
     named = tuple(ranks) if ranks is not None else tuple(range(len(paths)))
     return Waits(evened, tuple(removed), named) if evened else None
-
-
-def _rewrite(path: str, durations: dict[int, int]) -> None:
-    """``path`` with the durations of the nodes at the rows of ``durations`` replaced, written
-    beside it and renamed over it."""
-    records: list[bytes] = []
-    read_et(path, records=records)
-    temporary = f"{path}.waits"
-    try:
-        with open(temporary, "wb") as fh:
-            for number, message in enumerate(records):
-                duration = durations.get(number - 1)
-                fh.write(
-                    wire.delimited_message(message if duration is None else imbalance.with_duration(message, duration))
-                )
-        os.replace(temporary, path)
-    except OSError as exc:
-        raise OutputError(path, f"cannot rewrite: {reason_of(exc)}") from None
-    finally:  # an error or a signal leaves no partial file behind
-        with suppress(OSError):
-            os.unlink(temporary)
