@@ -28,7 +28,10 @@ Where the figure comes from (``choose``), first found first:
    untraced step outside its collectives (``convert/untrace.py``). Either lands the replay on the
    untraced step by construction (the same run's number): ``docs/overhead.md`` says what that
    proves and what it does not;
-3. the default model for the tracing the trace records (``DEFAULT_MODELS``): fitted to this
+3. on the host path, the cost measured in the trace itself (``measured``, from
+   ``convert/selfmeasure.py``): a multiple of what its view-family ops spent around the one op
+   each wraps, one recorded op's worth of the profiler's time on the trace's own machine and run;
+4. the default model for the tracing the trace records (``DEFAULT_MODELS``): fitted to this
    project's H200 captures (``docs/overhead.md`` says how, and its error there and, held out, on
    the H100 captures).
 
@@ -41,7 +44,7 @@ import json
 import os
 import re
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,15 @@ _TRACE_NAME = re.compile(r"^(?P<stem>.+_rank\d+)_(host|device)\.json(\.gz)?$")
 #: The default models' figures (``DEFAULT_MODELS``), microseconds per recorded op
 HOST_PER_OP_US = 23.0
 KINETO_PER_OP_US = 2.3
+#: The measured model (``measured``): the profiler's cost per op of a host trace, this many times
+#: the mean exclusive time of its view-family wrappers (``convert/selfmeasure.py``); chosen on the
+#: H200's host + Kineto captures, where the H100's would have chosen nearly the same (``docs/overhead.md``)
+MEASURED_FACTOR = 1.05
+#: Fewer wrappers than this measure nothing (the default model is used)
+MEASURED_MIN_SAMPLES = 50
+#: A wrapper that took more than this many times their median was descheduled (a loaded CPU host:
+#: 4-9 ms among 10 us ones), not held by the profiler: left out of the mean
+MEASURED_OUTLIER = 10.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,7 @@ class Model:
     target_us: float | None = None
     traced_us: float | None = None  # a calibration's traced step (us)
     untraced_us: float | None = None  # a calibration's untraced step (us): the step to land on
+    by_thread: Mapping[int, float] | None = None  # a measured model's cost per op, by thread
 
     def cost(self, runtime: bool) -> float:
         return self.per_call_us if runtime else self.per_op_us
@@ -168,9 +181,44 @@ def read_calibration(path: Path) -> Model | None:
     return Model(0.0, 0.0, source, target, traced_us=float(traced), untraced_us=float(untraced))
 
 
-def choose(setting: str | float, tracing: Tracing, trace: str | os.PathLike[str] | None) -> Model | None:
+def measured(by_thread: Mapping[int, Sequence[int]], factor: float = MEASURED_FACTOR) -> Model | None:
+    """The cost per op measured in a host trace: ``factor`` times the mean exclusive time (us) of
+    its view-family wrappers (``convert/selfmeasure.py``), by thread (``by_thread``: thread ->
+    samples; a thread with too few gets the figure of all); None with too few in all."""
+    pooled = [s for samples in by_thread.values() for s in samples]
+    if len(pooled) < MEASURED_MIN_SAMPLES:
+        return None
+    figure = factor * _mean_of(pooled)
+    costs = {
+        thread: factor * _mean_of(samples) if len(samples) >= MEASURED_MIN_SAMPLES else figure
+        for thread, samples in by_thread.items()
+    }
+    each = sorted(
+        ((len(samples), _mean_of(samples)) for samples in by_thread.values() if len(samples) >= MEASURED_MIN_SAMPLES),
+        reverse=True,
+    )
+    said = " and ".join(f"{mean:.3g} us ({count:,})" for count, mean in each) if len(each) > 1 else ""
+    source = f"measured in the trace: {factor:g} x what its view-family ops spent around the op each wraps, " + (
+        f"by thread: {said}" if said else f"{_mean_of(pooled):.3g} us ({len(pooled):,})"
+    )
+    return Model(figure, 0.0, source, by_thread=costs if said else None)
+
+
+def _mean_of(samples: Sequence[int]) -> float:
+    """The samples' mean, those beyond ``MEASURED_OUTLIER`` times their median left out."""
+    bound = MEASURED_OUTLIER * statistics.median(samples)  # the thread descheduled: not the profiler
+    return statistics.fmean(s for s in samples if s <= bound)
+
+
+def choose(
+    setting: str | float,
+    tracing: Tracing,
+    trace: str | os.PathLike[str] | None,
+    measure: Callable[[], Model | None] | None = None,
+) -> Model | None:
     """The model ``setting`` (``--tracing-overhead``) picks for a trace; None keeps it traced.
-    ``trace``: where to look for a calibration beside it (None: none is used)."""
+    ``trace``: where to look for a calibration beside it (None: none is used); ``measure``: the
+    figure the trace measures of itself (``measured``), if the front end can, before the default."""
     if setting == NONE:
         return None
     if isinstance(setting, float):
@@ -180,6 +228,9 @@ def choose(setting: str | float, tracing: Tracing, trace: str | os.PathLike[str]
         calibrated = read_calibration(found)
         if calibrated is not None:
             return calibrated
+    found_model = measure() if measure is not None else None
+    if found_model is not None:
+        return found_model
     op, call = DEFAULT_MODELS[tracing]
     return Model(op, call, f"default model for {tracing.describe()}")
 
@@ -198,7 +249,9 @@ class Removed:
         """The one line the conversion says."""
         m = self.model
         counted = f"{self.ops:,} recorded ops" + (f" and {self.calls:,} runtime calls" if self.calls else "")
-        if not self.calls or m.per_call_us == m.per_op_us:
+        if m.by_thread and len(set(m.by_thread.values())) > 1:
+            per = f"{min(m.by_thread.values()):.3g}-{max(m.by_thread.values()):.3g} us each, by thread"
+        elif not self.calls or m.per_call_us == m.per_op_us:
             per = f"{m.per_op_us:.3g} us each"
         else:
             per = f"{m.per_op_us:.3g} us per op, {m.per_call_us:.3g} us per runtime call"
@@ -221,13 +274,14 @@ class Debt:
         self.removed = Removed(model)
         self.owed = 0.0
 
-    def charge(self, runtime: bool) -> None:
+    def charge(self, runtime: bool, cost: float | None = None) -> None:
+        """A recorded op (or runtime call): the model's cost, or ``cost`` where given."""
         model = self.removed.model
         if runtime:
             self.removed.calls += 1
         else:
             self.removed.ops += 1
-        self.owed += model.cost(runtime)
+        self.owed += model.cost(runtime) if cost is None else cost
 
     def forgive(self) -> None:
         """The host waited for the GPU here: what is still owed was no time on the critical path."""
@@ -248,6 +302,7 @@ def untrace(
     model: Model,
     op_floor: int = 0,
     step: Callable[[Sequence[int]], float] | None = None,
+    costs: Sequence[float] | None = None,
 ) -> tuple[list[int], Removed]:
     """The host timeline's new durations, and what was removed: ``timeline`` is (duration in us,
     ``OP``/``CALL``/``GAP``/``WAIT``) in order; a ``WAIT`` keeps its duration and forgives the
@@ -255,9 +310,10 @@ def untrace(
     gets the per-op cost that takes that much off the host time, or, where ``step`` estimates the
     step from the timeline's durations (``critical_path``), the cost at which the estimate comes
     down to the calibration's untraced step (found by bisection: both grow with the cost), or as
-    near as the trace allows (the GPU's own time is a floor)."""
+    near as the trace allows (the GPU's own time is a floor). ``costs``: each recorded op's own
+    cost, for a model that is not calibrated (a measured model's, by thread)."""
     if model.target_us is None:
-        return _walk(timeline, model, op_floor)
+        return _walk(timeline, model, op_floor, costs)
     target = model.target_us
     if step is None or model.untraced_us is None:
 
@@ -325,15 +381,17 @@ def _per_op(model: Model, cost: float) -> Model:
     return replace(model, per_op_us=cost, per_call_us=cost)
 
 
-def _walk(timeline: Sequence[tuple[int, int]], model: Model, op_floor: int) -> tuple[list[int], Removed]:
+def _walk(
+    timeline: Sequence[tuple[int, int]], model: Model, op_floor: int, costs: Sequence[float] | None = None
+) -> tuple[list[int], Removed]:
     debt = Debt(model)
     out = []
-    for duration, kind in timeline:
+    for i, (duration, kind) in enumerate(timeline):
         if kind == WAIT:
             debt.forgive()
             out.append(duration)
             continue
         if kind != GAP:
-            debt.charge(kind == CALL)
+            debt.charge(kind == CALL, None if costs is None else costs[i])
         out.append(debt.pay(duration, op_floor if kind == OP else 0))
     return out, debt.removed

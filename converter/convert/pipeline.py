@@ -25,7 +25,7 @@ from ..io.spill import SpillFile
 from ..schema.chakra import NodeType
 from ..schema.comm_kernels import custom_comm_type, is_nccl_kernel
 from ..workers import default_jobs
-from . import astra, feed, parallel, spread, untrace, waits
+from . import astra, feed, parallel, selfmeasure, spread, untrace, waits
 from . import roofline as roofline_pass
 from .astra import AstraChanges
 from .graph import TraceGraph
@@ -266,7 +266,14 @@ def _run(
         untraced = None
         if options.astra_sim:
             waits.apply(graph)
-            model = tracing.choose(options.tracing_overhead, untrace.HOST_TRACING, reader.path)
+            model = tracing.choose(
+                options.tracing_overhead,
+                untrace.HOST_TRACING,
+                reader.path,
+                # measured in the trace where it ran on a GPU: on a CPU capture the view-family ops'
+                # time is a third of what an op costs the profiler (docs/overhead.md)
+                None if untrace.cpu_capture(graph) else lambda: tracing.measured(selfmeasure.samples(graph, spill)),
+            )
             if model is not None:  # --tracing-overhead none keeps the traced durations where they were
                 if not untrace.cpu_capture(graph):  # where the GPU can run ahead of the host
                     spread.apply(graph, spill)

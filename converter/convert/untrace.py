@@ -36,6 +36,7 @@ from functools import partial
 from .. import overhead
 from ..et import encode
 from ..schema.chakra import COMM_NODE_TYPES, NodeType
+from . import selfmeasure
 from .graph import TraceGraph
 from .writer import TailSpill
 
@@ -99,7 +100,11 @@ def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhea
         ]
         traced = [every[i] for i in host]
         step = partial(_step_estimate(graph, written, every), host)
-    durations, removed = overhead.untrace([(d, overhead.OP) for d in traced], model, MIN_OP_US, step)
+    costs = None
+    if model.by_thread and model.target_us is None:  # a measured model: each op its thread's cost
+        threads = selfmeasure.threads(graph, [written[i] for i in host])
+        costs = [model.by_thread.get(thread, model.per_op_us) for thread in threads]
+    durations, removed = overhead.untrace([(d, overhead.OP) for d in traced], model, MIN_OP_US, step, costs)
     overrides = graph.duration_overrides
     for i, before, after in zip(host, traced, durations, strict=True):
         if after != before:
