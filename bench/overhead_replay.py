@@ -11,13 +11,13 @@ made two identical ranks (``scale --ranks 2``: ASTRA-sim's network needs two NPU
 nothing between them), ``simulate --replay``; against the median untraced step ``chakra-profile``
 measured in the same run (its interquartile range beside it: the steps' own spread) and the traced
 step. Columns: the traced durations (``--tracing-overhead none``, the replay before issue 34), the
-defaults (``auto``: a Kineto trace's calibration beside it, the host path's default model), and the
-default model alone (no calibration).
+defaults (``auto``: the calibration beside the trace), and no calibration (the traces alone: the
+host path's figure measured in the trace itself, by thread; a Kineto trace's default model).
 
-The default models' figures are **fitted to the H200 captures**: for the H200 the second table is
-the grid each was chosen from, and each capture's error under the figure fitted to the *other*
-captures of its kind (leave one out); the H100 captures were never used to choose anything, so
-their "default model" column is a held-out test of the H200's model on another machine.
+The measured figure's factor and the Kineto default model's figure were **chosen on the H200
+captures**: for the H200 the second table is the grid of fixed figures per op, and each capture's
+error under the figure fitted to the *other* captures of its kind (leave one out); the H100
+captures were never used to choose anything, so their "no calibration" column is held out.
 """
 
 from __future__ import annotations
@@ -86,15 +86,12 @@ def load(folder: Path) -> Capture:
 
 def replay(capture: Capture, key: str, work: Path) -> float:
     """``convert-all --astra-sim`` (``--tracing-overhead`` from ``key``), two ranks,
-    ``simulate --replay``: ms. ``model``: the default model (the traces alone, linked into a folder
-    without their calibration); ``scaled``: its figure scaled to this machine (``scaled_figure``)."""
+    ``simulate --replay``: ms. ``model``: no calibration (the traces alone, linked into a folder
+    without it)."""
     out = work / f"{capture.folder.parent.name}-{capture.name}-{key}"
     folder = capture.folder
-    setting: str | float
-    if key in ("none", "auto", "model"):
-        setting = "auto" if key == "model" else key
-    else:
-        setting = scaled_figure(capture) if key == "scaled" else float(key)
+    named = {"none": "none", "auto": "auto", "model": "auto"}  # "model": auto without the calibration
+    setting: str | float = named[key] if key in named else float(key)
     if key == "model":
         folder = out / "in"
         folder.mkdir(parents=True)
@@ -109,47 +106,17 @@ def replay(capture: Capture, key: str, work: Path) -> float:
     return simulated.step_ns / 1e6
 
 
-def loop_us(folder: Path) -> float:
-    """What ``bench.gpu.overhead`` measured a recorded op costs on the folder's machine (its
-    ``overhead.json``: the mean of its ops' ``tracing_us``)."""
-    data = json.loads((folder / "overhead.json").read_text())
-    return statistics.mean(float(v["tracing_us"]) for v in data["per_op_us"].values())
-
-
-def scaled_figure(capture: Capture) -> float:
-    """The default model's figure for the capture's kind, scaled from the machine it was fitted on
-    to the capture's by what a recorded op costs on each (``loop_us``)."""
-    figure = overhead.HOST_PER_OP_US if capture.kind == "host" else overhead.KINETO_PER_OP_US
-    return figure * loop_us(capture.folder.parent) / loop_us(TRACES / FITTED)
-
-
 def _held_out(captures: list[Capture]) -> list[str]:
-    """The default model on captures it was not fitted to: as it is, and scaled by the two
-    machines' ``overhead.json``."""
-    if not all("scaled" in c.replays for c in captures):
-        return []
-    lines = [
-        "",
-        "Held out: the default model (chosen on the H200's captures) on these, as it is and with its figure "
-        "scaled by what `bench.gpu.overhead` measured a recorded op costs on each machine "
-        f"(`overhead.json`: {loop_us(captures[0].folder.parent):.1f} us here, {loop_us(TRACES / FITTED):.1f} us "
-        "on the H200).",
-        "",
-        "| capture | untraced | default model | error | scaled figure (us per op) | replay | error |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for c in captures:
-        lines.append(
-            f"| `{c.name}` | {c.untraced_ms:.1f} | {c.replays['model']:.1f} | {c.error('model'):+.1f}% "
-            f"| {scaled_figure(c):.2f} | {c.replays['scaled']:.1f} | {c.error('scaled'):+.1f}% |"
-        )
-    for setting, label in (("model", "default model, held out"), ("scaled", "scaled by overhead.json, held out")):
-        errors = [c.error(setting) for c in captures]
-        lines += [
-            "",
-            f"{label}: median |error| {_median_abs(errors):.1f}%, worst {max(errors, key=abs):+.1f}%, "
-            f"{sum(abs(e) <= 5 for e in errors)} of {len(errors)} within 5%.",
-        ]
+    """No calibration on captures nothing was chosen on, by kind."""
+    lines = []
+    for kind, label in (("host", "host + Kineto, measured in the trace"), ("kineto", "Kineto alone, default model")):
+        errors = [c.error("model") for c in captures if c.kind == kind]
+        if errors:
+            lines += [
+                "",
+                f"no calibration, {label}, held out: median |error| {_median_abs(errors):.1f}%, worst "
+                f"{max(errors, key=abs):+.1f}%, {sum(abs(e) <= 5 for e in errors)} of {len(errors)} within 5%.",
+            ]
     return lines
 
 
@@ -203,7 +170,7 @@ def _folder_markdown(captures: list[Capture], fitted: bool) -> str:
         ),
         "",
         "| capture | tracing | untraced (IQR) | traced | replay, traced durations | replay, defaults | error "
-        "| replay, default model | error | what the defaults removed |",
+        "| replay, no calibration | error | what the defaults removed |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for c in captures:
@@ -213,7 +180,7 @@ def _folder_markdown(captures: list[Capture], fitted: bool) -> str:
             f"| {c.error('auto'):+.1f}% | {c.replays['model']:.1f} | {c.error('model'):+.1f}% "
             f"| {c.sources['auto'].removeprefix('tracing overhead: ').split('; --tracing')[0]} |"
         )
-    for setting, label in (("none", "traced durations"), ("auto", "defaults"), ("model", "default model")):
+    for setting, label in (("none", "traced durations"), ("auto", "defaults"), ("model", "no calibration")):
         errors = [c.error(setting) for c in captures]
         lines.append("")
         lines.append(
@@ -224,9 +191,9 @@ def _folder_markdown(captures: list[Capture], fitted: bool) -> str:
         return "\n".join(lines + _held_out(captures)) + "\n"
     lines += [
         "",
-        "The default models' figures (us per recorded op) and where they come from: for each kind, each "
-        "figure of the grid, every capture's error; the figure each capture gets when it is left out of the "
-        "choice (least median |error| on the others) and its error then.",
+        "Fixed figures per recorded op (the default models' figures, where a trace measures nothing of its own) "
+        "and where they come from: for each kind, each figure of the grid, every capture's error; the figure each "
+        "capture gets when it is left out of the choice (least median |error| on the others) and its error then.",
         "",
     ]
     lines.append("| capture | kind | figures tried: error | left out: figure | left out: error |")
@@ -269,10 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--keys",
-        choices=("all", "main", "grid", "scaled"),
+        choices=("all", "main", "grid"),
         default="all",
-        help="the replays to run: all; main (traced, defaults, default model); grid (the default models' grid, "
-        "on the captures they were fitted to); scaled (the default model scaled to another machine)",
+        help="the replays to run: all; main (traced, defaults, no calibration); grid (the fixed figures' grid, "
+        "on the captures they were fitted to)",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "overhead_replay.md")
     parser.add_argument(
@@ -292,13 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for c in (c for captures in groups for c in captures):
             grid = tuple(map(str, GRIDS[c.kind])) if is_fitted(c) else ()
-            scaled = () if is_fitted(c) else ("scaled",)
-            keys = {
-                "all": ("none", "auto", "model", *grid, *scaled),
-                "main": ("none", "auto", "model"),
-                "grid": grid,
-                "scaled": scaled,
-            }
+            keys = {"all": ("none", "auto", "model", *grid), "main": ("none", "auto", "model"), "grid": grid}
             for key in keys[args.keys]:
                 c.replays[key] = replay(c, key, Path(tmp))
                 print(

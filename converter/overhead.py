@@ -67,6 +67,15 @@ KINETO_PER_OP_US = 2.3
 #: the mean exclusive time of its view-family wrappers (``convert/selfmeasure.py``); chosen on the
 #: H200's host + Kineto captures, where the H100's would have chosen nearly the same (``docs/overhead.md``)
 MEASURED_FACTOR = 1.05
+#: How far off each figure may be (``Model.spread``: that many times more, or less), from what each
+#: committed capture wants of it: the measured factor 1.0-1.12 around its 1.05; the default models'
+#: figures 0.6-7.4 us (Kineto alone) and 9.3-23.7 us (host) per op, around 2.3 and 23
+#: (``docs/overhead.md``)
+MEASURED_SPREAD = 1.1
+DEFAULT_SPREAD = 3.0
+#: A step estimate that moves more than this either way within the figure's spread is said to be
+#: uncertain (``Removed.line``)
+UNCERTAIN = 0.05
 #: Fewer wrappers than this measure nothing (the default model is used)
 MEASURED_MIN_SAMPLES = 50
 #: A wrapper that took more than this many times their median was descheduled (a loaded CPU host:
@@ -102,6 +111,7 @@ class Model:
     traced_us: float | None = None  # a calibration's traced step (us)
     untraced_us: float | None = None  # a calibration's untraced step (us): the step to land on
     by_thread: Mapping[int, float] | None = None  # a measured model's cost per op, by thread
+    spread: float | None = None  # how far off the figure may be: this many times more, or less (not a calibration's)
 
     def cost(self, runtime: bool) -> float:
         return self.per_call_us if runtime else self.per_op_us
@@ -201,7 +211,7 @@ def measured(by_thread: Mapping[int, Sequence[int]], factor: float = MEASURED_FA
     source = f"measured in the trace: {factor:g} x what its view-family ops spent around the op each wraps, " + (
         f"by thread: {said}" if said else f"{_mean_of(pooled):.3g} us ({len(pooled):,})"
     )
-    return Model(figure, 0.0, source, by_thread=costs if said else None)
+    return Model(figure, 0.0, source, by_thread=costs if said else None, spread=MEASURED_SPREAD)
 
 
 def _mean_of(samples: Sequence[int]) -> float:
@@ -232,7 +242,7 @@ def choose(
     if found_model is not None:
         return found_model
     op, call = DEFAULT_MODELS[tracing]
-    return Model(op, call, f"default model for {tracing.describe()}")
+    return Model(op, call, f"default model for {tracing.describe()}", spread=DEFAULT_SPREAD)
 
 
 @dataclass
@@ -244,6 +254,17 @@ class Removed:
     calls: int = 0  # recorded runtime calls
     removed_us: float = 0.0  # host time taken out
     host_us: float = 0.0  # host time before
+    #: the step estimate (us) at the figure, and at the figure's spread either way (its least and
+    #: its most: more per op, less step), where the front end estimates the step (a GPU capture's)
+    step_us: tuple[float, float, float] | None = None
+
+    def uncertain(self) -> bool:
+        """Whether the step estimate moves more than ``UNCERTAIN`` either way within the figure's
+        spread (``Model.spread``): the replay is only as good as the figure."""
+        if self.step_us is None or not self.step_us[0]:
+            return False
+        at, least, most = self.step_us
+        return max(at - least, most - at) > UNCERTAIN * at
 
     def line(self) -> str:
         """The one line the conversion says."""
@@ -257,7 +278,19 @@ class Removed:
             per = f"{m.per_op_us:.3g} us per op, {m.per_call_us:.3g} us per runtime call"
         return (
             f"tracing overhead: removed {self.removed_us / 1000:,.1f} ms of {self.host_us / 1000:,.1f} ms host time "
-            f"({counted} x {per}; {m.source}); --tracing-overhead none keeps the traced durations"
+            f"({counted} x {per}; {m.source}); --tracing-overhead none keeps the traced durations" + self._range()
+        )
+
+    def _range(self) -> str:
+        if not self.uncertain() or self.step_us is None or self.model.spread is None:
+            return ""
+        at, least, most = self.step_us
+        per, spread = self.model.per_op_us, self.model.spread
+        return (
+            f"; uncertain: the step comes to {at / 1000:,.1f} ms, {least / 1000:,.1f}-{most / 1000:,.1f} ms for "
+            f"{per / spread:.3g}-{per * spread:.3g} us per op (as far off as this model has been on the committed "
+            "captures; the host is on the step's critical path): give your figure, or capture with chakra-profile, "
+            "whose calibration is used"
         )
 
 
@@ -313,7 +346,10 @@ def untrace(
     near as the trace allows (the GPU's own time is a floor). ``costs``: each recorded op's own
     cost, for a model that is not calibrated (a measured model's, by thread)."""
     if model.target_us is None:
-        return _walk(timeline, model, op_floor, costs)
+        durations, removed = _walk(timeline, model, op_floor, costs)
+        if step is not None and model.spread:
+            removed.step_us = (step(durations), *_steps_within(timeline, model, op_floor, step, costs))
+        return durations, removed
     target = model.target_us
     if step is None or model.untraced_us is None:
 
@@ -375,6 +411,23 @@ def critical_path(
         return float(max(end, default=0))
 
     return estimate
+
+
+def _steps_within(
+    timeline: Sequence[tuple[int, int]],
+    model: Model,
+    op_floor: int,
+    step: Callable[[Sequence[int]], float],
+    costs: Sequence[float] | None,
+) -> tuple[float, float]:
+    """The step estimate with every cost ``model.spread`` times more and less: (least, most)."""
+    out = []
+    spread = model.spread or 1.0
+    for scale in (spread, 1 / spread):
+        scaled = replace(model, per_op_us=model.per_op_us * scale, per_call_us=model.per_call_us * scale)
+        each = None if costs is None else [cost * scale for cost in costs]
+        out.append(step(_walk(timeline, scaled, op_floor, each)[0]))
+    return out[0], out[1]
 
 
 def _per_op(model: Model, cost: float) -> Model:

@@ -119,3 +119,58 @@ def test_an_uncalibrated_host_trace_replays_near_its_untraced_step(
     result = api.simulate(tmp_path / "two" / done.prefix, api.SimulateOptions(replay=True))
     measured = _untraced_ms(folder, name)
     assert abs(result.step_ns / 1e6 - measured) / measured < 0.05, (result.step_ns / 1e6, measured)
+
+
+# -- how sure: the step within the figure's spread ----------------------------------------------
+def test_a_host_bound_step_is_said_to_be_uncertain() -> None:
+    """Ten ops of 10 us in a chain (the host is the step): 3 us per op takes 30 us off, and the
+    step moves with the figure; beside a 200 us kernel (the GPU is the step) it does not."""
+    timeline = [(10, overhead.OP)] * 10
+    model = overhead.Model(3.0, 0.0, "test", spread=2.0)
+    durations, removed = overhead.untrace(timeline, model, step=lambda d: float(sum(d)))
+    assert durations == [7] * 10
+    assert removed.step_us == (70.0, 40.0, 85.0)  # 6 us per op: 40; 1.5 us (whole us paid as owed): 85
+    assert removed.uncertain()
+    assert "uncertain: the step comes to 0.1 ms, 0.0-0.1 ms for 1.5-6 us per op" in removed.line()
+    bound = overhead.untrace(timeline, model, step=lambda d: max(200.0, float(sum(d))))[1]
+    assert bound.step_us == (200.0, 200.0, 200.0) and not bound.uncertain()
+    assert "uncertain" not in bound.line()
+    calibrated_or_yours = overhead.Model(3.0, 0.0, "--tracing-overhead")  # no spread: nothing said
+    assert overhead.untrace(timeline, calibrated_or_yours, step=lambda d: float(sum(d)))[1].step_us is None
+
+
+@pytest.mark.slow  # four Kineto conversions
+@pytest.mark.parametrize(
+    ("folder", "name", "uncertain"),
+    [
+        (H100, "kineto_gpt2_base_bf16_b8", True),  # host-bound: the default model is +37.8% off
+        (H100, "bert_base_bf16_b8", True),
+        (H200, "kineto_gpt2_base_bf16_b32", False),  # GPU-bound: any figure gives nearly the same step
+        (H200, "gpt2_base_bf16_b32", False),
+    ],
+)
+def test_the_range_said_holds_the_untraced_step(folder: Path, name: str, uncertain: bool, tmp_path: Path) -> None:
+    """Without a calibration: where the step moves with the figure, the conversion says so, and the
+    range it gives holds the step the job took untraced; where it does not, the estimate is
+    within 3% of it."""
+    work = tmp_path / "in"
+    work.mkdir()
+    device = folder / name / f"{name}_rank0_device.json.gz"
+    shutil.copy(device, work / device.name)
+    host = folder / name / f"{name}_rank0_host.json.gz"
+    if host.exists():
+        shutil.copy(host, work / host.name)
+        options = api.ConvertOptions(astra_sim=True, rank=0)
+        removed = api.convert_pair(work / host.name, work / device.name, tmp_path / "o.0.et", options, rank=0)
+        done = removed.conversion.overhead
+    else:
+        done = api.convert_kineto(work / device.name, tmp_path / "o.0.et").overhead
+    assert done is not None and done.step_us is not None
+    at, least, most = (us / 1000 for us in done.step_us)
+    measured = _untraced_ms(folder, name)
+    assert done.uncertain() == uncertain
+    if uncertain:
+        assert least <= measured <= most, (least, measured, most)
+        assert "uncertain: the step comes to" in done.line()
+    else:
+        assert abs(at - measured) / measured < 0.03 and "uncertain" not in done.line()

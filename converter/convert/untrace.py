@@ -90,9 +90,9 @@ def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhea
         traced = _durations(graph, spill, [written[i] for i in host])
         comm = sum(encode.duration_of(tail) for row, tail in replaced.items() if types[row] in _COMM)
         model = keep(model, sum(traced), comm)
-    elif model.untraced_us is None:  # the CPU ops' durations alone
+    elif cpu_capture(graph) or (model.untraced_us is None and not model.spread):  # the CPU ops' durations alone
         traced = _durations(graph, spill, [written[i] for i in host])
-    else:  # every written node's: the step is estimated on them all
+    else:  # every written node's: the step is estimated on them all (to land on, or to say how sure)
         spread = graph.duration_overrides  # a parent's own time over its children (spread.py)
         every = [
             0 if row in skipped else spread.get(row, encode.duration_of(replaced.get(row) or tail))

@@ -46,7 +46,7 @@ def apply(graph: KinetoGraph, model: overhead.Model) -> overhead.Removed:
         nodes.append(node)
         timeline.append((node.dur, kind))
     step: Callable[[Sequence[int]], float] | None = None
-    if model.target_us is not None:  # a calibration: taken off the step's critical path
+    if model.target_us is not None or model.spread:  # a calibration: off the step's critical path; else how sure
         where = _positions(graph)
         step = partial(step_estimate(graph), [where[node.id] for node in nodes])
     durations, removed = overhead.untrace(timeline, model, step=step)
