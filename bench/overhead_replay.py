@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -147,6 +148,27 @@ def markdown(groups: list[list[Capture]]) -> str:
     return "\n".join(_folder_markdown(captures, fitted=is_fitted(captures[0])) for captures in groups)
 
 
+#: the range a conversion without a calibration gives where its step is uncertain (``Removed.line``)
+_RANGE = re.compile(r"uncertain: the step comes to [\d,.]+ ms, (?P<least>[\d,.]+)-(?P<most>[\d,.]+) ms")
+
+
+def said_range(capture: Capture) -> tuple[float, float] | None:
+    """The range (ms) the conversion without a calibration said its step is uncertain within."""
+    found = _RANGE.search(capture.sources.get("model", ""))
+    return None if found is None else (float(found["least"].replace(",", "")), float(found["most"].replace(",", "")))
+
+
+def said(capture: Capture) -> str:
+    """What the conversion without a calibration said of its step: the range, and whether the
+    untraced step is in it; or that it was sure."""
+    found = said_range(capture)
+    if found is None:
+        return "sure"
+    least, most = found
+    inside = "holds it" if least <= capture.untraced_ms <= most else "misses it"
+    return f"uncertain, {least:.1f}-{most:.1f}: {inside}"
+
+
 def is_fitted(capture: Capture) -> bool:
     """Whether the default models were fitted to the captures of this one's folder (the grid is
     run there)."""
@@ -165,19 +187,19 @@ def _folder_markdown(captures: list[Capture], fitted: bool) -> str:
         + (
             ""
             if fitted
-            else f" The default models were fitted to the captures of `{FITTED}`, never these: the default model "
-            "column is held out."
+            else " The measured figure's factor and the Kineto default model were chosen on the captures of "
+            f"`{FITTED}`, never these: the no-calibration column is held out."
         ),
         "",
         "| capture | tracing | untraced (IQR) | traced | replay, traced durations | replay, defaults | error "
-        "| replay, no calibration | error | what the defaults removed |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| replay, no calibration | error | said, no calibration | what the defaults removed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for c in captures:
         lines.append(
             f"| `{c.name}` | {c.tracing} | {c.untraced_ms:.1f} ({c.quartiles_ms[0]:.1f}-{c.quartiles_ms[1]:.1f}) "
             f"| {c.traced_ms:.1f} | {c.replays['none']:.1f} ({c.error('none'):+.1f}%) | {c.replays['auto']:.1f} "
-            f"| {c.error('auto'):+.1f}% | {c.replays['model']:.1f} | {c.error('model'):+.1f}% "
+            f"| {c.error('auto'):+.1f}% | {c.replays['model']:.1f} | {c.error('model'):+.1f}% | {said(c)} "
             f"| {c.sources['auto'].removeprefix('tracing overhead: ').split('; --tracing')[0]} |"
         )
     for setting, label in (("none", "traced durations"), ("auto", "defaults"), ("model", "no calibration")):
@@ -187,6 +209,15 @@ def _folder_markdown(captures: list[Capture], fitted: bool) -> str:
             f"{label}: median |error| {_median_abs(errors):.1f}%, worst {max(errors, key=abs):+.1f}%, "
             f"{sum(abs(e) <= 5 for e in errors)} of {len(errors)} within 5%."
         )
+    uncertain = [c for c in captures if said_range(c) is not None]
+    sure = [c for c in captures if said_range(c) is None]
+    holds = sum(1 for c in uncertain if said(c).endswith("holds it"))
+    lines += [
+        "",
+        f"no calibration, what the conversion said: {len(uncertain)} uncertain, the range holding the untraced step "
+        f"in {holds}; {len(sure)} sure"
+        + (f", within {max(abs(c.error('model')) for c in sure):.1f}%." if sure else "."),
+    ]
     if not fitted:
         return "\n".join(lines + _held_out(captures)) + "\n"
     lines += [
