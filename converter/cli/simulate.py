@@ -549,7 +549,7 @@ def replay_lines(result: api.SimulationResult) -> list[str]:
     with a line saying what that error is (``simulate/measured.py``)."""
     measured = result.measured
     job = steps.job_measured(measured)
-    said = steps.note(measured)
+    said = steps.note(measured, result.roofline is not None)
     if job is None or not job.ns:
         return [said] if said else []
     word = "error" if result.roofline is None else "difference"  # a what-if is not a replay: no error

@@ -114,9 +114,10 @@ def traced_said(m: Measured) -> str:
     return "chakra-profile's traced step, tracing included"
 
 
-def note(measured: dict[int, Measured]) -> str | None:
+def note(measured: dict[int, Measured], what_if: bool = False) -> str | None:
     """The one line a replay needs where its measured step is not the step it should be held
-    against: the profiler's time was taken out but no untraced step is known."""
+    against: the profiler's time was taken out but no untraced step is known (``what_if``: a
+    roofline timed the step, which is then no replay and has no error, only a difference)."""
     m = job_measured(measured)
     if m is None or m.kind != TRACED or m.recorded is None or m.recorded.baseline is None:
         return None
@@ -127,13 +128,12 @@ def note(measured: dict[int, Measured]) -> str | None:
         "capture with chakra-profile (its calibration beside the trace gives the untraced step) or give the "
         "untraced step: simulate --measured-ms MS"
     )
+    word, this = ("difference", "this what-if's host") if what_if else ("error", "this replay")
     removed = f"{b.removed_us / 1e3:,.3f} ms of profiler time removed ({b.source})"
     if not m.ns:
         return (
-            f"no measured step: the files record neither the traced nor the untraced step; this replay has {removed}; "
-            f"to see its error, {fix}"
+            f"no measured step: the files record neither the traced nor the untraced step; {this} has {removed}; "
+            f"to see its {word}, {fix}"
         )
-    return (
-        f"the error is against the traced step, tracing included: this replay has {removed}, so it should come "
-        f"out shorter than the traced step; {fix}"
-    )
+    shorter = "" if what_if else ", so it should come out shorter than the traced step"
+    return f"the {word} is against the traced step, tracing included: {this} has {removed}{shorter}; {fix}"

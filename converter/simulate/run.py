@@ -187,7 +187,7 @@ class SimulationResult:
                 "source": said.source,
                 "calibration": said.calibration,
             },
-            "measured_note": note(measured),
+            "measured_note": note(measured, self.roofline is not None),
             "measured_per_rank": [{"rank": rank, **m.as_json()} for rank, m in sorted(measured.items())],
         }
 
