@@ -477,6 +477,7 @@ def simulate(
     work_dir: PathArg | None = None,
     gpu_memory: int | None = None,
     ranks_as: str = "captured",
+    measured_ms: float | None = None,
 ) -> SimulationResult:
     """Run the job ``PREFIX.<rank>.et`` (ranks 0..N-1, its communicator groups beside it) in
     ASTRA-sim on the network of ``options`` and read the result from its log: per rank the
@@ -500,8 +501,14 @@ def simulate(
     Where the captured ranks differ in compute (``rank_imbalance``), a warning says so, with how much
     of the step the most waiting rank waits for peers; ``ranks_as`` "slowest" or "median" replays
     every rank with that rank's compute (a temporary copy of the job, in ``work_dir``;
-    docs/simulating.md), "captured" (default) as captured."""
+    docs/simulating.md), "captured" (default) as captured.
+
+    ``result.measured`` is, per rank, the step the replay is held against (docs/overhead.md): the
+    untraced step of the same run where the conversion took the profiler's time out and its
+    calibration was beside the trace, else the traced step the file records; ``measured_ms``, the
+    job's step as you measured it (milliseconds, untraced), is held against every rank instead."""
     job: str = _args.path("prefix", prefix)
+    yours = _args.number("measured_ms", measured_ms, positive=True)
     how = _args.choice("ranks_as", ranks_as, RANKS_AS)
     checked = _simulate_options(options)
     gpu_memory = _args.whole("gpu_memory", gpu_memory, 1, 1 << 60)
@@ -547,7 +554,12 @@ def simulate(
                 )
             else:
                 result = simulate_prefix(job, checked, timeline=timeline_file, progress=progress)
-        result = dataclasses.replace(result, timeline=timeline_path, prefix=captured_job)
+        result = dataclasses.replace(
+            result,
+            timeline=timeline_path,
+            prefix=captured_job,
+            yours_ns=None if yours is None else round(yours * 1e6),
+        )
         if note is not None:
             result = dataclasses.replace(result, warnings=[note, *result.warnings])
         if fits is not None:

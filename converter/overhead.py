@@ -76,6 +76,8 @@ DEFAULT_SPREAD = 3.0
 #: A step estimate that moves more than this either way within the figure's spread is said to be
 #: uncertain (``Removed.line``)
 UNCERTAIN = 0.05
+#: How a measured model's source begins (``Model.source``)
+MEASURED_SOURCE = "measured in the trace"
 #: Fewer wrappers than this measure nothing (the default model is used)
 MEASURED_MIN_SAMPLES = 50
 #: A wrapper that took more than this many times their median was descheduled (a loaded CPU host:
@@ -208,7 +210,7 @@ def measured(by_thread: Mapping[int, Sequence[int]], factor: float = MEASURED_FA
         reverse=True,
     )
     said = " and ".join(f"{mean:.3g} us ({count:,})" for count, mean in each) if len(each) > 1 else ""
-    source = f"measured in the trace: {factor:g} x what its view-family ops spent around the op each wraps, " + (
+    source = f"{MEASURED_SOURCE}: {factor:g} x what its view-family ops spent around the op each wraps, " + (
         f"by thread: {said}" if said else f"{_mean_of(pooled):.3g} us ({len(pooled):,})"
     )
     return Model(figure, 0.0, source, by_thread=costs if said else None, spread=MEASURED_SPREAD)

@@ -174,7 +174,7 @@ def analyze(capture: Path, work: Path, accelerator: str) -> dict[str, Any]:
     et = _convert(capture, name, work / name / name)
     replay = _simulate(_two_ranks(et, work), "--replay")
     row["replay_ms"] = _ms(replay["step_ns"])
-    row["trace_step_ms"] = _ms(replay["measured_step_ns"]) if replay.get("measured_step_ns") else None
+    row["trace_step_ms"] = _ms(replay["traced_step_ns"]) if replay.get("traced_step_ns") else None  # the traced one
     row["replay_error_pct"] = (row["replay_ms"] / row["untraced_ms"] - 1) * 100
     row["replay_vs_traced_pct"] = (row["replay_ms"] / row["traced_ms"] - 1) * 100
     if row["host_trace"] or row["record_shapes"]:  # the roofline needs the ops' shapes

@@ -338,9 +338,15 @@ class Reporter:
                 "compare with the untraced step, not the traced one"
             )
             return
+        model = result.overhead.model if result.overhead is not None else None
+        untraced = (
+            f"; untraced {model.untraced_us / 1000:,.3f} ms (the calibration's), which the replay is held against"
+            if model is not None and model.untraced_us
+            else ""
+        )
         self.info(
             f"measured step {result.measured_us / 1000:,.3f} ms (the CPU span "
-            f"{result.cpu_span_us / 1000:,.3f} ms to the end of its GPU work); replay it: "
+            f"{result.cpu_span_us / 1000:,.3f} ms to the end of its GPU work, tracing included){untraced}; replay it: "
             f"{PROG} simulate {_job_prefix(result.output_path)} --replay"
         )
 

@@ -16,6 +16,7 @@ from .. import api
 from ..errors import ConverterError
 from ..memory.fit import Fit, job_fit
 from ..ranks.scale import MAX_RANKS
+from ..simulate import measured as steps
 
 # The ranges simulate's numbers may take (a usage error outside): the library's, which its options
 # (``SimulateOptions``) and the user's config files are held to as well.
@@ -26,6 +27,8 @@ from .numbers import MAX_JOBS, quantities, quantity, whole
 from .report import Reporter, with_flags
 
 _SHOWN_RANKS = 16
+#: ``--measured-ms``: a step of a microsecond to about eleven days
+MEASURED_MS = (0.001, 1e9)
 
 
 def _range(limits: tuple[float, float]) -> str:
@@ -47,7 +50,8 @@ def add(commands: Any) -> None:
         f"  {PROG} simulate outputs/gpt2_small_np2 --sweep bandwidth=25,50,100,200 --topology Ring --topology Switch\n"
         f"  {PROG} simulate outputs/gpt2_small_np2_accel --sweep accelerator=A100,H100,MI300X --ray\n"
         f"  {PROG} simulate outputs/gpt2_small_np2 --ranks 1048576   # an equivalent reduced job: docs/reduced.md\n"
-        f"  {PROG} simulate kineto/job --replay      # every node its traced duration, vs the measured step\n",
+        f"  {PROG} simulate kineto/job --replay      # every node its traced duration, vs the measured step\n"
+        f"  {PROG} simulate kineto/job --replay --measured-ms 45.9   # vs your own untraced step\n",
     )
     parser.add_argument("prefix", metavar="PREFIX", help="the job: PREFIX.0.et ... PREFIX.<N-1>.et")
     net = parser.add_argument_group("network (ASTRA-sim's analytical backend)")
@@ -142,8 +146,16 @@ def add(commands: Any) -> None:
         "--replay",
         action="store_true",
         help="replay-only: every node, communication included, "
-        "takes its traced duration; with .et files converted from Kineto traces, prints the "
-        "measured step and the error (docs/kineto.md)",
+        "takes its traced duration; with .et files converted from Kineto traces (or with --astra-sim), prints "
+        "the measured step and the error: against the untraced step where the conversion took the "
+        "profiler's time out and knew it (docs/overhead.md)",
+    )
+    parser.add_argument(
+        "--measured-ms",
+        type=quantity(*MEASURED_MS, "ms"),
+        metavar="MS",
+        help="the job's step as you measured it untraced, in milliseconds: held against every rank's simulated "
+        "step instead of the step the files record (where the conversion knew no untraced step; docs/overhead.md)",
     )
     parser.add_argument(
         "--comm-groups",
@@ -276,6 +288,8 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
             f"--sweep is given {len(args.sweep)} times ({keys}): a sweep varies one thing; "
             "give one --sweep KEY=V1,V2,.. (several --topology make its lines)"
         )
+    if args.sweep and args.measured_ms is not None:
+        args.usage_error("--measured-ms is one job's step: for one simulation, not a --sweep")
     if args.sweep:
         return _run_sweep(args, reporter, topologies)
     if len(topologies) > 1:
@@ -300,6 +314,7 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
             work_dir=args.work_dir,
             gpu_memory=args.gpu_memory,
             ranks_as=args.ranks_as,
+            measured_ms=args.measured_ms,
         )
     finally:
         bar.close()
@@ -528,24 +543,61 @@ def result_lines(result: api.SimulationResult) -> list[str]:
 
 
 def replay_lines(result: api.SimulationResult) -> list[str]:
-    """Simulated against measured, where the files record the measured step (Kineto conversions)."""
-    if not result.measured_ns:
-        return []
+    """Simulated against measured, where the files record a measured step (Kineto conversions, and
+    the host path's with ``--astra-sim``) or the user gave one: the untraced step where the profiler's
+    time was taken out and the conversion knew it (the traced one beside it), else the traced step,
+    with a line saying what that error is (``simulate/measured.py``)."""
+    measured = result.measured
+    job = steps.job_measured(measured)
+    said = steps.note(measured, result.roofline is not None)
+    if job is None or not job.ns:
+        return [said] if said else []
     word = "error" if result.roofline is None else "difference"  # a what-if is not a replay: no error
-    lines = [f"{'rank':>6} {'measured (ms)':>14} {'simulated (ms)':>15} {word:>10}"]
+    kind = job.kind
+    said_traced = job.recorded is not None and job.recorded.baseline is not None  # else a file from before notes
+    header = {
+        steps.TRACED: "traced (ms)" if said_traced else "measured (ms)",
+        steps.UNTRACED: "untraced (ms)",
+        steps.YOURS: "yours (ms)",
+    }
+    beside = kind != steps.TRACED and any(m.traced_ns for m in measured.values())
+    lines = [
+        f"{'rank':>6} {header[kind]:>14}" + (f" {'traced (ms)':>12}" if beside else "") + f" {'simulated (ms)':>15} "
+        f"{word:>10}"
+    ]
     for r in result.ranks:
-        measured = result.measured_ns.get(r.rank)
-        if measured:
-            lines.append(
-                f"{r.rank:>6} {measured / 1e6:>14,.3f} {r.step_ns / 1e6:>15,.3f} "
-                f"{(r.step_ns - measured) / measured:>+10.2%}"
-            )
-    measured_job = max(result.measured_ns.values())
-    if measured_job:
+        m = measured.get(r.rank)
+        if m is None or not m.ns:
+            continue
+        traced = f" {m.traced_ns / 1e6:>12,.3f}" if m.traced_ns else f" {'-':>12}"
         lines.append(
-            f"measured step: {measured_job / 1e6:,.3f} ms (the slowest rank's ProfilerStep to the end of "
-            f"its GPU work); simulated {result.step_ns / 1e6:,.3f} ms; {word} "
-            f"{(result.step_ns - measured_job) / measured_job:+.2%}"
-            + ("" if result.roofline is None else " (a what-if against the traced step, tracing included)")
+            f"{r.rank:>6} {m.ns / 1e6:>14,.3f}"
+            + (traced if beside else "")
+            + f" {r.step_ns / 1e6:>15,.3f} {(r.step_ns - m.ns) / m.ns:>+10.2%}"
         )
+    if said:
+        lines.append(said)
+    lines.append(
+        f"measured step: {job.ns / 1e6:,.3f} ms{_measured_is(job)}; simulated {result.step_ns / 1e6:,.3f} ms; "
+        f"{word} {(result.step_ns - job.ns) / job.ns:+.2%}"
+        + ("" if result.roofline is None or kind != steps.TRACED else " (a what-if against the traced step)")
+    )
     return lines
+
+
+def _measured_is(m: steps.Measured) -> str:
+    """What the job's measured step is, in words (after its figure)."""
+    b = m.recorded.baseline if m.recorded is not None else None
+    traced = f"; traced {m.traced_ns / 1e6:,.3f} ms ({steps.traced_said(m)})" if m.traced_ns else ""
+    if m.kind == steps.YOURS:
+        return f", yours (--measured-ms){traced}"
+    if m.kind == steps.UNTRACED:
+        where = f", {b.calibration}" if b is not None and b.calibration else ""
+        return f", untraced (the median of the untraced steps chakra-profile timed in the same run{where}){traced}"
+    if b is not None and not b.removed:
+        untraced = f"; untraced {m.untraced_ns / 1e6:,.3f} ms" if m.untraced_ns else ""
+        return (
+            f", traced ({steps.traced_said(m)}: the right comparison, --tracing-overhead none kept the traced "
+            f"durations){untraced}"
+        )
+    return f" ({steps.traced_said(m)})"

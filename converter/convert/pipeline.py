@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
-from .. import arguments, cycles
+from .. import arguments, baseline, cycles
 from .. import overhead as tracing
 from .._types import Progress
 from ..compact.rewrite import CompactResult, compact_temporary
@@ -278,6 +278,8 @@ def _run(
                 if not untrace.cpu_capture(graph):  # where the GPU can run ahead of the host
                     spread.apply(graph, spill)
                 untraced = untrace.apply(graph, spill, model)
+            # what the replay is judged against: the calibration's untraced step where it is there
+            metadata = {**metadata, baseline.BASELINE: baseline.of(model, untraced, reader.path).note()}
         problems = [] if options.astra_sim else astra.diagnose(graph)
         removed = _check_cycles(graph, options.break_cycles)
         costs = None

@@ -286,8 +286,9 @@ _JOB_ATTRS = ((WORLD_SIZE, wire.uint64_attr), (RANK, wire.uint64_attr), (PROCESS
 
 
 #: GlobalMetadata notes a rewrite keeps (``scale`` re-encodes the record): a Kineto conversion's
-#: what-if and kernels left as CPU ops (``kineto/write.py``).
-NOTE_ATTRS = ("whatif", "gpu_as_cpu")
+#: what-if and kernels left as CPU ops (``kineto/write.py``), and what a replay is judged against
+#: (``baseline.py``: both front ends, with the profiler's time handled).
+NOTE_ATTRS = ("whatif", "gpu_as_cpu", "replay_baseline")
 
 
 def global_metadata(metadata: dict[str, Any], notes: dict[str, str] | None = None) -> bytes:

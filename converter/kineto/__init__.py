@@ -13,6 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from .. import baseline
 from .. import overhead as tracing
 from ..arguments import MAX_RANKS
 from ..compact.rewrite import CompactResult
@@ -128,6 +129,8 @@ def convert_kineto(
     retimed_host = graph.whatif is not None and graph.whatif.host_whatif_us is not None
     model = None if retimed_host else tracing.choose(tracing_overhead, untrace.tracing(events), source)
     removed = untrace.apply(graph, model) if model is not None else None
+    if graph.whatif is None:  # a what-if's step is no replay's: nothing to judge it against here
+        graph.baseline = baseline.of(model, removed, source, graph.measured_us).note()
     pid = graph_pid(events)
     job = job_metadata(events.distributed_info or {}, own_rank)
     compaction = write_compacted(graph, target, own_rank, pid, job) if compact else None

@@ -121,6 +121,9 @@ class KinetoGraph:
     #: host-timeline node id -> True for a runtime call, False for a recorded op (``overhead.py``)
     recorded: dict[int, bool] = field(default_factory=dict)
     whatif: WhatIfSummary | None = None  # with a device profile (whatif.py)
+    #: what the replay is judged against (``baseline.py``: a JSON note), set once the profiler's
+    #: time is handled
+    baseline: str | None = None
 
 
 def pick_step(trace: KinetoEvents, step: int | None, gpu_by_launch: dict[int, list[Event]]) -> tuple[Event, int]:

@@ -25,7 +25,7 @@ from .graph import KinetoGraph, Node
 
 SCHEMA = "kineto-replay.1"
 WHATIF_SCHEMA = "kineto-whatif.1"  # re-timed from a device profile: the step is a what-if, not a replay
-NOTE_WHATIF, NOTE_GPU_AS_CPU = encode.NOTE_ATTRS  # GlobalMetadata notes (JSON strings)
+NOTE_WHATIF, NOTE_GPU_AS_CPU, NOTE_BASELINE = encode.NOTE_ATTRS  # GlobalMetadata notes (JSON strings)
 _IS_CPU_OP = wire.attr_name("is_cpu_op")
 _CPU = wire.bool_attr(_IS_CPU_OP, True)
 _GPU = wire.bool_attr(_IS_CPU_OP, False)
@@ -33,7 +33,8 @@ _GPU = wire.bool_attr(_IS_CPU_OP, False)
 
 def notes(graph: KinetoGraph) -> dict[str, str]:
     """What ``simulate`` says about the step (``simulate/notes.py``): the what-if's device and
-    profile; the kernels written as CPU ops (no roofline values) and their traced time."""
+    profile; the kernels written as CPU ops (no roofline values) and their traced time; what the
+    replay is judged against (``baseline.py``, ``simulate/measured.py``)."""
     found: dict[str, str] = {}
     if graph.whatif is not None:
         w = graph.whatif
@@ -41,6 +42,8 @@ def notes(graph: KinetoGraph) -> dict[str, str]:
     roofline = graph.roofline
     if roofline is not None and roofline.accelerator and roofline.none:
         found[NOTE_GPU_AS_CPU] = json.dumps({"kernels": roofline.none, "us": roofline.replayed_us})
+    if graph.baseline is not None:
+        found[NOTE_BASELINE] = graph.baseline
     return found
 
 

@@ -28,7 +28,7 @@ from . import configs, preflight
 from .configs import Accelerator, Network
 from .job import Job, find_job
 from .logs import LogReader
-from .measured import measured_steps
+from .measured import Measured, Recorded, job_measured, judge, note, recorded_steps
 from .notes import step_notes
 
 # what the importers of this module name from it: the options (options.py) and the process (process.py)
@@ -87,8 +87,11 @@ class SimulationResult:
     warnings: list[str] = field(default_factory=list)
     setup: Setup | None = None
     plan: Plan | None = None  # simulate --ranks: the job asked for, and whether a reduced one ran for it
-    #: rank -> the measured step (ns) its ``.et`` records (Kineto conversions: ``measured.py``)
-    measured_ns: dict[int, int] = field(default_factory=dict)
+    #: rank -> the steps its ``.et`` records (Kineto conversions, and the host path's with
+    #: ``--astra-sim``: ``measured.py``)
+    recorded: dict[int, Recorded] = field(default_factory=dict)
+    #: the user's own measured step (ns; ``simulate --measured-ms``), held against every rank
+    yours_ns: int | None = None
     #: whether each rank's memory fits the accelerator (``memory/fit.py``), where asked and known
     memory: dict[str, Any] | None = None
     #: what the step cannot tell by itself (``notes.py``): kernels left as CPU ops, empty collectives,
@@ -107,6 +110,18 @@ class SimulationResult:
     def replay(self) -> bool:
         """``replay-only``: every node took its traced duration."""
         return self.setup is not None and bool(self.setup.system.get("replay-only"))
+
+    @property
+    def measured(self) -> dict[int, Measured]:
+        """rank -> the step its replay is held against, and what it is (``measured.py``)."""
+        return judge(self.recorded, [r.rank for r in self.ranks], self.yours_ns)
+
+    @property
+    def measured_ns(self) -> dict[int, int]:
+        """rank -> the step (ns) its replay is held against, for the ranks where one is known: the
+        untraced step where the profiler's time was taken out and it is known, else the traced one
+        (or the user's)."""
+        return {rank: m.ns for rank, m in self.measured.items() if m.ns}
 
     @property
     def slowest(self) -> RankResult:
@@ -146,11 +161,34 @@ class SimulationResult:
             "timeline": self.timeline,
             "configs": None if self.setup is None else self.setup.as_json(),
             "replay": self.replay,
-            "measured_step_ns": max(self.measured_ns.values()) if self.measured_ns else None,
+            **self._measured_json(),
             "notes": self.notes,
             "imbalance": self.imbalance,
             "per_rank": [{**r.__dict__, "transfer_ns": r.transfer_ns} for r in self.ranks],
             **({"memory": self.memory} if self.memory is not None else {}),
+        }
+
+    def _measured_json(self) -> dict[str, Any]:
+        measured = self.measured
+        job = job_measured(measured)
+        said = job.recorded.baseline if job is not None and job.recorded is not None else None
+        traced = [m.traced_ns for m in measured.values() if m.traced_ns]
+        untraced = [m.untraced_ns for m in measured.values() if m.untraced_ns]
+        return {
+            "measured_step_ns": job.ns if job is not None and job.ns else None,
+            "measured_as": job.kind if job is not None and job.ns else None,
+            "traced_step_ns": max(traced) if traced else None,
+            "untraced_step_ns": max(untraced) if untraced else None,
+            "tracing_overhead": None
+            if said is None
+            else {
+                "correction": said.correction,
+                "removed_ns": round(said.removed_us * 1000),
+                "source": said.source,
+                "calibration": said.calibration,
+            },
+            "measured_note": note(measured, self.roofline is not None),
+            "measured_per_rank": [{"rank": rank, **m.as_json()} for rank, m in sorted(measured.items())],
         }
 
 
@@ -221,7 +259,7 @@ def simulate(
         writer.events if writer else 0,
         warnings,
         setup,
-        measured_ns=measured_steps(job),
+        recorded=recorded_steps(job),
         notes=notes,
     )
 

@@ -231,7 +231,7 @@ def _labelled(result: SimulationResult, chosen: Plan, prefix: str) -> Simulation
     if chosen.mesh is not None:  # a layout job's block: each rank named as in the N-rank job
         mesh = chosen.mesh
         fields["ranks"] = [replace(r, rank=mesh.full_rank(r.rank)) for r in result.ranks]
-        fields["measured_ns"] = {mesh.full_rank(r): ns for r, ns in result.measured_ns.items()}
+        fields["recorded"] = {mesh.full_rank(r): found for r, found in result.recorded.items()}
     if chosen.warning is not None:
         fields["warnings"] = [chosen.warning, *result.warnings]
     return SimulationResult(**fields)
