@@ -14,7 +14,9 @@ writes, beside its other GlobalMetadata notes (``et/encode.NOTE_ATTRS``), the no
   calibration), ``measured`` (the figure the host trace measured of itself), ``default`` (the
   default model for the tracing), ``user`` (the user's figure,
   ``--tracing-overhead US``) or ``none`` (``--tracing-overhead none``: traced durations kept);
-* ``removed_us``: the host time taken out; ``source``: where the figure came from.
+* ``removed_us``: the host time taken out; ``source``: where the figure came from;
+* ``estimate_us``: without a calibration, the conversion's own estimate of its step at its
+  figure, and at the figure's spread either way (``overhead.Removed.step_us``).
 
 The reference's own output (``convert`` without ``--astra-sim``) carries no note: its bytes are
 pinned by the parity tests.
@@ -46,10 +48,15 @@ class Baseline:
     removed_us: float = 0.0
     source: str = ""
     calibration: str | None = None  # the calibration file's name, where its untraced step is known
+    #: without a calibration, the conversion's own estimate of its step (us) at its figure and at
+    #: the figure's spread either way (least, most: ``overhead.Removed.step_us``), where it made one
+    estimate_us: tuple[float, float, float] | None = None
 
     def note(self) -> str:
         """The GlobalMetadata note (``BASELINE``)."""
         fields = {k: (round(v, 1) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        if self.estimate_us is not None:
+            fields["estimate_us"] = [round(v, 1) for v in self.estimate_us]
         return json.dumps(fields, separators=(",", ":"))
 
     @property
@@ -102,6 +109,7 @@ def of(
         removed_us=removed.removed_us if removed is not None else 0.0,
         source=model.source if model is not None else "--tracing-overhead none",
         calibration=found[2] if found else None,
+        estimate_us=removed.step_us if removed is not None else None,
     )
 
 
@@ -120,7 +128,9 @@ def read(metadata: dict[str, Any]) -> Baseline | None:
     traced, untraced, removed = data.get("traced_us"), data.get("untraced_us"), data.get("removed_us", 0.0)
     if not all(v is None or (_number(v) and v > 0) for v in (traced, untraced)) or not _number(removed):
         return None
-    source, calibration = data.get("source"), data.get("calibration")
+    source, calibration, estimate = data.get("source"), data.get("calibration"), data.get("estimate_us")
+    if not (isinstance(estimate, list) and len(estimate) == 3 and all(_number(v) and v >= 0 for v in estimate)):
+        estimate = None
     return Baseline(
         correction=data["correction"],
         traced_us=None if traced is None else float(traced),
@@ -128,6 +138,7 @@ def read(metadata: dict[str, Any]) -> Baseline | None:
         removed_us=max(0.0, float(removed)),
         source=source if isinstance(source, str) else "",
         calibration=calibration if isinstance(calibration, str) else None,
+        estimate_us=None if estimate is None else (float(estimate[0]), float(estimate[1]), float(estimate[2])),
     )
 
 

@@ -25,6 +25,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "lifecycle",
         "arguments",
         "overhead",
+        "baseline",
         "gcpause",
         "fastjson",
         "children",

@@ -9,6 +9,7 @@ with its calibration)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -187,6 +188,11 @@ def test_without_calibration_the_line_says_what_the_error_is(simulator: Path, tm
     assert done.returncode == 0, done.stderr
     said = [line for line in done.stdout.splitlines() if line.startswith("the error is against the traced step")]
     assert len(said) == 1 and "default model for Kineto alone" in said[0] and "--measured-ms" in said[0], done.stdout
+    # the conversion's own estimate, and how sure it was: host-bound, the range holds the untraced step
+    estimate = re.search(r"untraced step at ([\d.,]+) ms, uncertain: ([\d.,]+)-([\d.,]+) ms", said[0])
+    assert estimate is not None, said[0]
+    least, most = (float(estimate[i].replace(",", "")) for i in (2, 3))
+    assert least <= calibration(KINETO)["untraced_step_us"] / 1e3 <= most
     result = json.loads((tmp_path / "d.json").read_text())
     assert result["measured_as"] == "traced" and result["untraced_step_ns"] is None
     assert result["measured_note"] == said[0] and result["tracing_overhead"]["correction"] == "default"

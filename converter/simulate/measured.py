@@ -23,6 +23,7 @@ from .. import baseline as _baseline
 from ..baseline import Baseline
 from ..errors import ConverterError
 from ..et.decode import read_metadata
+from ..overhead import UNCERTAIN
 from .job import Job
 
 KINETO_SCHEMA_PREFIX = "kineto-replay."
@@ -136,4 +137,18 @@ def note(measured: dict[int, Measured], what_if: bool = False) -> str | None:
             f"to see its {word}, {fix}"
         )
     shorter = "" if what_if else ", so it should come out shorter than the traced step"
-    return f"the {word} is against the traced step, tracing included: {this} has {removed}{shorter}; {fix}"
+    said = f"{this} has {removed}{shorter}{_estimate(b)}"
+    return f"the {word} is against the traced step, tracing included: {said}; {fix}"
+
+
+def _estimate(b: Baseline) -> str:
+    """What the conversion estimated of its step, and how sure it was (``overhead.Removed``)."""
+    if b.estimate_us is None or not b.estimate_us[0]:
+        return ""
+    at, least, most = b.estimate_us
+    if max(at - least, most - at) <= UNCERTAIN * at:
+        return f"; the conversion estimated this rank's untraced step at {at / 1e3:,.3f} ms, and was sure of it"
+    return (
+        f"; the conversion estimated this rank's untraced step at {at / 1e3:,.3f} ms, uncertain: "
+        f"{least / 1e3:,.3f}-{most / 1e3:,.3f} ms (the host is on the step's critical path)"
+    )
