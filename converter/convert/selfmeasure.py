@@ -18,6 +18,7 @@ moves them (``spread.py``).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 
 from ..et import encode
@@ -57,20 +58,30 @@ def samples(graph: TraceGraph, spill: TailSpill) -> dict[int, list[int]]:
     return found
 
 
-def threads(graph: TraceGraph, rows: Sequence[int]) -> list[int]:
+def threads(graph: TraceGraph, rows: Sequence[int]) -> array[int]:
     """Each row's thread: the row of the observer's ``[...|thread]`` node above it (``NO_THREAD``
-    where there is none), found walking up the parents, iteratively, each row's once."""
+    where there is none), found walking up the parents, iteratively, each row's once (a compact
+    array per row remembers what is found)."""
     names = graph.names
-    known: dict[int, int] = {}
-    out = []
+    known = array("l", [_UNKNOWN]) * len(names)
+    out = array("l")
+    path: list[int] = []
     for row in rows:
-        path: list[int] = []
+        path.clear()
         at = row
-        while at >= 0 and at not in known and names[at] not in ROOT_NAMES and len(path) <= len(names):
+        while at >= 0 and known[at] == _UNKNOWN and names[at] not in ROOT_NAMES and len(path) <= len(names):
             path.append(at)
             at = graph.parent_row(at)
-        thread = known[at] if at in known else at if at >= 0 and names[at] in ROOT_NAMES else NO_THREAD
+        if at < 0:
+            thread = NO_THREAD
+        elif known[at] != _UNKNOWN:
+            thread = known[at]
+        else:  # a thread node, or a loop of parents (no thread)
+            thread = at if names[at] in ROOT_NAMES else NO_THREAD
         for visited in path:
             known[visited] = thread
         out.append(thread)
     return out
+
+
+_UNKNOWN = -2

@@ -29,6 +29,7 @@ job's replay adds is the ranks' coupling in their collectives.
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -103,7 +104,7 @@ def apply(graph: TraceGraph, spill: TailSpill, model: overhead.Model) -> overhea
     costs = None
     if model.by_thread and model.target_us is None:  # a measured model: each op its thread's cost
         threads = selfmeasure.threads(graph, [written[i] for i in host])
-        costs = [model.by_thread.get(thread, model.per_op_us) for thread in threads]
+        costs = array("d", (model.by_thread.get(thread, model.per_op_us) for thread in threads))
     durations, removed = overhead.untrace([(d, overhead.OP) for d in traced], model, MIN_OP_US, step, costs)
     overrides = graph.duration_overrides
     for i, before, after in zip(host, traced, durations, strict=True):
