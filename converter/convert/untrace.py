@@ -7,8 +7,11 @@ out of its duration (its exclusive time, as the reference writes it), down to 1 
 (``MIN_OP_US``). GPU kernels,
 communication nodes and the ``gloo:`` work a collective node stands for keep theirs.
 
-The figure is the user's, the default model's, or found from the calibration ``chakra-profile``
-wrote beside the host trace (``{name}_rank{N}_overhead.json``, ``overhead.choose``).
+The figure is the user's, found from the calibration ``chakra-profile`` wrote beside the host
+trace (``{name}_rank{N}_overhead.json``), measured in the trace itself by thread (``selfmeasure.py``,
+each op charged its thread's figure), or the default model's (``overhead.choose``). Without a
+calibration, on a GPU capture, the step is estimated at the figure and at its spread either way,
+and the conversion says how sure its step is (``overhead.Removed.step_us``).
 
 With a GPU: the per-op cost at which the graph's step, estimated as ASTRA-sim replays it (every
 written node, the GPU's and the host's waits for the GPU of ``waits.py`` included), comes down to
