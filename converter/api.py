@@ -239,7 +239,8 @@ def convert_kineto(
     overlapped on several streams keep their traced durations (ASTRA-sim then runs them one after
     another) instead of being written to end when they ended (``docs/kineto.md``);
     ``tracing_overhead``: the profiler's time taken out of the host timeline
-    (``docs/overhead.md``): ``"auto"`` (a calibration beside the trace, else the default model),
+    (``docs/overhead.md``): ``"auto"`` (a calibration beside the trace, else the cost a GPU job's
+    host trace measures of itself, else the default model),
     ``"none"`` (the traced durations) or microseconds per recorded op; none where a device profile
     re-times the host); ``device_profile`` (a profile file, the name of a shipped one such as ``"h200"``, or a
     ``DeviceProfile``): the what-if, every kernel and host node re-timed for that device

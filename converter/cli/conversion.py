@@ -66,10 +66,11 @@ def add_conversion_options(parser: argparse.ArgumentParser) -> None:
         metavar="auto|none|US",
         help="with --astra-sim and for a Kineto trace: take the profiler's own time out of the "
         "CPU ops and the gaps between them, so that a replay gives the untraced step: auto "
-        "(default) the default model for the tracing the trace records (for a Kineto trace or a "
-        "CPU capture, the calibration chakra-profile stored beside it first; a CPU job's collectives take "
-        "the least traced duration of their ranks, the rest being waits); none keeps the traced durations; US: "
-        "your own figure, microseconds per recorded op (see docs/overhead.md)",
+        "(default) the calibration chakra-profile stored beside the trace, else the cost a GPU job's host "
+        "trace measures of itself, else the default model for the tracing the trace records (without a "
+        "calibration the line says how sure the step is; a CPU job's collectives take the least traced "
+        "duration of their ranks, the rest being waits); none keeps the traced durations; US: your own "
+        "figure, microseconds per recorded op (see docs/overhead.md)",
     )
     (
         group.add_argument(
