@@ -23,11 +23,11 @@ The nodes, in id order:
 
 NCCL/RCCL kernels become communication nodes (``comm.py``), and so do communication kernels that
 are not NCCL's (DeepEP, NVSHMEM, custom all-to-all and all-reduce, by name; MoE dispatch/combine on
-a communication stream) and the ``gloo:`` annotation of a collective on CPU ranks (a node after its
-slot of the host timeline). Kernels that overlapped on several streams are then written to end when
-they ended, one after another (``overlap.py``: ASTRA-sim runs one GPU compute and one communication
-node at a time). ``drop`` removes one kind of
-dependency (or the gap nodes) for the ablation.
+a communication stream) and the ``gloo:`` annotation of a collective on CPU ranks (a node beside its
+slot of the host timeline, from where it started). Kernels that overlapped on several streams are
+then written to end when they ended, one after another (``overlap.py``: ASTRA-sim runs one GPU
+compute and one communication node at a time). ``drop`` removes one kind of dependency (or the gap
+nodes) for the ablation.
 """
 
 from __future__ import annotations
@@ -419,15 +419,20 @@ class _Builder:
 
     def host_collective(self, event: Event, slot: Node, around: list[Event]) -> None:
         """A gloo collective (``gloo:all_reduce`` on the worker thread that did it): a communication
-        node after its slot of the host timeline (which keeps tiling the step), lasting its traced
-        duration; typed by its name, sized by its first input (``Input Dims`` x ``Input type``)."""
+        node beside its slot of the host timeline (which keeps tiling the step), from where the slot
+        starts (it depends on what the slot depends on), lasting its traced duration; typed by its
+        name, sized by its first input (``Input Dims`` x ``Input type``). Not after the slot: where
+        the host recorded nothing while the collective ran (its wait for it), the slot lasts the
+        whole collective, and a node after it ran the collective twice in a row, past the step's
+        end (a traced replay 19% longer than its traced step)."""
         info = comm.classify(event.name, event.args, [event, *around], self.rank, self.world)
         if info.problem is not None:
             self.problems[("gloo collective(s)", info.problem)] += 1
             return
         self._check_size(event, info)
-        node = self.add(event.name, self.rt(event.end) - self.rt(event.ts), [slot], cpu=False)
-        node.start = self.rt(event.ts)
+        node = self.add(event.name, self.rt(event.end) - self.rt(event.ts), [], cpu=False)
+        node.deps = list(slot.deps)
+        node.start = slot.start
         self._typed(node, info)
 
     def _communication(self, node: Node, gpu: Event, around: list[Event]) -> None:
