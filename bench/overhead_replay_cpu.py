@@ -6,13 +6,18 @@ out, against the step the job runs untraced in the same run (issue 34; ``docs/ov
     python -m bench.overhead_replay_cpu --from-captures tests/data/traces/cpu_overhead   # replay these
     python -m bench.overhead_replay_cpu --from-json bench/results/overhead_replay_cpu.json   # re-render
     ... --append: add this run's table to --out under a heading, instead of replacing it
+    ... --no-host-trace: capture the Kineto trace alone (the replays go through the Kineto front end)
 
 Each configuration is captured with ``chakra-profile --size tiny --nproc 2 --threads 1`` (host trace
 + Kineto with ``record_shapes``, chakra-profile's default; ``--steps 20 --wait 8 --warmup 1 --active
 1``: 17 untraced steps besides the first, timed in the same run, and each rank's calibration
-``{name}_rank{N}_overhead.json`` beside its traces). Then ``convert-all --astra-sim`` and
-``simulate --replay``, with defaults (``auto``: the CPU capture's calibration, ``converter/convert/
-untrace.py``, and each collective's least traced duration across the ranks), with the traced
+``{name}_rank{N}_overhead.json`` beside its traces). With ``--no-host-trace`` the capture is the
+Kineto trace alone (``chakra-profile --no-host-trace``), and ``convert-all`` converts it through the
+Kineto front end. Then ``convert-all --astra-sim`` and ``simulate --replay``, with defaults
+(``auto``: the rank's calibration, and each collective's least traced duration across the ranks;
+the host path gives its CPU ops the untraced step outside the collectives, ``converter/convert/
+untrace.py``; the Kineto front end finds the cost per recorded event at which its step estimate
+comes down to the untraced step, ``converter/kineto/untrace.py``), with the traced
 durations (``none``) and with the default model alone (the traces renamed so that no calibration is
 found beside them: what a CPU trace from another tracer gets; the collectives as with the defaults).
 The defaults' replay lands on each rank's untraced step nearly by construction (the calibration is
@@ -22,7 +27,11 @@ interquartile range beside it: the machine's own noise; "load": the machine's 1-
 average right after the capture). "Waits in collectives": in the traced replay, the most time a
 rank's gloo collectives took beyond the least any rank's took (ms): waiting for the peer
 while traced, which ``replay-only`` replays as transfer unless it is taken out (the defaults and
-the default model do: ``converter/ranks/collwaits.py``).
+the default model do: ``converter/ranks/collwaits.py``). In a Kineto trace alone the collective's
+node runs beside the host timeline, which holds the host's wait for it too (the collective's slot,
+or the gaps while it ran): evening the node leaves that wait in the host's time, where the
+calibration takes it out with the profiler's (it lands the rank's step on its untraced one) and the
+default model does not.
 
 Timings on a shared machine are noisy: capture on a quiet one, with one thread per rank, and judge
 each replay against the untraced steps of its own run, never another run's.
@@ -63,16 +72,21 @@ class Capture:
     sources: dict[str, str] = field(default_factory=dict)  # setting -> rank 0's correction line
     #: setting -> the most ms a rank's collectives took beyond the least any rank's took
     waits: dict[str, float] = field(default_factory=dict)
+    #: whether the capture holds a host trace beside the Kineto trace (chakra-profile's default)
+    host_trace: bool = True
 
     def error(self, setting: str) -> float:
         return (self.replays[setting] - self.untraced_ms) / self.untraced_ms * 100
 
 
-def capture(model: str, dp: str, where: Path) -> Path:
-    """``chakra-profile`` of one configuration into ``where/{model}_{dp}``."""
+def capture(model: str, dp: str, where: Path, host_trace: bool = True) -> Path:
+    """``chakra-profile`` of one configuration into ``where/{model}_{dp}`` (``--no-host-trace``
+    where ``host_trace`` is false: the Kineto trace alone)."""
     name = f"{model}_{dp}"
     folder = where / name
     command = ["chakra-profile", "--model", model, "--dp", dp, *PROFILE, "--active", "1"]
+    if not host_trace:
+        command.append("--no-host-trace")
     command += ["--outdir", str(folder), "--name", name]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -97,6 +111,7 @@ def load(folder: Path) -> Capture:
         (q1, q3),
         summary["step_time_s"]["traced_median"] * 1e3,
         summary.get("torch", ""),
+        host_trace=bool(summary.get("host_trace", True)),
     )
 
 
@@ -129,9 +144,17 @@ def _median_abs(errors: list[float]) -> float:
 
 def markdown(captures: list[Capture]) -> str:
     torch = captures[0].torch if captures else ""
+    kinds = {c.host_trace for c in captures}
+    tracing = (
+        "host trace + Kineto with record_shapes"
+        if kinds == {True}
+        else "`--no-host-trace`: Kineto alone with record_shapes, through the Kineto front end"
+        if kinds == {False}
+        else "host trace + Kineto or Kineto alone, with record_shapes"
+    )
     lines = [
-        f"CPU captures (`chakra-profile --size tiny --nproc 2 --threads 1`, gloo, torch {torch}, host trace + "
-        "Kineto with record_shapes): `convert-all --astra-sim`, `simulate --replay`, against the median untraced "
+        f"CPU captures (`chakra-profile --size tiny --nproc 2 --threads 1`, gloo, torch {torch}, {tracing}): "
+        "`convert-all --astra-sim`, `simulate --replay`, against the median untraced "
         "step of the same run (ms, both ranks' steps; their interquartile range beside it). "
         "Written by `python -m bench.overhead_replay_cpu`.",
         "",
@@ -167,6 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--append", metavar="HEADING", default=None, help="append this run under ## HEADING")
     parser.add_argument(
+        "--no-host-trace",
+        action="store_true",
+        help="capture the Kineto trace alone (chakra-profile --no-host-trace): the Kineto front end converts it",
+    )
+    parser.add_argument(
         "--from-json", type=Path, default=None, help="render the replays saved beside --out instead of running them"
     )
     args = parser.parse_args(argv)
@@ -192,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
             else:
                 print(f"capturing {model} {dp} ...", file=sys.stderr, flush=True)
-                folder = capture(model, dp, where)
+                folder = capture(model, dp, where, host_trace=not args.no_host_trace)
                 busy = os.getloadavg()[0]
             c = load(folder)
             c.load = busy
