@@ -73,9 +73,10 @@ _SCALE = 20 if PROFILE == "long" else 1
 WATCHDOG_SECONDS = 120  # one example running longer than this is a hang: the run stops, tracebacks dumped
 
 
-def examples(count: int) -> settings:
-    """The active profile with ``count`` examples in CI (``_SCALE`` times as many in ``long``)."""
-    return settings(settings.get_profile(PROFILE), max_examples=count * _SCALE)
+def examples(count: int, *, long: int | None = None) -> settings:
+    """The active profile with ``count`` examples in CI, ``_SCALE`` times ``long`` (by default
+    ``count``) in ``long``."""
+    return settings(settings.get_profile(PROFILE), max_examples=(long or count) * _SCALE if _SCALE > 1 else count)
 
 
 # -- seeds: real traces, cut down ---------------------------------------------------------------------
@@ -345,7 +346,10 @@ def write(folder: Path, name: str, mutation: Mutated) -> Path:
 
 
 # -- convert ------------------------------------------------------------------------------------------
-@examples(300)
+#: 150 in CI (300 took 15 s more on 2 cores): those reach every outcome the 300 did (our bytes equal
+#: the reference's, both refusing, each documented difference where the reference accepts) and
+#: the --allow-missing-parents retry besides; the long profile keeps 300 x 20.
+@examples(150, long=300)
 @given(st.sampled_from(sorted(TRACES)).flatmap(lambda name: mutated(seed(name))))
 def test_fuzz_convert(mutation: Mutated) -> None:
     with watchdog(), workdir() as folder:
