@@ -2,6 +2,9 @@
 end the process with the command's one line (nothing is open yet, nothing to clean up), instead
 of Python's ``KeyboardInterrupt`` traceback in the middle of an import.
 
+The stop signals are unblocked too: a blocked mask is inherited from the parent, and with it
+a Ctrl-C would wait, pending, until the command ended on its own.
+
 Done only when this process is the command line (``python -m chakra_convert_fast.converter`` or
 the ``chakra-convert-fast`` script): importing the package as a library changes no handler.
 """
@@ -55,9 +58,12 @@ def install() -> None:
     if not _is_command_line():
         return
     standard_descriptors()
-    for signum in _MESSAGES:
-        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's choice is kept
-            signal.signal(signum, early_handler)
+    caught = [signum for signum in _MESSAGES if signal.getsignal(signum) is not signal.SIG_IGN]  # nohup's kept
+    for signum in caught:
+        signal.signal(signum, early_handler)
+    # a mask is inherited: a parent that had them blocked (a test runner, a supervisor's thread)
+    # would leave them pending until the command's last step, and a Ctrl-C would be lost
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, caught)
 
 
 install()

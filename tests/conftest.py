@@ -16,8 +16,9 @@ in under five minutes on 2 cores; CI runs everything.
 from __future__ import annotations
 
 import os
+import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,14 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Run], Done]:
         return done[run]
 
     return get
+
+
+@pytest.fixture(autouse=True)
+def _signal_mask_kept() -> Iterator[None]:
+    """Each test ends with the signal mask it began with: a command line run in this process holds
+    the stop signals blocked after its last commit, and a mask is inherited by every process a
+    later test starts."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    if signal.pthread_sigmask(signal.SIG_BLOCK, []) != before:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)

@@ -298,6 +298,36 @@ def test_a_signal_while_python_imports_the_package_is_one_line(signum: int, tmp_
     assert listing(tmp_path) == ["in.json"]
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_command_started_with_the_signals_blocked_still_ends_on_them(signum: int, tmp_path: Path) -> None:
+    """A signal mask is inherited: a parent with the stop signals blocked (a test runner after a
+    commit step, a supervisor's thread) used to start a command whose Ctrl-C stayed pending until
+    its last step, so it ran on and ended with its own error (1). The command line unblocks them."""
+    (tmp_path / "in.json").write_text("{}")
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+    try:
+        process = subprocess.Popen(
+            [*CLI, "convert", str(tmp_path / "in.json"), str(tmp_path / "o.et")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    _STARTED.append((process, [psutil.Process(process.pid)]))
+    deadline = time.monotonic() + 60
+    while not _catches(process.pid, signal.SIGTERM):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1]
+        time.sleep(0.0002)
+    os.kill(process.pid, signal.SIGSTOP)
+    os.kill(process.pid, signum)
+    os.kill(process.pid, signal.SIGCONT)
+    stderr = process.communicate(timeout=60)[1]
+    assert_stopped_cleanly(process, stderr, signum)
+    assert listing(tmp_path) == ["in.json"]
+
+
 @pytest.mark.parametrize("other_thread", [False, True], ids=["one thread", "another thread running"])
 def test_an_interrupt_after_the_commit_is_not_a_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other_thread: bool
