@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -318,6 +319,8 @@ def launch_command(argv: Sequence[str], nproc: int) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``chakra-profile``; returns the process exit status."""
+    if argv is None:  # the command line: a parent's blocked stop signals (a mask is inherited) unblocked
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["device-profile"]:  # the device micro-benchmark (profiler/device.py)
         from chakra_convert_fast.profiler import device
@@ -344,12 +347,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"chakra-profile: error: {e}", file=sys.stderr)
             return 2
     os.environ["OMP_NUM_THREADS"] = str(threads_for(args))  # before torch starts its thread pool
+    from chakra_convert_fast.profiler.launch import run_in_process, run_ranks
+
     if args.nproc == 1:
         from chakra_convert_fast.profiler import train
 
-        return train.main(argv)
-    from chakra_convert_fast.profiler.launch import run_ranks
-
+        return run_in_process(lambda: train.main(argv), args.outdir)
     return run_ranks(launch_command(argv, args.nproc), args.outdir)
 
 

@@ -1,4 +1,5 @@
-"""``chakra-profile --nproc N``: torchrun and its ranks, ended with the command.
+"""``chakra-profile --nproc N``: torchrun and its ranks, ended with the command; ``--nproc 1``: the
+one rank in this process, ended the same way (``run_in_process``).
 
 torchrun starts each rank in a session of its own, so a signal to the command's process group
 does not reach them, and a ``chakra-profile`` ended by SIGTERM used to leave torchrun and every
@@ -18,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
 from types import FrameType
@@ -29,7 +30,10 @@ _PR_SET_CHILD_SUBREAPER = 36
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-class _Stopped(Exception):
+class _Stopped(BaseException):
+    """A stop signal: a BaseException, so that no ``except Exception`` of the run (torch's, ours)
+    swallows it where it is raised."""
+
     def __init__(self, number: int) -> None:
         super().__init__(number)
         self.number = number
@@ -39,6 +43,29 @@ def run_ranks(command: Sequence[str], outdir: str) -> int:
     """Run torchrun's ``command``; its exit status, or 128 + N when signal N stopped the command."""
     with suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    process: subprocess.Popen[bytes] | None = None
+
+    def before_cleanup() -> None:
+        if process is not None:
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGSTOP)  # torchrun starts nothing more
+
+    def run() -> int:
+        nonlocal process
+        process = subprocess.Popen(list(command), start_new_session=True, preexec_fn=die_with_parent)
+        return process.wait()
+
+    return _stoppable(run, outdir, before_cleanup)
+
+
+def run_in_process(run: Callable[[], int], outdir: str) -> int:
+    """One rank, run in this process (``--nproc 1``), ended by a stop signal as ``run_ranks`` ends:
+    what it started killed, what it wrote into ``outdir`` removed, one line, 128 + N. It used to
+    end on a ``KeyboardInterrupt`` traceback and leave the half-written host trace."""
+    return _stoppable(run, outdir, lambda: None)
+
+
+def _stoppable(run: Callable[[], int], outdir: str, before_cleanup: Callable[[], None]) -> int:
     existed = os.path.isdir(outdir)
     before = _listing(outdir)
     started = time.time()
@@ -49,14 +76,10 @@ def run_ranks(command: Sequence[str], outdir: str) -> int:
         raise _Stopped(number)
 
     previous = {s: signal.signal(s, stop) for s in _SIGNALS}
-    process: subprocess.Popen[bytes] | None = None
     try:
-        process = subprocess.Popen(list(command), start_new_session=True, preexec_fn=die_with_parent)
-        return process.wait()
+        return run()
     except _Stopped as stopped:
-        if process is not None:
-            with suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGSTOP)  # torchrun starts nothing more
+        before_cleanup()
         _end_descendants()
         _remove_new(outdir, before, started, existed)
         name = signal.Signals(stopped.number).name

@@ -115,3 +115,37 @@ def test_sigterm_ends_torchrun_and_every_rank(tmp_path: Path) -> None:
     assert not [p for p in everything if _alive(p)], everything  # torchrun, both ranks, their children
     time.sleep(2.0)
     assert not outdir.exists() or not list(outdir.iterdir())  # nothing written after the command ended
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+@pytest.mark.parametrize("blocked", [False, True], ids=["as started", "started with the signals blocked"])
+def test_a_signal_ends_one_rank_in_process_with_its_line(tmp_path: Path, blocked: bool) -> None:
+    """``--nproc 1`` trains in this process: SIGINT while it traces ended it with a
+    ``KeyboardInterrupt`` traceback and left the half-written host trace (and, started with the
+    stop signals blocked, a mask it inherited, it ran to the end). Now: one line, 130, nothing."""
+    outdir = tmp_path / "out"
+    argv = ["--model", "gpt2", "--size", "tiny", "--seq-len", "16", "--batch-size", "1", "--steps", "400"]
+    argv += ["--nproc", "1", "--threads", "1", "--outdir", str(outdir), "--name", "stopped", "--wait", "2"]
+    code = "import sys; from chakra_convert_fast.profiler.cli import main; sys.exit(main())"
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT} if blocked else set())
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    try:
+        deadline = time.monotonic() + 120
+        while not (outdir / "stopped_rank0_host.json").exists():  # the observer is writing
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1]
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, err
+    assert err.decode().splitlines()[-1] == "chakra-profile: error: terminated by SIGINT; no capture written"
+    assert "Traceback" not in err.decode()
+    assert not outdir.exists() or not list(outdir.iterdir())
