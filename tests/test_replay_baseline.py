@@ -206,3 +206,23 @@ def test_without_calibration_the_line_says_what_the_error_is(simulator: Path, tm
     last = kept.stdout.splitlines()[-1]
     assert "the right comparison, --tracing-overhead none kept the traced durations" in last, last
     assert f"untraced {untraced:,.3f} ms" in last
+
+
+def test_a_host_trace_without_calibration_says_its_own_estimate_in_a_replay_only(
+    simulator: Path, tmp_path: Path
+) -> None:
+    """Host + Kineto without a calibration: the files record no step; a replay says so, with the
+    conversion's own estimate of the untraced step and its range (which holds the step the job
+    took untraced); a simulation that is no replay says nothing of it."""
+    prefix = _job(without_calibration(HOST, tmp_path / "in"), tmp_path / "host")
+    replayed = run_cli("simulate", prefix, "--replay")
+    assert replayed.returncode == 0, replayed.stderr
+    said = [line for line in replayed.stdout.splitlines() if line.startswith("no measured step")]
+    assert len(said) == 1 and "measured in the trace" in said[0], replayed.stdout
+    estimate = re.search(r"untraced step at ([\d.,]+) ms, uncertain: ([\d.,]+)-([\d.,]+) ms", said[0])
+    assert estimate is not None, said[0]
+    least, most = (float(estimate[i].replace(",", "")) for i in (2, 3))
+    assert least <= calibration(HOST)["untraced_step_us"] / 1e3 <= most
+    simulated = run_cli("simulate", prefix)
+    assert simulated.returncode == 0, simulated.stderr
+    assert "no measured step" not in simulated.stdout

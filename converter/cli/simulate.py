@@ -550,8 +550,8 @@ def replay_lines(result: api.SimulationResult) -> list[str]:
     measured = result.measured
     job = steps.job_measured(measured)
     said = steps.note(measured, result.roofline is not None)
-    if job is None or not job.ns:
-        return [said] if said else []
+    if job is None or not job.ns:  # nothing to hold it against: said of a replay only (not of a what-if)
+        return [said] if said and result.replay else []
     word = "error" if result.roofline is None else "difference"  # a what-if is not a replay: no error
     kind = job.kind
     said_traced = job.recorded is not None and job.recorded.baseline is not None  # else a file from before notes

@@ -133,8 +133,8 @@ def note(measured: dict[int, Measured], what_if: bool = False) -> str | None:
     removed = f"{b.removed_us / 1e3:,.3f} ms of profiler time removed ({b.source})"
     if not m.ns:
         return (
-            f"no measured step: the files record neither the traced nor the untraced step; {this} has {removed}; "
-            f"to see its {word}, {fix}"
+            f"no measured step: the files record neither the traced nor the untraced step; {this} has {removed}"
+            f"{_estimate(b)}; to see its {word}, {fix}"
         )
     shorter = "" if what_if else ", so it should come out shorter than the traced step"
     said = f"{this} has {removed}{shorter}{_estimate(b)}"
