@@ -34,7 +34,8 @@ from .errors import TraceContentError
 
 #: The GlobalMetadata note's name (a string attribute: JSON)
 BASELINE = "replay_baseline"
-CALIBRATED, MEASURED, DEFAULT, USER, NONE = "calibrated", "measured", "default", "user", "none"
+CALIBRATED, MEASURED, DEFAULT, USER = overhead.CALIBRATED, overhead.MEASURED, overhead.DEFAULT, overhead.USER
+NONE = "none"
 CORRECTIONS = (CALIBRATED, MEASURED, DEFAULT, USER, NONE)
 
 
@@ -67,13 +68,7 @@ class Baseline:
 
 def correction_of(model: overhead.Model | None) -> str:
     """Which correction ``model`` (``overhead.choose``'s; None: the traced durations kept) is."""
-    if model is None:
-        return NONE
-    if model.target_us is not None:
-        return CALIBRATED
-    if model.source.startswith(overhead.MEASURED_SOURCE):
-        return MEASURED
-    return USER if model.source == "--tracing-overhead" else DEFAULT
+    return NONE if model is None else model.kind
 
 
 def untraced_beside(trace: str | os.PathLike[str] | None) -> tuple[float, float, str] | None:

@@ -78,6 +78,9 @@ DEFAULT_SPREAD = 3.0
 UNCERTAIN = 0.05
 #: How a measured model's source begins (``Model.source``)
 MEASURED_SOURCE = "measured in the trace"
+#: Which correction a model is (``Model.kind``): the calibration's, measured in the trace, a default
+#: model's, the user's figure
+CALIBRATED, MEASURED, DEFAULT, USER = "calibrated", "measured", "default", "user"
 #: Fewer wrappers than this measure nothing (the default model is used)
 MEASURED_MIN_SAMPLES = 50
 #: A wrapper that took more than this many times their median was descheduled (a loaded CPU host:
@@ -114,6 +117,7 @@ class Model:
     untraced_us: float | None = None  # a calibration's untraced step (us): the step to land on
     by_thread: Mapping[int, float] | None = None  # a measured model's cost per op, by thread
     spread: float | None = None  # how far off the figure may be: this many times more, or less (not a calibration's)
+    kind: str = USER  # CALIBRATED, MEASURED, DEFAULT or USER: which correction it is
 
     def cost(self, runtime: bool) -> float:
         return self.per_call_us if runtime else self.per_op_us
@@ -190,7 +194,7 @@ def read_calibration(path: Path) -> Model | None:
         raise TraceContentError(str(path), "traced_step_us/untraced_step_us are not microseconds", hint=_HINT)
     target = max(0.0, float(traced) - float(untraced))
     source = f"calibrated in the same run, {path.name}"
-    return Model(0.0, 0.0, source, target, traced_us=float(traced), untraced_us=float(untraced))
+    return Model(0.0, 0.0, source, target, traced_us=float(traced), untraced_us=float(untraced), kind=CALIBRATED)
 
 
 def measured(by_thread: Mapping[int, Sequence[int]], factor: float = MEASURED_FACTOR) -> Model | None:
@@ -200,20 +204,18 @@ def measured(by_thread: Mapping[int, Sequence[int]], factor: float = MEASURED_FA
     pooled = [s for samples in by_thread.values() for s in samples]
     if len(pooled) < MEASURED_MIN_SAMPLES:
         return None
-    figure = factor * _mean_of(pooled)
-    costs = {
-        thread: factor * _mean_of(samples) if len(samples) >= MEASURED_MIN_SAMPLES else figure
-        for thread, samples in by_thread.items()
-    }
-    each = sorted(
-        ((len(samples), _mean_of(samples)) for samples in by_thread.values() if len(samples) >= MEASURED_MIN_SAMPLES),
-        reverse=True,
-    )
-    said = " and ".join(f"{mean:.3g} us ({count:,})" for count, mean in each) if len(each) > 1 else ""
+    mean = _mean_of(pooled)
+    enough = {t: samples for t, samples in by_thread.items() if len(samples) >= MEASURED_MIN_SAMPLES}
+    own = {t: (len(samples), _mean_of(samples)) for t, samples in enough.items()}
+    if len(own) > 1:
+        said = " and ".join(f"{m:.3g} us ({count:,})" for count, m in sorted(own.values(), reverse=True))
+        costs = {t: factor * own[t][1] if t in own else factor * mean for t in by_thread}
+    else:
+        said, costs = "", None
     source = f"{MEASURED_SOURCE}: {factor:g} x what its view-family ops spent around the op each wraps, " + (
-        f"by thread: {said}" if said else f"{_mean_of(pooled):.3g} us ({len(pooled):,})"
+        f"by thread: {said}" if said else f"{mean:.3g} us ({len(pooled):,})"
     )
-    return Model(figure, 0.0, source, by_thread=costs if said else None, spread=MEASURED_SPREAD)
+    return Model(factor * mean, 0.0, source, by_thread=costs, spread=MEASURED_SPREAD, kind=MEASURED)
 
 
 def _mean_of(samples: Sequence[int]) -> float:
@@ -234,7 +236,7 @@ def choose(
     if setting == NONE:
         return None
     if isinstance(setting, float):
-        return Model(setting, setting, "--tracing-overhead")
+        return Model(setting, setting, "--tracing-overhead", kind=USER)
     found = calibration_path(trace) if trace is not None else None
     if found is not None:
         calibrated = read_calibration(found)
@@ -244,7 +246,7 @@ def choose(
     if found_model is not None:
         return found_model
     op, call = DEFAULT_MODELS[tracing]
-    return Model(op, call, f"default model for {tracing.describe()}", spread=DEFAULT_SPREAD)
+    return Model(op, call, f"default model for {tracing.describe()}", spread=DEFAULT_SPREAD, kind=DEFAULT)
 
 
 @dataclass
