@@ -270,25 +270,37 @@ def _maps(pid: int) -> str:
         return ""
 
 
+def _convert_once_its_handlers_are_in(tmp_path: Path, blocked: frozenset[int] = frozenset()) -> subprocess.Popen[str]:
+    """``convert`` of a bad input, started (with ``blocked`` signals blocked, a mask it inherits)
+    and stopped (SIGSTOP) as soon as its start-up handlers catch signals: Python itself never
+    catches SIGTERM."""
+    (tmp_path / "in.json").write_text("{}")
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        process = subprocess.Popen(
+            [*CLI, "convert", str(tmp_path / "in.json"), str(tmp_path / "o.et")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    _STARTED.append((process, [psutil.Process(process.pid)]))
+    deadline = time.monotonic() + 60
+    while not _catches(process.pid, signal.SIGTERM):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1]
+        time.sleep(0.0002)
+    os.kill(process.pid, signal.SIGSTOP)
+    return process
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
 def test_a_signal_while_python_imports_the_package_is_one_line(signum: int, tmp_path: Path) -> None:
     """The handler is in place before the package's heavy imports (msgspec, the converter): caught
     there, the signal ends the command with its one line, not a ``KeyboardInterrupt`` traceback
     from the middle of an import (Python's default until ``main`` ran)."""
-    (tmp_path / "in.json").write_text("{}")
-    process = subprocess.Popen(
-        [*CLI, "convert", str(tmp_path / "in.json"), str(tmp_path / "o.et")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    _STARTED.append((process, [psutil.Process(process.pid)]))
-    deadline = time.monotonic() + 60
-    while not _catches(process.pid, signal.SIGTERM):  # Python itself never catches SIGTERM
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1]
-        time.sleep(0.0002)
-    os.kill(process.pid, signal.SIGSTOP)
+    process = _convert_once_its_handlers_are_in(tmp_path)
     importing = "msgspec" not in _maps(process.pid)
     os.kill(process.pid, signum)
     os.kill(process.pid, signal.SIGCONT)
@@ -303,24 +315,8 @@ def test_a_command_started_with_the_signals_blocked_still_ends_on_them(signum: i
     """A signal mask is inherited: a parent with the stop signals blocked (a test runner after a
     commit step, a supervisor's thread) used to start a command whose Ctrl-C stayed pending until
     its last step, so it ran on and ended with its own error (1). The command line unblocks them."""
-    (tmp_path / "in.json").write_text("{}")
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-    try:
-        process = subprocess.Popen(
-            [*CLI, "convert", str(tmp_path / "in.json"), str(tmp_path / "o.et")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    _STARTED.append((process, [psutil.Process(process.pid)]))
-    deadline = time.monotonic() + 60
-    while not _catches(process.pid, signal.SIGTERM):
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1]
-        time.sleep(0.0002)
-    os.kill(process.pid, signal.SIGSTOP)
+    stops = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+    process = _convert_once_its_handlers_are_in(tmp_path, stops)
     os.kill(process.pid, signum)
     os.kill(process.pid, signal.SIGCONT)
     stderr = process.communicate(timeout=60)[1]
